@@ -1,0 +1,92 @@
+"""The ``trainwise`` command line.
+
+Each command group lives in its own module (``rl``, ``ingest``, ``infra``, ``run``)
+and exposes ``register(subparsers)``. A command's handler takes the parsed
+arguments and returns its result as a dict; :func:`main` writes that dict to
+``--json-out`` (atomically, with the environment) when the user asked for it.
+
+Heavy libraries (torch, tensorflow, prefect, ray) are imported inside handlers, so
+``--help`` and input errors answer at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from trainwise.errors import UserError
+
+Handler = Callable[[argparse.Namespace], "dict[str, Any] | None"]
+
+_GROUPS = ("rl", "ingest", "run", "infra")  # each module: register(sub)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports errors in our format (message + allowed values, exit 2)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(2, f"trainwise: error: {message}\n")
+
+
+def add_json_out(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json-out",
+        metavar="FILE",
+        type=Path,
+        default=None,
+        help="write the result as JSON to FILE (atomically; includes the environment)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    import importlib
+
+    parser = _Parser(
+        prog="trainwise",
+        description="Performance-cost aware tuner for ML training infrastructure.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name in _GROUPS:
+        module = importlib.import_module(f"trainwise.cli.{name}")
+        module.register(sub)
+    return parser
+
+
+def _check_json_out(path: Path | None) -> None:
+    if path is None:
+        return
+    if path.exists() and path.is_dir():
+        raise UserError(f"--json-out {path} is a directory; give a file path such as {path}/result.json")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return 2
+    try:
+        _check_json_out(getattr(args, "json_out", None))
+        result = handler(args)
+        json_out = getattr(args, "json_out", None)
+        if json_out is not None and result is not None:
+            from trainwise.results import write_json
+
+            write_json(json_out, result)
+            print(f"result written to {json_out}", file=sys.stderr)
+    except UserError as exc:
+        print(f"trainwise: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("trainwise: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,9 @@
+"""`trainwise run` commands (placeholder: registered, not yet implemented)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    sub.add_parser("run", help="(not implemented yet)")

@@ -1,0 +1,75 @@
+"""Writing results as JSON: atomically, with the environment that produced them.
+
+Every CLI command and benchmark writes its result through :func:`write_json`, so a
+result file is either complete or absent (never half-written) and always says which
+machine and versions produced it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+_VERSIONED = ("trainwise", "torch", "numpy", "gymnasium", "tensorflow-cpu", "prefect", "ray", "boto3")
+
+
+def environment() -> dict[str, Any]:
+    """CPU count, Python, platform and the versions of the packages that matter."""
+    versions: dict[str, str] = {}
+    for name in _VERSIONED:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return {
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "versions": versions,
+    }
+
+
+def _default(obj: Any) -> Any:
+    # numpy scalars/arrays, dataclasses and pydantic models show up in results.
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json")
+    if hasattr(obj, "__dataclass_fields__"):
+        from dataclasses import asdict
+
+        return asdict(obj)
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    raise TypeError(f"cannot encode {type(obj).__name__} as JSON")
+
+
+def to_json(payload: Any) -> str:
+    return json.dumps(payload, indent=2, default=_default, allow_nan=False)
+
+
+def write_json(path: str | os.PathLike[str], payload: dict[str, Any], *, with_environment: bool = True) -> Path:
+    """Write ``payload`` (plus ``environment``) to ``path`` atomically; return the path."""
+    path = Path(path)
+    if with_environment and "environment" not in payload:
+        payload = {**payload, "environment": environment()}
+    text = to_json(payload)  # encode first: a payload that cannot be encoded writes nothing
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
