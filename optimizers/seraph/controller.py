@@ -1,0 +1,149 @@
+"""Dynamic re-tuning: the controller the trainer calls after every iteration.
+
+Every ``every`` iterations it feeds the newest gradient-noise measurements to the
+tracker, asks the planner for the best shape for the *rest* of training, and moves
+toward it, with three guards against thrashing:
+
+* **hysteresis**: it changes only when the predicted gain on the objective for the
+  remaining training is at least ``min_gain`` (default 5%);
+* **bounded steps**: one change moves batch and actors by at most a factor of
+  ``max_factor`` (default 2) and memory by at most one profiled level;
+* **cool-down**: after a change it waits ``every`` iterations before the next decision,
+  so the new shape is measured before it is judged.
+
+Every decision that changes the shape is logged with its reason; decisions that keep
+the shape are logged too (with why), so the run explains itself.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence
+
+from optimizers.seraph.models import RunShape
+from optimizers.seraph.search import Candidate, SearchOutcome
+
+
+def _step_toward(cur: int, target: int, factor: float) -> int:
+    if target > cur:
+        return int(min(target, math.floor(cur * factor)))
+    if target < cur:
+        return int(max(target, math.ceil(cur / factor)))
+    return cur
+
+
+def bounded_step(
+    current: RunShape,
+    target: RunShape,
+    memory_levels: Sequence[int],
+    *,
+    max_factor: float = 2.0,
+    min_steps_per_actor: int = 1,
+) -> RunShape:
+    """Move from ``current`` toward ``target`` by at most one bounded step."""
+    batch = _step_toward(current.batch, target.batch, max_factor)
+    actors = _step_toward(current.actors, target.actors, max_factor)
+    actors = max(1, min(actors, batch // max(min_steps_per_actor, 1) or 1))
+    levels = sorted(memory_levels)
+    if current.memory_mb in levels and target.memory_mb in levels:
+        i, j = levels.index(current.memory_mb), levels.index(target.memory_mb)
+        memory = levels[i + (j > i) - (j < i)]
+    else:
+        memory = target.memory_mb
+    return RunShape(actors=actors, memory_mb=memory, batch=batch)
+
+
+class Replanner(Protocol):
+    """What the controller needs from the planner."""
+
+    memory_levels: Sequence[int]
+    min_steps_per_actor: int
+
+    def observe(self, record: Any) -> None:
+        """Take in one iteration's measurements (noise scale, timing, progress)."""
+
+    def replan(self, current: RunShape) -> tuple[SearchOutcome, Candidate, Callable[[RunShape], Candidate]]:
+        """Best plan for the rest of training, the current shape scored the same way,
+        and a scorer for any other shape (to judge a bounded step)."""
+
+
+@dataclass
+class Decision:
+    iteration: int
+    env_steps: int
+    changed: bool
+    reason: str
+    from_shape: dict[str, int]
+    to_shape: dict[str, int]
+    b_noise: float | None = None
+    predicted_gain: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class SeraphController:
+    """Implements the trainer's ``Controller`` protocol (``after_iteration``)."""
+
+    planner: Replanner
+    current: RunShape
+    objective_key: Callable[[Candidate], float]
+    make_run_config: Callable[[RunShape], Any]
+    every: int = 3
+    min_gain: float = 0.05
+    max_factor: float = 2.0
+    decisions: list[Decision] = field(default_factory=list)
+    _since_decision: int = 0
+
+    def after_iteration(self, record: Any) -> Any | None:
+        self.planner.observe(record)
+        self._since_decision += 1
+        if self._since_decision < self.every:
+            return None
+        self._since_decision = 0
+        iteration = int(getattr(record, "iteration", len(self.decisions)))
+        env_steps = int(getattr(record, "env_steps", 0))
+        outcome, now, score = self.planner.replan(self.current)
+        b_noise = getattr(self.planner, "b_noise", None)
+        if outcome.best is None:
+            return self._keep(iteration, env_steps, f"no feasible plan for the rest: {outcome.message}", b_noise)
+        target = outcome.best.shape
+        if target == self.current:
+            return self._keep(iteration, env_steps, "current shape is still the best for the rest of training", b_noise)
+        step = bounded_step(
+            self.current,
+            target,
+            self.planner.memory_levels,
+            max_factor=self.max_factor,
+            min_steps_per_actor=self.planner.min_steps_per_actor,
+        )
+        step_cand = score(step)
+        now_v, step_v = self.objective_key(now), self.objective_key(step_cand)
+        gain = (now_v - step_v) / now_v if now_v > 0 else 0.0
+        if gain < self.min_gain:
+            return self._keep(
+                iteration,
+                env_steps,
+                f"best shape {target.as_dict()} differs but a bounded step gains only {gain:.1%} (< {self.min_gain:.0%})",
+                b_noise,
+                gain,
+            )
+        reason = (
+            f"re-plan toward {target.as_dict()} ({outcome.message}); step predicted to improve the objective "
+            f"for the remaining training by {gain:.1%}"
+        )
+        if b_noise is not None:
+            reason += f"; B_noise={b_noise:.0f}"
+        self.decisions.append(
+            Decision(iteration, env_steps, True, reason, self.current.as_dict(), step.as_dict(), b_noise, gain)
+        )
+        self.current = step
+        return self.make_run_config(step)
+
+    def _keep(self, iteration: int, env_steps: int, reason: str, b_noise: float | None, gain: float | None = None) -> None:
+        self.decisions.append(
+            Decision(iteration, env_steps, False, reason, self.current.as_dict(), self.current.as_dict(), b_noise, gain)
+        )
+        return None

@@ -1,0 +1,283 @@
+"""Performance, cost and training-progress models fitted to a profile.
+
+Three small models, each with one job:
+
+* :class:`PerformanceModel`: modelled Lambda time of one training iteration from the
+  number of actor functions ``a``, their memory ``m`` and the batch ``B``
+  (env steps per iteration, split evenly over the actors)::
+
+      rollout_s(a, m, B) = o + c * log2(a) + k_m * B / a        (k_m = 1 / steps-per-second at m)
+      billed_s(a, m, B)  = o_b + k'_m * B / a                   (billed ms per invocation)
+      learner_s(B)       = l0 + l1 * B
+      iteration_s        = rollout_s + learner_s + other        (other = measured median residual)
+
+  ``o`` is the invocation overhead (payload, weight loading), ``c`` the measured cost of
+  more concurrency on the backend at hand, ``k_m`` per profiled memory size. Each is a
+  linear least-squares fit; the fit error (in-sample and leave-one-out median absolute
+  percentage error) is reported with the model.
+* :class:`CostModel`: Lambda GB-seconds + requests + learner VM time, priced with the
+  same table the trainer's ledger uses.
+* :class:`ProgressModel`: env steps and updates to the target reward as a function of
+  the batch, from the gradient noise scale (McCandlish et al. 2018)::
+
+      E(B) = E_min (1 + B / B_noise)       S(B) = S_min (1 + B_noise / B),  E_min = S_min B_noise
+
+  calibrated by one reference point ``E_ref`` at batch ``B_ref``:
+  ``E_min = E_ref / (1 + B_ref / B_noise)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class RunShape:
+    """One point of the search space: actor functions, their memory, batch per iteration."""
+
+    actors: int
+    memory_mb: int
+    batch: int
+
+    @property
+    def steps_per_actor(self) -> int:
+        return math.ceil(self.batch / self.actors)
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One measured (or modelled-by-the-emulator) training iteration at a RunShape.
+
+    ``rollout_s`` is the Lambda-clock time of the rollout phase (modelled on the local
+    emulator), ``billed_s`` the mean billed duration of one invocation, ``learner_s``
+    the learner's update time, ``iteration_s`` the Lambda-clock iteration time.
+    """
+
+    shape: RunShape
+    rollout_s: float
+    billed_s: float
+    learner_s: float
+    iteration_s: float
+    cold: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["shape"] = self.shape.as_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Observation":
+        return cls(**{**d, "shape": RunShape(**d["shape"])})
+
+
+def _mdape(pred: Sequence[float], actual: Sequence[float]) -> float:
+    errs = [abs(p - a) / a for p, a in zip(pred, actual) if a > 0]
+    return float(np.median(errs)) if errs else float("nan")
+
+
+@dataclass
+class PerformanceModel:
+    memory_levels: list[int]
+    rollout_coef: dict[str, float]  # "overhead", "log2_actors", "k@<mem>"
+    billed_coef: dict[str, float]  # "overhead", "k@<mem>"
+    learner_coef: tuple[float, float]
+    other_s: float
+    fit_error: dict[str, float] = field(default_factory=dict)
+
+    # ---- fitting -------------------------------------------------------------------
+    @staticmethod
+    def _rollout_row(shape: RunShape, levels: list[int]) -> list[float]:
+        row = [1.0, math.log2(shape.actors)]
+        row += [shape.batch / shape.actors if m == shape.memory_mb else 0.0 for m in levels]
+        return row
+
+    @staticmethod
+    def _billed_row(shape: RunShape, levels: list[int]) -> list[float]:
+        return [1.0] + [shape.batch / shape.actors if m == shape.memory_mb else 0.0 for m in levels]
+
+    @classmethod
+    def _fit_once(cls, obs: Sequence[Observation]) -> "PerformanceModel":
+        levels = sorted({o.shape.memory_mb for o in obs})
+        warm = [o for o in obs if not o.cold] or list(obs)
+        X = np.array([cls._rollout_row(o.shape, levels) for o in warm])
+        y = np.array([o.rollout_s for o in warm])
+        coef = _nonneg_lstsq(X, y)
+        rollout = {"overhead": coef[0], "log2_actors": coef[1]}
+        rollout |= {f"k@{m}": coef[2 + i] for i, m in enumerate(levels)}
+        Xb = np.array([cls._billed_row(o.shape, levels) for o in warm])
+        yb = np.array([o.billed_s for o in warm])
+        cb = _nonneg_lstsq(Xb, yb)
+        billed = {"overhead": cb[0]} | {f"k@{m}": cb[1 + i] for i, m in enumerate(levels)}
+        Xl = np.array([[1.0, o.shape.batch] for o in obs])
+        cl = _nonneg_lstsq(Xl, np.array([o.learner_s for o in obs]))
+        other = float(np.median([o.iteration_s - o.rollout_s - o.learner_s for o in warm]))
+        return cls(levels, rollout, billed, (float(cl[0]), float(cl[1])), max(other, 0.0))
+
+    @classmethod
+    def fit(cls, obs: Sequence[Observation]) -> "PerformanceModel":
+        """Fit on all observations; report in-sample and leave-one-out errors."""
+        if len(obs) < 3:
+            raise ValueError(f"need at least 3 observations to fit the performance model, got {len(obs)}")
+        model = cls._fit_once(obs)
+        warm = [o for o in obs if not o.cold]
+        model.fit_error = {
+            "iteration_s_mdape_in_sample": _mdape([model.iteration_s(o.shape) for o in warm], [o.iteration_s for o in warm]),
+            "observations": float(len(obs)),
+        }
+        loo_pred, loo_act = [], []
+        for i, o in enumerate(warm):
+            rest = [p for p in obs if p is not o]
+            if not any(p.shape.memory_mb == o.shape.memory_mb and not p.cold for p in rest):
+                continue  # the memory level has no other point: cannot be predicted
+            try:
+                loo_pred.append(cls._fit_once(rest).iteration_s(o.shape))
+                loo_act.append(o.iteration_s)
+            except ValueError:
+                continue
+        if loo_pred:
+            model.fit_error["iteration_s_mdape_leave_one_out"] = _mdape(loo_pred, loo_act)
+        return model
+
+    # ---- prediction ----------------------------------------------------------------
+    def _k(self, coef: dict[str, float], memory_mb: int) -> float:
+        key = f"k@{memory_mb}"
+        if key in coef:
+            return coef[key]
+        # Between profiled sizes: seconds per step scale with 1/CPU share, interpolate in log space.
+        levels = self.memory_levels
+        lo = max([m for m in levels if m <= memory_mb], default=levels[0])
+        hi = min([m for m in levels if m >= memory_mb], default=levels[-1])
+        if lo == hi:
+            return coef[f"k@{lo}"] * (lo / memory_mb if memory_mb < lo else 1.0)
+        t = (math.log(memory_mb) - math.log(lo)) / (math.log(hi) - math.log(lo))
+        k_lo, k_hi = max(coef[f"k@{lo}"], 1e-12), max(coef[f"k@{hi}"], 1e-12)
+        return float(math.exp((1 - t) * math.log(k_lo) + t * math.log(k_hi)))
+
+    def rollout_s(self, s: RunShape) -> float:
+        c = self.rollout_coef
+        return c["overhead"] + c["log2_actors"] * math.log2(s.actors) + self._k(c, s.memory_mb) * s.steps_per_actor
+
+    def billed_s(self, s: RunShape) -> float:
+        c = self.billed_coef
+        return c["overhead"] + self._k(c, s.memory_mb) * s.steps_per_actor
+
+    def learner_s(self, s: RunShape) -> float:
+        return self.learner_coef[0] + self.learner_coef[1] * s.batch
+
+    def iteration_s(self, s: RunShape) -> float:
+        return self.rollout_s(s) + self.learner_s(s) + self.other_s
+
+    def steps_per_s(self, memory_mb: int) -> float:
+        k = self._k(self.rollout_coef, memory_mb)
+        return float("inf") if k <= 0 else 1.0 / k
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "memory_levels": self.memory_levels,
+            "rollout_coef": self.rollout_coef,
+            "billed_coef": self.billed_coef,
+            "learner_coef": list(self.learner_coef),
+            "other_s": self.other_s,
+            "fit_error": self.fit_error,
+            "steps_per_s_per_function": {str(m): self.steps_per_s(m) for m in self.memory_levels},
+        }
+
+
+def _nonneg_lstsq(X: np.ndarray, y: np.ndarray) -> list[float]:
+    """Least squares with non-negative coefficients (scipy's NNLS): times never shrink
+    with more work, and a negative overhead would be nonsense outside the data."""
+    from scipy.optimize import nnls
+
+    if len(y) == 0:
+        raise ValueError("no observations")
+    coef, _ = nnls(X, y)
+    return [float(c) for c in coef]
+
+
+@dataclass(frozen=True)
+class Prices:
+    """The prices the cost model needs (mirrors the trainer's price table)."""
+
+    gb_second_usd: float = 0.0000166667  # AWS Lambda x86, us-east-1, first tier
+    request_usd: float = 0.20 / 1_000_000
+    learner_usd_per_s: float = 0.0
+    learner_billing: str = "wall"  # "wall": the learner VM is paid for the whole iteration; "busy": only while updating
+    source: str = "AWS Lambda public price list (x86, us-east-1)"
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class CostModel:
+    perf: PerformanceModel
+    prices: Prices
+
+    def iteration_cost(self, s: RunShape) -> float:
+        p = self.prices
+        gb_s = s.actors * math.ceil(self.perf.billed_s(s) * 1000) / 1000 * s.memory_mb / 1024
+        fn = gb_s * p.gb_second_usd + s.actors * p.request_usd
+        learner_time = self.perf.iteration_s(s) if p.learner_billing == "wall" else self.perf.learner_s(s)
+        return fn + learner_time * p.learner_usd_per_s
+
+    def breakdown(self, s: RunShape) -> dict[str, float]:
+        p = self.prices
+        gb_s = s.actors * self.perf.billed_s(s) * s.memory_mb / 1024
+        learner_time = self.perf.iteration_s(s) if p.learner_billing == "wall" else self.perf.learner_s(s)
+        return {
+            "function_gb_s_usd": gb_s * p.gb_second_usd,
+            "requests_usd": s.actors * p.request_usd,
+            "learner_vm_usd": learner_time * p.learner_usd_per_s,
+        }
+
+
+@dataclass
+class ProgressModel:
+    """Env steps to the target as a function of the batch (McCandlish et al. 2018)."""
+
+    b_noise: float
+    e_min: float
+
+    @classmethod
+    def calibrate(cls, b_noise: float, e_ref: float, b_ref: float) -> "ProgressModel":
+        if b_noise <= 0 or e_ref <= 0 or b_ref <= 0:
+            raise ValueError("b_noise, e_ref and b_ref must be positive")
+        return cls(b_noise=b_noise, e_min=e_ref / (1.0 + b_ref / b_noise))
+
+    @property
+    def s_min(self) -> float:
+        return self.e_min / self.b_noise
+
+    def env_steps(self, batch: float) -> float:
+        return self.e_min * (1.0 + batch / self.b_noise)
+
+    def updates(self, batch: float) -> float:
+        return self.s_min * (1.0 + self.b_noise / batch)
+
+    def scaled(self, remaining_fraction: float) -> "ProgressModel":
+        """The same curve for the part of training still to go."""
+        return ProgressModel(self.b_noise, self.e_min * max(remaining_fraction, 0.0))
+
+    def as_dict(self) -> dict[str, float]:
+        return {"b_noise": self.b_noise, "e_min": self.e_min, "s_min": self.s_min}
+
+
+def all_shapes(
+    actors: Iterable[int], memories: Iterable[int], batches: Iterable[int], *, min_steps_per_actor: int
+) -> list[RunShape]:
+    """The discrete search space, without shapes whose per-actor fragment is too short."""
+    out = []
+    for b in batches:
+        for a in actors:
+            if b / a < min_steps_per_actor:
+                continue
+            for m in memories:
+                out.append(RunShape(int(a), int(m), int(b)))
+    return out

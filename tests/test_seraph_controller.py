@@ -1,0 +1,93 @@
+"""The controller changes the run shape only in bounded, logged steps."""
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+from optimizers.seraph.controller import SeraphController, bounded_step
+from optimizers.seraph.models import RunShape
+from optimizers.seraph.search import Candidate, SearchOutcome
+
+LEVELS = [512, 1024, 1769, 3008]
+
+
+def _cand(shape, value):
+    return Candidate(shape, 10, 10 * shape.batch, value, value)
+
+
+@dataclass
+class FakePlanner:
+    """Always wants ``target``; scores a shape by its distance from it (closer = better)."""
+
+    target: RunShape
+    memory_levels: list = field(default_factory=lambda: LEVELS)
+    min_steps_per_actor: int = 8
+    observed: int = 0
+    b_noise: float = 123.0
+
+    def observe(self, record):
+        self.observed += 1
+
+    def score(self, s):
+        d = abs(s.batch - self.target.batch) / self.target.batch + abs(s.actors - self.target.actors) / self.target.actors
+        d += abs(LEVELS.index(s.memory_mb) - LEVELS.index(self.target.memory_mb))
+        return _cand(s, 1.0 + d)
+
+    def replan(self, current):
+        best = self.score(self.target)
+        out = SearchOutcome(best, True, [], "fake", best, best, [best])
+        return out, self.score(current), self.score
+
+
+def _controller(target, current, **kw):
+    planner = FakePlanner(target)
+    return SeraphController(planner, current, objective_key=lambda c: c.time_s, make_run_config=lambda s: s, **kw), planner
+
+
+def _records(n):
+    return [SimpleNamespace(iteration=i, env_steps=1000 * (i + 1)) for i in range(n)]
+
+
+def test_changes_are_bounded_and_spaced():
+    start = RunShape(actors=2, memory_mb=512, batch=1000)
+    target = RunShape(actors=32, memory_mb=3008, batch=16000)
+    ctl, planner = _controller(target, start, every=3)
+    shapes = [start]
+    for rec in _records(30):
+        new = ctl.after_iteration(rec)
+        if new is not None:
+            prev = shapes[-1]
+            assert new.batch <= 2 * prev.batch and new.actors <= 2 * prev.actors
+            assert abs(LEVELS.index(new.memory_mb) - LEVELS.index(prev.memory_mb)) <= 1
+            shapes.append(new)
+    assert planner.observed == 30  # every record is observed
+    changes = [d for d in ctl.decisions if d.changed]
+    assert len(changes) == len(shapes) - 1 >= 4
+    # no two changes closer than `every` iterations
+    its = [d.iteration for d in changes]
+    assert all(b - a >= 3 for a, b in zip(its, its[1:]))
+    assert shapes[-1] == target  # reached in the end
+    assert all(d.reason for d in ctl.decisions)
+
+
+def test_small_gains_do_not_cause_a_change():
+    start = RunShape(actors=4, memory_mb=1024, batch=2000)
+    target = RunShape(actors=4, memory_mb=1024, batch=2050)  # 2.5% away: below the 5% hysteresis
+    ctl, _ = _controller(target, start, every=1, min_gain=0.05)
+    assert all(ctl.after_iteration(r) is None for r in _records(5))
+    assert ctl.decisions and not any(d.changed for d in ctl.decisions)
+    assert "gains only" in ctl.decisions[-1].reason
+
+
+def test_no_change_when_current_is_best():
+    start = RunShape(actors=4, memory_mb=1024, batch=2000)
+    ctl, _ = _controller(start, start, every=2)
+    assert all(ctl.after_iteration(r) is None for r in _records(6))
+    assert len(ctl.decisions) == 3
+
+
+def test_bounded_step_shrinks_too_and_keeps_fragments_long_enough():
+    cur = RunShape(actors=64, memory_mb=3008, batch=8000)
+    tgt = RunShape(actors=1, memory_mb=512, batch=500)
+    s = bounded_step(cur, tgt, LEVELS, max_factor=2.0, min_steps_per_actor=200)
+    assert s.batch == 4000 and s.memory_mb == 1769
+    assert s.actors == 20  # wanted 32, but 4000 / 200 = 20 actors at most

@@ -1,0 +1,76 @@
+"""Profiles are cached per workload, backend and hardware, and invalidated on change."""
+
+import json
+
+import pytest
+
+from optimizers.seraph import profiles
+from optimizers.seraph.models import Observation, PerformanceModel, RunShape
+from optimizers.seraph.profiles import Profile, load_profile, profile_path, save_profile
+
+WORKLOAD = {"env_id": "CartPole-v1", "ppo": {"lr": 3e-4}, "architecture": "x86_64"}
+
+
+def _obs():
+    out = []
+    for m, rate in ((512, 1000.0), (1769, 3000.0)):
+        for a in (1, 2, 4):
+            for b in (1000, 2000):
+                n = b / a
+                roll = 0.05 + 0.01 * (a > 1) + n / rate
+                out.append(Observation(RunShape(a, m, b), roll, n / rate + 0.02, 0.1 + b * 1e-4, roll + 0.1 + b * 1e-4 + 0.01))
+    return out
+
+
+def _profile(workload=WORKLOAD):
+    return Profile(
+        workload=workload,
+        backend="local",
+        hardware=profiles.hardware_fingerprint(),
+        observations=_obs(),
+        noise={"b_noise": 250.0, "history": []},
+        pilot={"env_steps": 12000, "cost_usd": 0.001},
+        memory_sweep=[512, 1769],
+    )
+
+
+def test_round_trip_and_reuse(tmp_path):
+    p = _profile()
+    save_profile(p, tmp_path)
+    again = load_profile(WORKLOAD, "local", tmp_path)
+    assert again is not None
+    assert again.observations == p.observations and again.b_noise == 250.0
+
+
+def test_changed_workload_or_backend_misses_the_cache(tmp_path):
+    save_profile(_profile(), tmp_path)
+    changed = {**WORKLOAD, "ppo": {"lr": 1e-3}}
+    assert profile_path(changed, "local", tmp_path) != profile_path(WORKLOAD, "local", tmp_path)
+    assert load_profile(changed, "local", tmp_path) is None
+    assert load_profile(WORKLOAD, "ray", tmp_path) is None
+
+
+def test_changed_hardware_invalidates(tmp_path, monkeypatch):
+    save_profile(_profile(), tmp_path)
+    monkeypatch.setattr(profiles, "hardware_fingerprint", lambda: "another-machine")
+    assert load_profile(WORKLOAD, "local", tmp_path) is None
+
+
+def test_corrupt_or_mismatched_file_is_ignored(tmp_path):
+    path = save_profile(_profile(), tmp_path)
+    path.write_text("{not json")
+    assert load_profile(WORKLOAD, "local", tmp_path) is None
+    d = _profile().as_dict()
+    d["workload"] = {"env_id": "other"}
+    path.write_text(json.dumps(d))
+    assert load_profile(WORKLOAD, "local", tmp_path) is None
+
+
+def test_performance_model_fits_synthetic_profile():
+    model = PerformanceModel.fit(_obs())
+    assert model.steps_per_s(512) == pytest.approx(1000.0, rel=0.05)
+    assert model.steps_per_s(1769) == pytest.approx(3000.0, rel=0.05)
+    assert model.fit_error["iteration_s_mdape_in_sample"] < 0.05
+    assert "iteration_s_mdape_leave_one_out" in model.fit_error
+    # between profiled sizes the rate is interpolated monotonically
+    assert 1000.0 < model.steps_per_s(1024) < 3000.0
