@@ -1,9 +1,118 @@
-"""`trainwise rl` commands (placeholder: registered, not yet implemented)."""
+"""`trainwise rl`: serverless PPO training (`rl train`) and the Seraph tuner (`rl tune`)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from trainwise.errors import UserError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    sub.add_parser("rl", help="(not implemented yet)")
+    from trainwise.cli import add_json_out
+
+    rl = sub.add_parser("rl", help="serverless reinforcement learning: train, tune")
+    rl_subparsers = rl.add_subparsers(dest="rl_command", metavar="RL_COMMAND")
+    rl_subparsers.required = True
+
+    p = rl_subparsers.add_parser(
+        "train",
+        help="train PPO with rollouts in serverless functions (local emulator, Ray or AWS Lambda)",
+        description="Actor-learner PPO: the actors are serverless functions. Stops when the mean return of the "
+        "last 20 completed training episodes reaches --target-reward, or after --max-steps env steps.",
+    )
+    p.add_argument("--env", required=True, help="gymnasium env id (Box observations; Discrete or Box actions)")
+    p.add_argument("--target-reward", type=float, required=True, help="stop when the recent mean return reaches this")
+    p.add_argument("--max-steps", type=int, default=None, help="env-step budget (default: the env's preset)")
+    p.add_argument("--actors", type=int, default=None, help="concurrent rollout functions (default 4)")
+    p.add_argument("--memory-mb", type=int, default=None, help="function memory, 128-10240 MB (default 1769 = 1 vCPU)")
+    p.add_argument("--batch", type=int, default=None, help="env steps per iteration, split over actors (default: preset)")
+    p.add_argument("--backend", choices=("local", "ray", "lambda"), default="local", help="where rollouts run")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--architecture", choices=("x86_64", "arm64"), default="x86_64", help="Lambda price architecture")
+    p.add_argument("--ray-address", default=None, help="join this Ray cluster (default: start Ray locally)")
+    p.add_argument("--lambda-config", type=Path, default=None, help="AWS backend config (default .trainwise/aws.json)")
+    p.add_argument("--checkpoint-dir", type=Path, default=None, help="default .trainwise/checkpoints/<env>-seed<S>")
+    p.add_argument("--checkpoint-every", type=int, default=10, help="iterations between checkpoints (0 = never)")
+    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --checkpoint-dir")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_json_out(p)
+    p.set_defaults(handler=run_train)
+
+    from trainwise.cli import rl_tune
+
+    rl_tune.register(rl_subparsers)
+
+
+def build_train_spec(args: argparse.Namespace) -> Any:
+    """CLI flags -> TrainSpec (env preset, overridden by flags), fully validated."""
+    from serverless.presets import preset_for
+    from serverless.trainer import RunConfig, TrainSpec
+
+    preset = preset_for(args.env)
+    backend_options: dict[str, Any] = {}
+    if args.backend == "ray" and args.ray_address:
+        backend_options["address"] = args.ray_address
+    if args.backend == "lambda" and args.lambda_config:
+        backend_options["lambda_config"] = str(args.lambda_config)
+    spec = TrainSpec(
+        env_id=args.env,
+        target_reward=args.target_reward,
+        max_steps=preset.max_steps if args.max_steps is None else args.max_steps,
+        run=RunConfig(
+            actors=preset.actors if args.actors is None else args.actors,
+            memory_mb=preset.memory_mb if args.memory_mb is None else args.memory_mb,
+            batch=preset.batch if args.batch is None else args.batch,
+        ),
+        ppo=preset.ppo,
+        seed=args.seed,
+        backend=args.backend,
+        backend_options=backend_options,
+        architecture=args.architecture,
+        checkpoint_every=args.checkpoint_every,
+        checkpoint_dir=args.checkpoint_dir,
+        resume=args.resume,
+    )
+    spec.validate()
+    return spec
+
+
+def _summary(result: dict[str, Any]) -> str:
+    ledger = result["ledger"]
+    lines = [
+        f"reached target: {result['reached']} ({result['stop_reason']}); env steps {result['env_steps']}; "
+        f"final mean return {result['final_mean_return']}",
+        f"wall time (measured):            {result['wall_s']:.1f} s",
+        f"time on Lambda ({result['lambda_time_label']}): {result['lambda_time_s']:.1f} s",
+        f"cost ({ledger['label']}, prices {ledger['price_table']['version']}):",
+    ]
+    for line in ledger["lines"]:
+        lines.append(f"  {line['component']:<14} {line['quantity']:>12.4f} {line['unit']:<20} ${line['usd']:.6f}")
+    lines.append(f"  {'total':<14} {'':>12} {'':<20} ${ledger['total_usd']:.6f}")
+    lines += [f"note: {n}" for n in result["notes"]]
+    return "\n".join(lines)
+
+
+def run_train(args: argparse.Namespace) -> dict[str, Any]:
+    # cheap checks first, so bad input fails before gymnasium or torch load
+    from serverless.backends.validation import check_memory_mb
+
+    if args.memory_mb is not None:
+        check_memory_mb(args.memory_mb)
+    if args.actors is not None and args.actors < 1:
+        raise UserError(f"--actors must be >= 1, got {args.actors}")
+    if args.max_steps is not None and args.max_steps < 1:
+        raise UserError(f"--max-steps must be >= 1, got {args.max_steps}")
+    if args.checkpoint_every < 0:
+        raise UserError(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
+    from serverless.envs import inspect_env
+
+    inspect_env(args.env)  # unknown id / unsupported space: a clear error now
+    spec = build_train_spec(args)
+    from serverless.trainer import train
+
+    result = train(spec, progress=not args.no_progress).to_dict()
+    print(_summary(result), file=sys.stdout)
+    return result

@@ -1,0 +1,80 @@
+"""A local "function instance": a long-lived process that runs the rollout handler.
+
+Started by :class:`serverless.backends.local.LocalBackend` as
+``python -m serverless.backends.local_worker``. It speaks length-prefixed JSON
+frames on stdin/stdout (the same JSON a Lambda invoke carries; never pickle):
+
+- on start it sends ``{"ready": true, "pid": .., "import_ms": ..}``;
+- ``{"op": "invoke", "event": {...}}`` -> ``{"ok": true, "result": {...}, "wall_ms", "cpu_ms"}``
+  or ``{"ok": false, "error": "..."}``;
+- ``{"op": "reset"}`` -> ``{"ok": true}`` (drop warm state: a new function version);
+- ``{"op": "exit"}`` ends the process.
+
+Anything the handler prints goes to stderr so it cannot corrupt the frames.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+import time
+from typing import Any, BinaryIO
+
+_HEADER = struct.Struct(">I")
+
+
+def write_frame(stream: BinaryIO, payload: dict[str, Any]) -> None:
+    blob = json.dumps(payload, separators=(",", ":")).encode()
+    stream.write(_HEADER.pack(len(blob)) + blob)
+    stream.flush()
+
+
+def read_frame(stream: BinaryIO) -> dict[str, Any] | None:
+    head = stream.read(_HEADER.size)
+    if len(head) < _HEADER.size:
+        return None
+    (size,) = _HEADER.unpack(head)
+    blob = stream.read(size)
+    if len(blob) < size:
+        return None
+    return json.loads(blob)
+
+
+def main() -> None:
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # stray prints go to stderr
+    inp = sys.stdin.buffer
+    t0 = time.perf_counter()
+    from serverless import handler as handler_module
+
+    import_ms = (time.perf_counter() - t0) * 1000.0 + 0.0
+    write_frame(out, {"ready": True, "pid": os.getpid(), "import_ms": import_ms})
+    while True:
+        msg = read_frame(inp)
+        if msg is None or msg.get("op") == "exit":
+            return
+        if msg.get("op") == "reset":
+            handler_module.reset_warm_state()
+            write_frame(out, {"ok": True})
+            continue
+        w0, c0 = time.perf_counter(), time.process_time()
+        try:
+            result = handler_module.handler(msg["event"], None)
+        except Exception as exc:  # reported per invocation, like a Lambda function error
+            write_frame(out, {"ok": False, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        write_frame(
+            out,
+            {
+                "ok": True,
+                "result": result,
+                "wall_ms": (time.perf_counter() - w0) * 1000.0,
+                "cpu_ms": (time.process_time() - c0) * 1000.0,
+            },
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+"""The rollout function: ``handler(event, context)``, the same code locally, in Ray and in Lambda.
+
+It needs only numpy and gymnasium (plus boto3, lazily, when the weights come from S3).
+
+Event::
+
+    {"env_id": "CartPole-v1", "num_steps": 256, "seed": 123, "actor_id": 0,
+     "policy_spec": {...PolicySpec.to_dict()...},
+     "weights_npz_b64": "<base64 npz>"          # or
+     "weights_s3": {"bucket": "...", "key": "..."}}
+
+Result::
+
+    {"trajectories_npz_b64": "<base64 npz>", "episode_returns": [...],
+     "episode_lengths": [...], "env_steps": 256, "actor_id": 0, "cold_start": false,
+     "timings": {"init_ms", "rollout_ms", "total_ms", "cpu_ms"}}
+
+Warm state (a deliberate choice). Env state lives in a module-level cache keyed by
+``actor_id``, so a warm function continues its episodes across invocations, exactly
+as a warm Lambda container keeps its globals; a cold one (a new process, a new
+container, or a changed env id) makes a fresh env and resets it with the event's
+seed. Episodes therefore span rollout segments, as in a vectorised-env PPO, instead
+of being cut short at every segment boundary. A segment that ends mid-episode is
+*truncated*, not terminated: the result carries ``last_value`` = V(next observation)
+so the learner bootstraps it; an episode cut by the env's own time limit carries
+V(final observation) in ``trunc_values`` at that step for the same reason.
+
+Trajectory arrays (npz, never pickle): ``obs`` [T, obs_dim], ``actions`` [T] (int64)
+or [T, act_dim] (float32, the unclipped sample), ``logprobs``, ``values``,
+``rewards`` [T] float32, ``terminated``, ``truncated`` [T] bool, ``trunc_values`` [T]
+float32 and ``last_value`` (scalar).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import time
+
+_MODULE_T0 = time.perf_counter()
+
+from dataclasses import dataclass  # noqa: E402
+from typing import Any  # noqa: E402
+
+import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
+
+from serverless.policy import NumpyPolicy, PolicySpec, decode_weights  # noqa: E402
+
+# Import time of this module (numpy, gymnasium): part of a cold start's init.
+MODULE_INIT_MS = (time.perf_counter() - _MODULE_T0) * 1000.0
+
+REQUIRED_KEYS = ("env_id", "num_steps", "seed", "policy_spec", "actor_id")
+
+
+@dataclass
+class _ActorState:
+    """One actor's env, mid-episode, kept between warm invocations."""
+
+    env_id: str
+    env: Any
+    obs: np.ndarray
+    episode_return: float = 0.0
+    episode_length: int = 0
+
+
+_ACTORS: dict[int, _ActorState] = {}
+_module_init_reported = False
+
+
+def reset_warm_state() -> None:
+    """Forget every cached env: the next invocation of each actor is a cold start."""
+    global _module_init_reported
+    for state in _ACTORS.values():
+        state.env.close()
+    _ACTORS.clear()
+    _module_init_reported = False
+
+
+def _load_weights(event: dict[str, Any]) -> dict[str, np.ndarray]:
+    if "weights_npz_b64" in event:
+        return decode_weights(base64.b64decode(event["weights_npz_b64"]))
+    if "weights_s3" in event:
+        from serverless import s3_payload  # written by the AWS layer; needs boto3
+
+        ref = event["weights_s3"]
+        return decode_weights(s3_payload.get_bytes(ref["bucket"], ref["key"]))
+    raise ValueError("event needs 'weights_npz_b64' or 'weights_s3'")
+
+
+def _validate(event: dict[str, Any]) -> None:
+    missing = [k for k in REQUIRED_KEYS if k not in event]
+    if missing:
+        raise ValueError(f"event is missing {missing}; required keys: {list(REQUIRED_KEYS)}")
+    if int(event["num_steps"]) < 1:
+        raise ValueError(f"num_steps must be >= 1, got {event['num_steps']}")
+
+
+def _actor_state(actor_id: int, env_id: str, seed: int) -> tuple[_ActorState, bool]:
+    """The cached env for ``actor_id`` (warm) or a freshly reset one (cold)."""
+    state = _ACTORS.get(actor_id)
+    if state is not None and state.env_id == env_id:
+        return state, False
+    if state is not None:
+        state.env.close()
+    env = gym.make(env_id, disable_env_checker=True)
+    obs, _ = env.reset(seed=seed)
+    env.action_space.seed(seed)
+    state = _ActorState(env_id=env_id, env=env, obs=np.asarray(obs, dtype=np.float32))
+    _ACTORS[actor_id] = state
+    return state, True
+
+
+def _encode_npz(arrays: dict[str, np.ndarray]) -> str:
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def rollout(policy: NumpyPolicy, state: _ActorState, num_steps: int, rng: np.random.Generator) -> dict[str, Any]:
+    """Step ``state.env`` for ``num_steps`` with ``policy``; return arrays and finished episodes."""
+    spec = policy.spec
+    obs_buf = np.zeros((num_steps, spec.obs_dim), dtype=np.float32)
+    if spec.action_kind == "discrete":
+        act_buf = np.zeros(num_steps, dtype=np.int64)
+        low = high = None
+    else:
+        act_buf = np.zeros((num_steps, spec.act_dim), dtype=np.float32)
+        low = np.asarray(spec.action_low, dtype=np.float32)
+        high = np.asarray(spec.action_high, dtype=np.float32)
+    logp_buf = np.zeros(num_steps, dtype=np.float32)
+    val_buf = np.zeros(num_steps, dtype=np.float32)
+    rew_buf = np.zeros(num_steps, dtype=np.float32)
+    term_buf = np.zeros(num_steps, dtype=bool)
+    trunc_buf = np.zeros(num_steps, dtype=bool)
+    trunc_val_buf = np.zeros(num_steps, dtype=np.float32)
+    returns: list[float] = []
+    lengths: list[int] = []
+
+    env, obs = state.env, state.obs
+    for t in range(num_steps):
+        action, logp, value = policy.act(obs, rng)
+        obs_buf[t] = obs
+        act_buf[t] = action
+        logp_buf[t] = logp
+        val_buf[t] = value
+        env_action = action if low is None else np.clip(action, low, high)
+        next_obs, reward, terminated, truncated, _ = env.step(env_action)
+        rew_buf[t] = reward
+        state.episode_return += float(reward)
+        state.episode_length += 1
+        if terminated or truncated:
+            term_buf[t] = bool(terminated)
+            if truncated and not terminated:
+                trunc_buf[t] = True
+                trunc_val_buf[t] = policy.value(np.asarray(next_obs, dtype=np.float32))
+            returns.append(state.episode_return)
+            lengths.append(state.episode_length)
+            state.episode_return, state.episode_length = 0.0, 0
+            next_obs, _ = env.reset()
+        obs = np.asarray(next_obs, dtype=np.float32)
+    state.obs = obs
+    ended = term_buf[-1] or trunc_buf[-1]
+    last_value = np.float32(0.0 if ended else policy.value(obs))
+    arrays = {
+        "obs": obs_buf,
+        "actions": act_buf,
+        "logprobs": logp_buf,
+        "values": val_buf,
+        "rewards": rew_buf,
+        "terminated": term_buf,
+        "truncated": trunc_buf,
+        "trunc_values": trunc_val_buf,
+        "last_value": np.asarray(last_value, dtype=np.float32),
+    }
+    return {"arrays": arrays, "episode_returns": returns, "episode_lengths": lengths}
+
+
+def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    """Run one rollout segment; see the module docstring for the event and result."""
+    global _module_init_reported
+    t0 = time.perf_counter()
+    cpu0 = time.process_time()
+    _validate(event)
+    actor_id = int(event["actor_id"])
+    seed = int(event["seed"])
+    spec = PolicySpec.from_dict(event["policy_spec"])
+    policy = NumpyPolicy(spec, _load_weights(event))
+
+    init_ms = 0.0
+    if not _module_init_reported:
+        init_ms += MODULE_INIT_MS
+        _module_init_reported = True
+    t_env = time.perf_counter()
+    state, cold = _actor_state(actor_id, str(event["env_id"]), seed)
+    if cold:
+        init_ms += (time.perf_counter() - t_env) * 1000.0
+
+    t_roll = time.perf_counter()
+    out = rollout(policy, state, int(event["num_steps"]), np.random.default_rng(seed))
+    rollout_ms = (time.perf_counter() - t_roll) * 1000.0
+    payload = _encode_npz(out["arrays"])
+    total_ms = (time.perf_counter() - t0) * 1000.0
+    return {
+        "trajectories_npz_b64": payload,
+        "episode_returns": out["episode_returns"],
+        "episode_lengths": out["episode_lengths"],
+        "env_steps": int(event["num_steps"]),
+        "actor_id": actor_id,
+        "cold_start": cold,
+        "timings": {
+            "init_ms": init_ms,
+            "rollout_ms": rollout_ms,
+            "total_ms": total_ms,
+            "cpu_ms": (time.process_time() - cpu0) * 1000.0,
+        },
+    }

@@ -1,0 +1,85 @@
+"""The cost ledger: what a run cost, by component, with the prices that produced it.
+
+Components: ``function_gb_s`` (Lambda duration), ``requests`` (per invocation) and
+``learner_vm`` (the machine that runs the learner, for the whole run). ``label`` says
+whether the figures are "modelled from price table" (the local emulator and Ray) or
+"billed" (durations from AWS's own REPORT lines, priced with the same table).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from serverless.pricing import PriceTable
+
+LedgerLabel = Literal["modelled from price table", "billed"]
+MODELLED: LedgerLabel = "modelled from price table"
+BILLED: LedgerLabel = "billed"
+
+
+@dataclass
+class CostLedger:
+    prices: PriceTable
+    architecture: str = "x86_64"
+    label: LedgerLabel = MODELLED
+    gb_seconds: float = 0.0
+    function_usd: float = 0.0
+    requests: int = 0
+    learner_seconds: float = 0.0
+
+    def add_invocation(self, billed_ms: int, memory_mb: int) -> None:
+        """One invocation: its duration (GB-s) and its request."""
+        self.gb_seconds += self.prices.gb_seconds(billed_ms, memory_mb)
+        self.function_usd += self.prices.lambda_cost(billed_ms, memory_mb, self.architecture)
+        self.requests += 1
+
+    def add_learner_time(self, seconds: float) -> None:
+        self.learner_seconds += seconds
+
+    @property
+    def request_usd(self) -> float:
+        return self.prices.request_cost(self.requests)
+
+    @property
+    def learner_usd(self) -> float:
+        return self.prices.vm_cost(self.learner_seconds)
+
+    @property
+    def total_usd(self) -> float:
+        return self.function_usd + self.request_usd + self.learner_usd
+
+    def lines(self) -> list[dict[str, Any]]:
+        p = self.prices
+        return [
+            {
+                "component": "function_gb_s",
+                "quantity": self.gb_seconds,
+                "unit": "GB-s",
+                "unit_price_usd": p.gb_second_price(self.architecture),
+                "usd": self.function_usd,
+            },
+            {
+                "component": "requests",
+                "quantity": self.requests,
+                "unit": "request",
+                "unit_price_usd": p.request_usd,
+                "usd": self.request_usd,
+            },
+            {
+                "component": "learner_vm",
+                "quantity": self.learner_seconds / 3600.0,
+                "unit": f"hour ({p.vm_instance_type})",
+                "unit_price_usd": p.vm_usd_per_hour,
+                "usd": self.learner_usd,
+            },
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "architecture": self.architecture,
+            "price_table": self.prices.describe(),
+            "lines": self.lines(),
+            "total_usd": self.total_usd,
+        }

@@ -1,0 +1,179 @@
+"""The actor-critic policy: torch for the learner, plain numpy for the actors.
+
+The learner trains an :class:`ActorCritic` in torch. Before each round of rollouts it
+exports the parameters with :func:`export_numpy` and ships them as an ``.npz`` blob
+(:func:`encode_weights`); a rollout function rebuilds the same network as a
+:class:`NumpyPolicy`, so it needs only numpy and gymnasium (small enough for a
+Lambda zip, and fast for single observations, where torch's per-call overhead
+dominates).
+
+Network: separate actor and critic MLPs (tanh, ``hidden`` widths), orthogonal
+initialisation with a small gain on the policy head (as in CleanRL and SB3). Discrete
+actions use a categorical over logits; continuous actions a diagonal Gaussian with a
+state-independent learned log-std. Continuous actions are clipped to the action
+bounds by the actor before stepping the env; the unclipped sample is what is stored
+and scored.
+
+Weights never travel as pickle: :func:`decode_weights` loads with
+``allow_pickle=False``.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+ActionKind = Literal["discrete", "continuous"]
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """The shape of a policy: what an actor needs to rebuild it from arrays."""
+
+    obs_dim: int
+    action_kind: ActionKind
+    act_dim: int
+    hidden: tuple[int, ...] = (64, 64)
+    action_low: tuple[float, ...] | None = None
+    action_high: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.action_kind not in ("discrete", "continuous"):
+            raise ValueError(f"action_kind must be 'discrete' or 'continuous', got {self.action_kind!r}")
+        object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "obs_dim": self.obs_dim,
+            "action_kind": self.action_kind,
+            "act_dim": self.act_dim,
+            "hidden": list(self.hidden),
+            "action_low": None if self.action_low is None else list(self.action_low),
+            "action_high": None if self.action_high is None else list(self.action_high),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PolicySpec":
+        low = data.get("action_low")
+        high = data.get("action_high")
+        return cls(
+            obs_dim=int(data["obs_dim"]),
+            action_kind=data["action_kind"],
+            act_dim=int(data["act_dim"]),
+            hidden=tuple(int(h) for h in data.get("hidden", (64, 64))),
+            action_low=None if low is None else tuple(float(x) for x in low),
+            action_high=None if high is None else tuple(float(x) for x in high),
+        )
+
+    def with_hidden(self, hidden: tuple[int, ...]) -> "PolicySpec":
+        return PolicySpec(self.obs_dim, self.action_kind, self.act_dim, tuple(hidden), self.action_low, self.action_high)
+
+
+# --------------------------------------------------------------------------- numpy side
+
+def encode_weights(arrays: dict[str, np.ndarray]) -> bytes:
+    """Arrays -> ``.npz`` bytes (uncompressed: the weights are small, speed matters)."""
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def decode_weights(blob: bytes) -> dict[str, np.ndarray]:
+    """``.npz`` bytes -> arrays; never unpickles."""
+    with np.load(io.BytesIO(blob), allow_pickle=False) as data:
+        return {name: data[name] for name in data.files}
+
+
+def encode_b64(arrays: dict[str, np.ndarray]) -> str:
+    return base64.b64encode(encode_weights(arrays)).decode("ascii")
+
+
+def decode_b64(text: str) -> dict[str, np.ndarray]:
+    return decode_weights(base64.b64decode(text))
+
+
+@dataclass
+class NumpyPolicy:
+    """The exported policy, evaluated with numpy only (one observation at a time).
+
+    ``arrays`` hold ``actor.{i}.w/b``, ``critic.{i}.w/b`` (``w`` as [in, out]) and,
+    for continuous actions, ``log_std``.
+    """
+
+    spec: PolicySpec
+    arrays: dict[str, np.ndarray]
+    _actor: list[tuple[np.ndarray, np.ndarray]] = field(init=False, repr=False)
+    _critic: list[tuple[np.ndarray, np.ndarray]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        layers = len(self.spec.hidden) + 1
+        try:
+            self._actor = [(self.arrays[f"actor.{i}.w"], self.arrays[f"actor.{i}.b"]) for i in range(layers)]
+            self._critic = [(self.arrays[f"critic.{i}.w"], self.arrays[f"critic.{i}.b"]) for i in range(layers)]
+        except KeyError as exc:
+            raise ValueError(f"weights do not match the policy spec: missing {exc}") from None
+        if self._actor[0][0].shape[0] != self.spec.obs_dim:
+            raise ValueError(
+                f"weights expect obs_dim {self._actor[0][0].shape[0]}, policy spec says {self.spec.obs_dim}"
+            )
+        self._std = np.exp(self.arrays["log_std"]) if self.spec.action_kind == "continuous" else None
+
+    @staticmethod
+    def _mlp(layers: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> np.ndarray:
+        for w, b in layers[:-1]:
+            x = np.tanh(x @ w + b)
+        w, b = layers[-1]
+        return x @ w + b
+
+    def value(self, obs: np.ndarray) -> float:
+        return float(self._mlp(self._critic, np.asarray(obs, dtype=np.float32))[0])
+
+    def act(self, obs: np.ndarray, rng: np.random.Generator) -> tuple[Any, float, float]:
+        """Sample an action: returns (action, log-probability, value estimate)."""
+        x = np.asarray(obs, dtype=np.float32)
+        value = float(self._mlp(self._critic, x)[0])
+        out = self._mlp(self._actor, x)
+        if self.spec.action_kind == "discrete":
+            z = out - out.max()
+            p = np.exp(z)
+            total = p.sum()
+            action = int(np.searchsorted(np.cumsum(p), rng.random() * total))
+            action = min(action, len(p) - 1)
+            logp = float(z[action] - np.log(total))
+            return action, logp, value
+        std = self._std
+        noise = rng.standard_normal(out.shape[0]).astype(np.float32)
+        action = out + std * noise
+        logp = float(-0.5 * np.sum(noise**2) - np.sum(np.log(std)) - 0.5 * out.shape[0] * np.log(2 * np.pi))
+        return action.astype(np.float32), logp, value
+
+
+# --------------------------------------------------------------------------- torch side
+
+def __getattr__(name: str) -> Any:
+    """``ActorCritic`` lives in :mod:`serverless.torch_policy`, imported on first use, so
+    an actor that imports this module never loads torch."""
+    if name == "ActorCritic":
+        from serverless.torch_policy import ActorCritic
+
+        return ActorCritic
+    raise AttributeError(f"module 'serverless.policy' has no attribute {name!r}")
+
+
+def export_numpy(model: Any) -> dict[str, np.ndarray]:
+    """The model's parameters as float32 numpy arrays, named for :class:`NumpyPolicy`."""
+    from torch import nn
+
+    arrays: dict[str, np.ndarray] = {}
+    for head in ("actor", "critic"):
+        linears = [m for m in getattr(model, head) if isinstance(m, nn.Linear)]
+        for i, lin in enumerate(linears):
+            arrays[f"{head}.{i}.w"] = lin.weight.detach().cpu().numpy().T.astype(np.float32).copy()
+            arrays[f"{head}.{i}.b"] = lin.bias.detach().cpu().numpy().astype(np.float32).copy()
+    if hasattr(model, "log_std"):
+        arrays["log_std"] = model.log_std.detach().cpu().numpy().astype(np.float32).copy()
+    return arrays

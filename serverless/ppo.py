@@ -1,0 +1,316 @@
+"""PPO learner: clipped objective, GAE, value loss, entropy bonus, minibatch epochs.
+
+CleanRL-style: every hyperparameter is a field of :class:`PPOConfig`; the update is
+one readable function. Advantages are computed from the values the actors already
+evaluated during the rollout (the numpy critic has the learner's exact weights), so
+the learner does no extra forward pass over the batch before updating.
+
+For the Seraph tuner, ``update(batch, probe_noise=True)`` also measures the gradient
+noise scale's ingredients (McCandlish et al. 2018, arXiv 1812.06162): the squared
+norm of the PPO-loss gradient on each minibatch of the first epoch's shuffle, and
+of their mean, all at the current (pre-update) parameters.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from serverless.policy import PolicySpec
+
+
+@dataclass
+class PPOConfig:
+    """All PPO hyperparameters."""
+
+    learning_rate: float = 3e-4
+    anneal_lr: bool = True  # linear decay to 0 over ``anneal_steps`` env steps
+    anneal_steps: int | None = None  # the trainer sets it to max_steps when None
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_coef: float = 0.2
+    anneal_clip: bool = False  # linear decay of clip_coef alongside the learning rate
+    clip_vloss: bool = False
+    ent_coef: float = 0.0
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    epochs: int = 10
+    minibatch_size: int = 64
+    norm_adv: bool = True
+    target_kl: float | None = None
+    hidden: tuple[int, ...] = (64, 64)
+    adam_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        self.hidden = tuple(int(h) for h in self.hidden)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["hidden"] = list(self.hidden)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PPOConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            from trainwise.errors import UserError
+
+            raise UserError(f"unknown PPO hyperparameters {unknown}; known: {sorted(known)}")
+        return cls(**data)
+
+    def validate(self) -> None:
+        from trainwise.errors import UserError
+
+        checks = [
+            (self.learning_rate > 0, "learning_rate must be > 0"),
+            (0 < self.gamma <= 1, "gamma must be in (0, 1]"),
+            (0 <= self.gae_lambda <= 1, "gae_lambda must be in [0, 1]"),
+            (self.clip_coef > 0, "clip_coef must be > 0"),
+            (self.epochs >= 1, "epochs must be >= 1"),
+            (self.minibatch_size >= 1, "minibatch_size must be >= 1"),
+            (all(h >= 1 for h in self.hidden) and len(self.hidden) >= 1, "hidden must be one or more positive widths"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise UserError(f"PPO config: {message}")
+
+
+def compute_gae(
+    rewards: np.ndarray,
+    values: np.ndarray,
+    terminated: np.ndarray,
+    truncated: np.ndarray,
+    trunc_values: np.ndarray,
+    last_value: float,
+    gamma: float,
+    lam: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Generalised advantage estimates and returns for one actor's segment.
+
+    A terminated step bootstraps 0; a time-limit truncated step bootstraps
+    ``trunc_values[t]`` (V of the final observation); the last step of the segment
+    bootstraps ``last_value``. Neither a termination nor a truncation lets the
+    advantage of the next episode leak back.
+    """
+    n = len(rewards)
+    adv = np.zeros(n, dtype=np.float32)
+    r = rewards.tolist()
+    v = values.tolist()
+    term = terminated.tolist()
+    trunc = truncated.tolist()
+    tv = trunc_values.tolist()
+    gl = gamma * lam
+    running = 0.0
+    next_value = float(last_value)
+    for t in range(n - 1, -1, -1):
+        if term[t]:
+            delta = r[t] - v[t]
+            running = delta
+        elif trunc[t]:
+            delta = r[t] + gamma * tv[t] - v[t]
+            running = delta
+        else:
+            delta = r[t] + gamma * next_value - v[t]
+            running = delta + gl * running
+        adv[t] = running
+        next_value = v[t]
+    return adv, adv + values.astype(np.float32)
+
+
+def _minibatches(n: int, size: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Shuffle ``range(n)`` into chunks of ``size``; a short tail under half a chunk joins the last."""
+    perm = rng.permutation(n)
+    size = min(size, n)
+    chunks = [perm[i : i + size] for i in range(0, n, size)]
+    if len(chunks) > 1 and len(chunks[-1]) < size / 2:
+        tail = chunks.pop()
+        chunks[-1] = np.concatenate([chunks[-1], tail])
+    return chunks
+
+
+@dataclass
+class PPOLearner:
+    """Owns the torch model and optimiser; ``update`` runs one PPO iteration.
+
+    ``batch`` holds numpy arrays: ``obs``, ``actions``, ``logprobs``, ``values``,
+    ``advantages``, ``returns`` (all of length N, the env steps of the iteration).
+    """
+
+    spec: PolicySpec
+    config: PPOConfig = field(default_factory=PPOConfig)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        import torch
+
+        from serverless.torch_policy import ActorCritic
+
+        torch.set_num_threads(1)  # a 64x64 MLP: threads cost more than they give
+        torch.manual_seed(self.seed)
+        self.config.validate()
+        self.spec = self.spec.with_hidden(self.config.hidden)
+        self.model = ActorCritic(self.spec)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.config.learning_rate, eps=self.config.adam_eps)
+        self.rng = np.random.default_rng(self.seed)
+        self.env_steps_seen = 0
+        self.updates = 0
+
+    # ----------------------------------------------------------------- schedule
+    def progress_fraction(self) -> float:
+        """1.0 at the start, falling linearly to 0 at ``anneal_steps`` env steps."""
+        horizon = self.config.anneal_steps
+        if not horizon:
+            return 1.0
+        return max(0.0, 1.0 - self.env_steps_seen / horizon)
+
+    # ----------------------------------------------------------------- loss
+    def _loss(self, mb: dict[str, Any], clip: float) -> tuple[Any, dict[str, Any]]:
+        import torch
+
+        cfg = self.config
+        logp, entropy, value = self.model.evaluate(mb["obs"], mb["actions"])
+        log_ratio = logp - mb["logprobs"]
+        ratio = log_ratio.exp()
+        adv = mb["advantages"]
+        if cfg.norm_adv and adv.numel() > 1:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - clip, 1 + clip)).mean()
+        if cfg.clip_vloss:
+            v_clipped = mb["values"] + (value - mb["values"]).clamp(-clip, clip)
+            v_loss = 0.5 * torch.max((value - mb["returns"]).pow(2), (v_clipped - mb["returns"]).pow(2)).mean()
+        else:
+            v_loss = 0.5 * (value - mb["returns"]).pow(2).mean()
+        ent = entropy.mean()
+        loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
+        with torch.no_grad():
+            info = {
+                "policy_loss": pg_loss.detach(),
+                "value_loss": v_loss.detach(),
+                "entropy": ent.detach(),
+                "approx_kl": ((ratio - 1) - log_ratio).mean().detach(),
+                "clipfrac": ((ratio - 1.0).abs() > clip).float().mean().detach(),
+            }
+        return loss, info
+
+    def _flat_grad(self) -> Any:
+        import torch
+
+        return torch.cat([p.grad.reshape(-1) for p in self.model.parameters() if p.grad is not None])
+
+    def _probe_grad_noise(self, data: dict[str, Any], chunks: list[np.ndarray], clip: float) -> dict[str, Any]:
+        """Per-minibatch PPO-loss gradients at the current parameters (no update)."""
+        import torch
+
+        size = min(self.config.minibatch_size, len(chunks[0]))
+        full = [c[:size] for c in chunks if len(c) >= size]
+        grads = []
+        for idx in full:
+            ti = torch.from_numpy(idx)
+            mb = {k: v[ti] for k, v in data.items()}
+            self.optimizer.zero_grad(set_to_none=True)
+            loss, _ = self._loss(mb, clip)
+            loss.backward()
+            grads.append(self._flat_grad().clone())
+        self.optimizer.zero_grad(set_to_none=True)
+        stacked = torch.stack(grads)
+        small = stacked.pow(2).sum(1)
+        big = stacked.mean(0).pow(2).sum()
+        return {
+            "b_small": int(size),
+            "small_sqnorms": [float(x) for x in small],
+            "b_big": int(size * len(full)),
+            "big_sqnorm": float(big),
+        }
+
+    # ----------------------------------------------------------------- update
+    def update(self, batch: dict[str, np.ndarray], probe_noise: bool = False) -> dict[str, Any]:
+        """One PPO iteration on ``batch``; returns loss statistics (and grad_noise if probed)."""
+        import torch
+
+        t0 = time.perf_counter()
+        cfg = self.config
+        frac = self.progress_fraction() if cfg.anneal_lr else 1.0
+        lr = cfg.learning_rate * frac
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        clip = cfg.clip_coef * (self.progress_fraction() if cfg.anneal_clip else 1.0)
+        clip = max(clip, 1e-3)
+
+        n = len(batch["obs"])
+        act_dtype = torch.int64 if self.spec.action_kind == "discrete" else torch.float32
+        data = {
+            "obs": torch.as_tensor(batch["obs"], dtype=torch.float32),
+            "actions": torch.as_tensor(batch["actions"], dtype=act_dtype),
+            "logprobs": torch.as_tensor(batch["logprobs"], dtype=torch.float32),
+            "values": torch.as_tensor(batch["values"], dtype=torch.float32),
+            "advantages": torch.as_tensor(batch["advantages"], dtype=torch.float32),
+            "returns": torch.as_tensor(batch["returns"], dtype=torch.float32),
+        }
+        stats: dict[str, Any] = {}
+        sums: dict[str, float] = {}
+        count = 0
+        stopped_early = False
+        params = list(self.model.parameters())
+        for epoch in range(cfg.epochs):
+            chunks = _minibatches(n, cfg.minibatch_size, self.rng)
+            if epoch == 0 and probe_noise:
+                stats["grad_noise"] = self._probe_grad_noise(data, chunks, clip)
+            epoch_kl = []
+            for idx in chunks:
+                ti = torch.from_numpy(idx)
+                mb = {k: v[ti] for k, v in data.items()}
+                loss, info = self._loss(mb, clip)
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+                self.optimizer.step()
+                for k, v in info.items():
+                    sums[k] = sums.get(k, 0.0) + float(v)
+                epoch_kl.append(float(info["approx_kl"]))
+                count += 1
+            if cfg.target_kl is not None and np.mean(epoch_kl) > cfg.target_kl:
+                stopped_early = True
+                break
+        self.env_steps_seen += n
+        self.updates += 1
+        values = batch["values"]
+        returns = batch["returns"]
+        var_y = float(np.var(returns))
+        stats.update({k: v / max(count, 1) for k, v in sums.items()})
+        stats.update(
+            {
+                "explained_variance": float("nan") if var_y == 0 else 1.0 - float(np.var(returns - values)) / var_y,
+                "learning_rate": lr,
+                "clip_coef": clip,
+                "minibatch_updates": count,
+                "stopped_early": stopped_early,
+                "batch_size": n,
+                "learner_s": time.perf_counter() - t0,
+            }
+        )
+        if math.isnan(stats["explained_variance"]):
+            stats["explained_variance"] = None
+        return stats
+
+    # ----------------------------------------------------------------- checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue: model, optimiser, counters, RNG state (as JSON-able)."""
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "env_steps_seen": self.env_steps_seen,
+            "updates": self.updates,
+            "rng": self.rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.env_steps_seen = int(state["env_steps_seen"])
+        self.updates = int(state["updates"])
+        self.rng.bit_generator.state = state["rng"]

@@ -1,0 +1,67 @@
+"""Per-env default hyperparameters (what ``trainwise rl train --env X`` uses).
+
+Adapted from rl-baselines3-zoo's tuned PPO settings (CartPole-v1, Acrobot-v1,
+LunarLander-v3), expressed in our terms: ``batch`` = env steps per iteration (their
+n_envs x n_steps), split over ``actors`` functions. Any env without a preset gets
+CleanRL's general defaults. ``--batch``, ``--actors`` and ``--memory-mb`` override.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from serverless.ppo import PPOConfig
+
+DEFAULT_ACTORS = 4
+DEFAULT_MEMORY_MB = 1769  # one full vCPU
+
+
+@dataclass(frozen=True)
+class Preset:
+    batch: int
+    max_steps: int
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    actors: int = DEFAULT_ACTORS
+    memory_mb: int = DEFAULT_MEMORY_MB
+
+
+_PRESETS: dict[str, Preset] = {
+    # zoo: 8 envs x 32 steps, 1 minibatch of 256, 20 epochs, lr 1e-3 and clip 0.2 both annealed
+    "CartPole-v1": Preset(
+        batch=256,
+        max_steps=100_000,
+        ppo=PPOConfig(
+            learning_rate=1e-3,
+            gamma=0.98,
+            gae_lambda=0.8,
+            epochs=20,
+            minibatch_size=256,
+            ent_coef=0.0,
+            anneal_clip=True,
+        ),
+    ),
+    # zoo: 16 envs x 256 steps, gae 0.94, 4 epochs, minibatch 64
+    "Acrobot-v1": Preset(
+        batch=4096,
+        max_steps=1_000_000,
+        ppo=PPOConfig(learning_rate=3e-4, gamma=0.99, gae_lambda=0.94, epochs=4, minibatch_size=64, ent_coef=0.0),
+    ),
+    # zoo: 16 envs x 1024 steps, gamma 0.999, gae 0.98, 4 epochs, minibatch 64, ent 0.01
+    "LunarLander-v3": Preset(
+        batch=16_384,
+        max_steps=1_000_000,
+        ppo=PPOConfig(learning_rate=3e-4, gamma=0.999, gae_lambda=0.98, epochs=4, minibatch_size=64, ent_coef=0.01),
+    ),
+}
+
+_GENERIC = Preset(batch=2048, max_steps=1_000_000, ppo=PPOConfig(minibatch_size=64, epochs=10))
+
+
+def preset_for(env_id: str) -> Preset:
+    """The preset for ``env_id`` (a fresh copy: callers may change its PPOConfig)."""
+    p = _PRESETS.get(env_id, _GENERIC)
+    return replace(p, ppo=replace(p.ppo))
+
+
+def has_preset(env_id: str) -> bool:
+    return env_id in _PRESETS

@@ -1,0 +1,529 @@
+"""The actor-learner loop: serverless rollouts, a PPO learner, a cost ledger.
+
+Each iteration:
+
+1. export the policy to numpy arrays, encode them once as ``.npz`` (base64);
+2. invoke ``actors`` rollout functions through the backend, each for
+   ``batch / actors`` env steps (the remainder spread over the first actors);
+3. compute GAE per segment and run one PPO update;
+4. account the cost (function GB-s, requests, learner VM time), record the
+   iteration, ask the controller (if any) for a new :class:`RunConfig`,
+   checkpoint every ``checkpoint_every`` iterations.
+
+**Reached** means: the mean return of the last ``reach_window`` (default 20)
+*completed training episodes* (the stochastic policy, as it trains) is at least
+``target_reward``. The run stops as soon as that holds, or when ``max_steps`` env
+steps have been used (checked after each iteration, so a run may overshoot
+``max_steps`` by less than one batch only if the batch does not divide it; we
+shrink the last batch so it never does).
+
+**Clocks.** ``wall_s`` is measured on this machine. ``lambda_time_s`` is the run's
+time on Lambda: per iteration the backend's ``lambda_s`` (modelled by the local
+emulator, measured on Ray and AWS) plus the learner's measured time; the learner VM
+is priced for that time.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+import sys
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from serverless.backends.base import InvokeBatch
+from serverless.backends.validation import check_memory_mb
+from serverless.ledger import BILLED, MODELLED, CostLedger
+from serverless.policy import PolicySpec, encode_weights, export_numpy
+from serverless.ppo import PPOConfig, PPOLearner, compute_gae
+from serverless.presets import DEFAULT_ACTORS, DEFAULT_MEMORY_MB
+from serverless.pricing import ARCHITECTURES, PriceTable
+from trainwise.errors import UserError
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What the tuner may change between iterations."""
+
+    actors: int = DEFAULT_ACTORS
+    memory_mb: int = DEFAULT_MEMORY_MB
+    batch: int = 256  # env steps per iteration, split over the actors
+
+    def validate(self) -> None:
+        if isinstance(self.actors, bool) or not isinstance(self.actors, int) or self.actors < 1:
+            raise UserError(f"actors must be a whole number >= 1, got {self.actors!r}")
+        check_memory_mb(self.memory_mb)
+        if isinstance(self.batch, bool) or not isinstance(self.batch, int) or self.batch < self.actors:
+            raise UserError(
+                f"batch ({self.batch!r} env steps per iteration) must be a whole number >= actors ({self.actors}): "
+                "every actor needs at least one step"
+            )
+
+    def steps_per_actor(self) -> list[int]:
+        base, extra = divmod(self.batch, self.actors)
+        return [base + (1 if i < extra else 0) for i in range(self.actors)]
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass
+class TrainSpec:
+    env_id: str
+    target_reward: float
+    max_steps: int = 100_000
+    run: RunConfig = field(default_factory=RunConfig)
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    seed: int = 0
+    backend: str = "local"
+    backend_options: dict[str, Any] = field(default_factory=dict)
+    architecture: str = "x86_64"
+    checkpoint_every: int = 10  # iterations; 0 = never
+    checkpoint_dir: Path | None = None  # default .trainwise/checkpoints/<env>-seed<S>
+    resume: bool = False
+    reach_window: int = 20
+    price_table: Path | None = None
+
+    def validate(self) -> None:
+        """Every check that can fail, before any work starts."""
+        if not isinstance(self.target_reward, (int, float)) or not math.isfinite(self.target_reward):
+            raise UserError(f"target reward must be a finite number, got {self.target_reward!r}")
+        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or self.max_steps < 1:
+            raise UserError(f"max steps must be a whole number >= 1, got {self.max_steps!r}")
+        self.run.validate()
+        self.ppo.validate()
+        if self.architecture not in ARCHITECTURES:
+            raise UserError(f"architecture {self.architecture!r} is not allowed; allowed: {', '.join(ARCHITECTURES)}")
+        if self.backend not in ("local", "ray", "lambda"):
+            raise UserError(f"backend {self.backend!r} is not allowed; allowed: local, ray, lambda")
+        if self.checkpoint_every < 0:
+            raise UserError(f"checkpoint every must be >= 0 iterations, got {self.checkpoint_every}")
+        if self.reach_window < 1:
+            raise UserError(f"reach window must be >= 1 episode, got {self.reach_window}")
+
+    def resolved_checkpoint_dir(self) -> Path:
+        if self.checkpoint_dir is not None:
+            return Path(self.checkpoint_dir)
+        from trainwise.paths import cache_dir
+
+        return cache_dir("checkpoints") / f"{self.env_id.replace('/', '_')}-seed{self.seed}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "env_id": self.env_id,
+            "target_reward": self.target_reward,
+            "max_steps": self.max_steps,
+            "run": self.run.to_dict(),
+            "ppo": self.ppo.to_dict(),
+            "seed": self.seed,
+            "backend": self.backend,
+            "backend_options": {k: str(v) for k, v in self.backend_options.items()},
+            "architecture": self.architecture,
+            "checkpoint_every": self.checkpoint_every,
+            "checkpoint_dir": str(self.resolved_checkpoint_dir()) if self.checkpoint_every else None,
+            "resume": self.resume,
+            "reach_window": self.reach_window,
+        }
+
+
+@dataclass
+class IterationRecord:
+    """What happened in one iteration; given to the controller and kept in the result."""
+
+    iteration: int
+    env_steps: int  # cumulative, after this iteration
+    run: RunConfig
+    wall_s: float  # measured, whole iteration
+    lambda_s: float  # the rollout batch on Lambda (modelled locally; measured/billed otherwise)
+    lambda_s_label: str
+    learner_s: float  # measured PPO update time
+    rollout: dict[str, Any]  # billing summary of this iteration's invocations
+    cost_usd: float  # cumulative
+    mean_return: float | None  # mean of the last reach_window completed episodes
+    episodes: int  # cumulative completed episodes
+    ppo_stats: dict[str, Any] = field(default_factory=dict)
+    grad_noise: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["run"] = self.run.to_dict()
+        return data
+
+
+@runtime_checkable
+class Controller(Protocol):
+    """Consulted after every iteration; may return a new RunConfig for the next one."""
+
+    def after_iteration(self, record: IterationRecord) -> RunConfig | None: ...
+
+
+@dataclass
+class TrainResult:
+    reached: bool
+    env_steps: int
+    wall_s: float
+    lambda_time_s: float
+    lambda_time_label: str
+    curve: list[dict[str, Any]]
+    config: dict[str, Any]
+    ledger: CostLedger
+    iterations: list[IterationRecord]
+    episodes: int
+    stop_reason: str
+    final_mean_return: float | None
+    config_changes: list[dict[str, Any]]
+    notes: list[str]
+    checkpoint: str | None
+
+    @property
+    def cost_usd(self) -> float:
+        return self.ledger.total_usd
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "reached": self.reached,
+            "env_steps": self.env_steps,
+            "wall_s": self.wall_s,
+            "wall_s_label": "measured",
+            "lambda_time_s": self.lambda_time_s,
+            "lambda_time_label": self.lambda_time_label,
+            "final_mean_return": self.final_mean_return,
+            "episodes": self.episodes,
+            "stop_reason": self.stop_reason,
+            "reached_definition": "mean return of the last "
+            f"{self.config.get('reach_window', 20)} completed training episodes >= target_reward",
+            "curve": self.curve,
+            "config": self.config,
+            "cost_usd": self.cost_usd,
+            "ledger": self.ledger.to_dict(),
+            "config_changes": self.config_changes,
+            "notes": self.notes,
+            "checkpoint": self.checkpoint,
+            "iterations": [r.to_dict() for r in self.iterations],
+        }
+
+
+# --------------------------------------------------------------------------- batch assembly
+
+def decode_trajectories(result: dict[str, Any]) -> dict[str, np.ndarray]:
+    """A handler result's trajectories (npz, never pickle)."""
+    if "trajectories_npz_b64" in result:
+        blob = base64.b64decode(result["trajectories_npz_b64"])
+    elif "trajectories_s3" in result:
+        from serverless import s3_payload
+
+        ref = result["trajectories_s3"]
+        blob = s3_payload.get_bytes(ref["bucket"], ref["key"])
+    else:
+        raise ValueError("result has neither 'trajectories_npz_b64' nor 'trajectories_s3'")
+    with np.load(io.BytesIO(blob), allow_pickle=False) as data:
+        return {k: data[k] for k in data.files}
+
+
+def assemble_batch(results: list[dict[str, Any]], gamma: float, lam: float) -> dict[str, np.ndarray]:
+    """Concatenate the segments, with GAE advantages and returns computed per segment."""
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("obs", "actions", "logprobs", "values", "advantages", "returns")}
+    for result in results:
+        tr = decode_trajectories(result)
+        adv, ret = compute_gae(
+            tr["rewards"], tr["values"], tr["terminated"], tr["truncated"], tr["trunc_values"],
+            float(tr["last_value"]), gamma, lam,
+        )
+        for k in ("obs", "actions", "logprobs", "values"):
+            parts[k].append(tr[k])
+        parts["advantages"].append(adv)
+        parts["returns"].append(ret)
+    return {k: np.concatenate(v) for k, v in parts.items()}
+
+
+def _event_seed(seed: int, iteration: int, actor_id: int) -> int:
+    return int(np.random.SeedSequence([seed, iteration, actor_id]).generate_state(1)[0])
+
+
+def _rollout_summary(batch: InvokeBatch) -> dict[str, Any]:
+    bills = [inv.billing for inv in batch.invocations]
+    ok = [b for b in bills if b.error is None]
+    return {
+        "invocations": len(bills),
+        "errors": len(bills) - len(ok),
+        "cold_starts": sum(1 for b in bills if b.cold_start),
+        "billed_ms_total": sum(b.billed_ms for b in bills),
+        "mean_duration_ms": float(np.mean([b.duration_ms for b in ok])) if ok else None,
+        "max_duration_ms": float(max(b.duration_ms for b in ok)) if ok else None,
+        "billing_label": bills[0].label if bills else None,
+        "measured_wall_s": batch.wall_s,
+        "lambda_s": batch.lambda_s,
+        "lambda_s_label": batch.lambda_s_label,
+        "concurrency": batch.concurrency,
+    }
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+_CKPT_MODEL = "learner.pt"
+_CKPT_STATE = "trainer.json"
+
+
+def _save_checkpoint(directory: Path, learner: PPOLearner, state: dict[str, Any]) -> None:
+    import torch
+
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / (_CKPT_MODEL + ".tmp")
+    torch.save(learner.state_dict(), tmp)
+    tmp.replace(directory / _CKPT_MODEL)
+    tmp_state = directory / (_CKPT_STATE + ".tmp")
+    tmp_state.write_text(json.dumps(state))
+    tmp_state.replace(directory / _CKPT_STATE)
+
+
+def _load_checkpoint(directory: Path, learner: PPOLearner) -> dict[str, Any]:
+    import torch
+
+    model_path, state_path = directory / _CKPT_MODEL, directory / _CKPT_STATE
+    if not (model_path.exists() and state_path.exists()):
+        raise UserError(f"--resume: no checkpoint in {directory} (expected {_CKPT_MODEL} and {_CKPT_STATE})")
+    learner.load_state_dict(torch.load(model_path, weights_only=True))
+    return json.loads(state_path.read_text())
+
+
+# --------------------------------------------------------------------------- the loop
+
+class _Progress:
+    """A tqdm bar of env steps with reward and cost so far (to stderr)."""
+
+    def __init__(self, enabled: bool, total: int, initial: int) -> None:
+        self.bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, initial=initial, unit="step", file=sys.stderr, dynamic_ncols=True)
+
+    def update(self, steps: int, mean_return: float | None, cost: float, label: str) -> None:
+        if self.bar is None:
+            return
+        self.bar.update(steps)
+        reward = "-" if mean_return is None else f"{mean_return:.1f}"
+        self.bar.set_postfix_str(f"reward {reward}, cost ${cost:.5f} ({label})")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _ledger_label(batch: InvokeBatch) -> str:
+    if batch.invocations and all(inv.billing.label == "billed" for inv in batch.invocations):
+        return BILLED
+    return MODELLED
+
+
+def train(
+    spec: TrainSpec,
+    backend: Any = None,
+    controller: Controller | None = None,
+    probe_noise_every: int = 0,
+    progress: bool = True,
+) -> TrainResult:
+    """Train until ``spec.target_reward`` is reached or ``spec.max_steps`` are used."""
+    from serverless.envs import inspect_env
+
+    spec.validate()
+    policy_spec: PolicySpec = inspect_env(spec.env_id, hidden=tuple(spec.ppo.hidden))
+    ppo = replace(spec.ppo)
+    if ppo.anneal_steps is None:
+        ppo.anneal_steps = spec.max_steps
+    learner = PPOLearner(policy_spec, ppo, seed=spec.seed)
+    prices = PriceTable.load(spec.price_table)
+    ledger = CostLedger(prices, architecture=spec.architecture)
+    ckpt_dir = spec.resolved_checkpoint_dir()
+
+    run = spec.run
+    iteration = 0
+    env_steps = 0
+    lambda_time_s = 0.0
+    wall_before = 0.0
+    recent: deque[float] = deque(maxlen=spec.reach_window)
+    episodes = 0
+    curve: list[dict[str, Any]] = []
+    config_changes: list[dict[str, Any]] = []
+    notes: list[str] = []
+    if spec.resume:
+        state = _load_checkpoint(ckpt_dir, learner)
+        if state["env_id"] != spec.env_id:
+            raise UserError(f"--resume: the checkpoint in {ckpt_dir} is for {state['env_id']}, not {spec.env_id}")
+        iteration, env_steps = state["iteration"], state["env_steps"]
+        lambda_time_s, wall_before = state["lambda_time_s"], state["wall_s"]
+        recent.extend(state["recent_returns"])
+        episodes = state["episodes"]
+        curve = state["curve"]
+        config_changes = state["config_changes"]
+        run = RunConfig(**state["run"])
+        ledger.gb_seconds, ledger.function_usd = state["ledger"]["gb_seconds"], state["ledger"]["function_usd"]
+        ledger.requests, ledger.learner_seconds = state["ledger"]["requests"], state["ledger"]["learner_seconds"]
+        notes.append(f"resumed from {ckpt_dir} at iteration {iteration}, {env_steps} env steps")
+
+    own_backend = backend is None
+    if own_backend:
+        from serverless.backends import make_backend
+
+        backend = make_backend(spec.backend, **spec.backend_options)
+    records: list[IterationRecord] = []
+    bar = _Progress(progress, spec.max_steps, env_steps)
+    lambda_label = "modelled" if spec.backend == "local" else "measured"
+    t_start = time.perf_counter()
+
+    def mean_recent() -> float | None:
+        return float(np.mean(recent)) if recent else None
+
+    def reached() -> bool:
+        return len(recent) >= spec.reach_window and float(np.mean(recent)) >= spec.target_reward
+
+    def checkpoint() -> None:
+        _save_checkpoint(
+            ckpt_dir,
+            learner,
+            {
+                "env_id": spec.env_id,
+                "iteration": iteration,
+                "env_steps": env_steps,
+                "lambda_time_s": lambda_time_s,
+                "wall_s": wall_before + time.perf_counter() - t_start,
+                "recent_returns": list(recent),
+                "episodes": episodes,
+                "curve": curve,
+                "config_changes": config_changes,
+                "run": run.to_dict(),
+                "ledger": {
+                    "gb_seconds": ledger.gb_seconds,
+                    "function_usd": ledger.function_usd,
+                    "requests": ledger.requests,
+                    "learner_seconds": ledger.learner_seconds,
+                },
+            },
+        )
+
+    stop_reason = "max_steps"
+    try:
+        if reached():
+            stop_reason = "reached"
+        while stop_reason != "reached" and env_steps < spec.max_steps:
+            t_iter = time.perf_counter()
+            batch_steps = min(run.batch, spec.max_steps - env_steps)
+            this_run = replace(run, batch=max(batch_steps, run.actors)) if batch_steps < run.batch else run
+            weights_b64 = base64.b64encode(encode_weights(export_numpy(learner.model))).decode("ascii")
+            spec_dict = learner.spec.to_dict()
+            events = [
+                {
+                    "env_id": spec.env_id,
+                    "num_steps": n,
+                    "seed": _event_seed(spec.seed, iteration, actor_id),
+                    "policy_spec": spec_dict,
+                    "actor_id": actor_id,
+                    "weights_npz_b64": weights_b64,
+                }
+                for actor_id, n in enumerate(this_run.steps_per_actor())
+            ]
+            batch = backend.invoke(events, this_run.memory_mb, concurrency=this_run.actors)
+            for note in batch.notes:
+                if note not in notes:
+                    notes.append(note)
+            lambda_label = batch.lambda_s_label
+            ledger.label = _ledger_label(batch)  # type: ignore[assignment]
+            for inv in batch.invocations:
+                ledger.add_invocation(inv.billing.billed_ms, inv.billing.memory_mb)
+            results = [inv.result for inv in batch.invocations if inv.result is not None]
+            if not results:
+                errors = sorted({str(inv.billing.error) for inv in batch.invocations})
+                raise RuntimeError(f"every rollout of iteration {iteration} failed: {'; '.join(errors)}")
+            failed = len(batch.invocations) - len(results)
+            if failed:
+                notes.append(f"iteration {iteration}: {failed} of {len(batch.invocations)} rollouts failed; trained on the rest")
+            for res in results:  # episodes in actor order
+                for ret in res["episode_returns"]:
+                    recent.append(float(ret))
+                    episodes += 1
+            data = assemble_batch(results, ppo.gamma, ppo.gae_lambda)
+            probe = probe_noise_every > 0 and iteration % probe_noise_every == 0
+            stats = learner.update(data, probe_noise=probe)
+            learner_s = float(stats["learner_s"])
+            steps = int(len(data["obs"]))
+            env_steps += steps
+            iter_wall = time.perf_counter() - t_iter
+            # on Lambda the learner is idle while the functions run, then updates
+            overhead_s = max(0.0, iter_wall - batch.wall_s - learner_s)
+            iter_lambda_time = batch.lambda_s + learner_s + overhead_s
+            lambda_time_s += iter_lambda_time
+            ledger.add_learner_time(iter_lambda_time)
+            grad_noise = stats.pop("grad_noise", None)
+            record = IterationRecord(
+                iteration=iteration,
+                env_steps=env_steps,
+                run=this_run,
+                wall_s=iter_wall,
+                lambda_s=batch.lambda_s,
+                lambda_s_label=batch.lambda_s_label,
+                learner_s=learner_s,
+                rollout=_rollout_summary(batch),
+                cost_usd=ledger.total_usd,
+                mean_return=mean_recent(),
+                episodes=episodes,
+                ppo_stats=stats,
+                grad_noise=grad_noise,
+            )
+            records.append(record)
+            curve.append(
+                {
+                    "iteration": iteration,
+                    "env_steps": env_steps,
+                    "wall_s": wall_before + time.perf_counter() - t_start,
+                    "lambda_time_s": lambda_time_s,
+                    "mean_return": record.mean_return,
+                    "episodes": episodes,
+                    "cost_usd": ledger.total_usd,
+                }
+            )
+            bar.update(steps, record.mean_return, ledger.total_usd, "modelled" if ledger.label == MODELLED else "billed")
+            iteration += 1
+            if reached():
+                stop_reason = "reached"
+            if controller is not None and stop_reason != "reached":
+                new_run = controller.after_iteration(record)
+                if new_run is not None and new_run != run:
+                    new_run.validate()
+                    config_changes.append({"iteration": iteration, "env_steps": env_steps, "from": run.to_dict(), "to": new_run.to_dict()})
+                    run = new_run
+            if spec.checkpoint_every and (iteration % spec.checkpoint_every == 0 or stop_reason == "reached"):
+                checkpoint()
+        if spec.checkpoint_every and records:
+            checkpoint()
+    finally:
+        bar.close()
+        if own_backend:
+            backend.close()
+
+    config = spec.to_dict()
+    config["policy_spec"] = learner.spec.to_dict()
+    config["ppo"]["anneal_steps"] = ppo.anneal_steps
+    return TrainResult(
+        reached=stop_reason == "reached",
+        env_steps=env_steps,
+        wall_s=wall_before + time.perf_counter() - t_start,
+        lambda_time_s=lambda_time_s,
+        lambda_time_label=lambda_label,
+        curve=curve,
+        config=config,
+        ledger=ledger,
+        iterations=records,
+        episodes=episodes,
+        stop_reason=stop_reason,
+        final_mean_return=mean_recent(),
+        config_changes=config_changes,
+        notes=notes,
+        checkpoint=str(ckpt_dir) if spec.checkpoint_every else None,
+    )
