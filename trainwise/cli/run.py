@@ -1,9 +1,118 @@
-"""`trainwise run` commands (placeholder: registered, not yet implemented)."""
+"""`trainwise run` (the main job) and `trainwise serve` (deployments with schedules).
+
+``trainwise run --config configs/demo.yaml`` validates the workload file, then runs
+the ``optimize`` flow on Prefect's embedded local server (SQLite; no Prefect Cloud,
+no AWS) unless ``PREFECT_API_URL`` points at a server, and prints where the report
+and plots are.
+
+``trainwise serve`` reads ``prefect.yaml`` and serves its deployments, schedules
+included, from this process. Schedules only fire on a real server (the embedded
+one runs no scheduler), so serve asks for ``PREFECT_API_URL`` first.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from trainwise.errors import UserError
+
+DEFAULT_CONFIG = "configs/demo.yaml"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    sub.add_parser("run", help="(not implemented yet)")
+    from trainwise.cli import add_json_out
+
+    run = sub.add_parser(
+        "run",
+        help="run the optimize flow (Seraph + InTune) on a workload file; the main job",
+        description="Run the optimize flow on a workload file and print where the report and plots are.",
+    )
+    run.add_argument("--config", default=DEFAULT_CONFIG, help=f"workload YAML file (default: {DEFAULT_CONFIG})")
+    run.add_argument(
+        "--flow",
+        choices=("optimize", "seraph", "intune"),
+        default="optimize",
+        help="which flow to run (default: optimize, both branches)",
+    )
+    run.add_argument("--refresh-profiles", action="store_true", help="measure profiles afresh even if cached")
+    add_json_out(run)
+    run.set_defaults(handler=run_handler)
+
+    serve = sub.add_parser(
+        "serve",
+        help="serve the deployments in prefect.yaml with their schedules (needs a Prefect server)",
+        description=(
+            "Serve the deployments of prefect.yaml from this process, schedules included. Start a server "
+            "first (`prefect server start`) and export PREFECT_API_URL=http://127.0.0.1:4200/api."
+        ),
+    )
+    serve.add_argument("--prefect-file", default="prefect.yaml", help="deployments file (default: prefect.yaml)")
+    serve.add_argument("--dry-run", action="store_true", help="load and check the deployments, print them, do not serve")
+    add_json_out(serve)
+    serve.set_defaults(handler=serve_handler)
+
+
+def _prefect_defaults() -> None:
+    """Settings for an offline laptop run; the user's environment still wins."""
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    os.environ.setdefault("PREFECT_LOGGING_LOG_PRINTS", "true")
+    os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+def run_handler(args: argparse.Namespace) -> dict[str, Any]:
+    from trainwise.spec import load_spec
+
+    need = {"seraph": "rl", "intune": "ingestion"}.get(args.flow)
+    load_spec(args.config, need=need)  # fail on a bad file before Prefect starts
+    _prefect_defaults()
+    server = os.environ.get("PREFECT_API_URL") or "Prefect's embedded local server (SQLite)"
+    print(f"trainwise: running the {args.flow} flow on {args.config} via {server}", file=sys.stderr)
+
+    from flows import get_flow
+
+    result: dict[str, Any] = get_flow(args.flow)(config=str(args.config), refresh_profiles=args.refresh_profiles)
+    _print_summary(result)
+    return result
+
+
+def _print_summary(result: dict[str, Any]) -> None:
+    print()
+    print(f"report:  {result['report']}")
+    for plot in result.get("plots", []):
+        print(f"plot:    {plot}")
+    for name, hit in sorted(result.get("profile_cache", {}).items()):
+        print(f"profile: {name} {'cached (reused)' if hit else 'measured (not cached)'}")
+    print(f"results: {result['run_dir']}")
+
+
+def serve_handler(args: argparse.Namespace) -> dict[str, Any]:
+    from flows.deployments import load_deployments
+
+    _prefect_defaults()
+    path = Path(args.prefect_file)
+    entries = load_deployments(path)  # validates entrypoints, parameters and schedules
+    summary = {
+        "prefect_file": str(path),
+        "deployments": [
+            {"name": e.name, "flow": e.flow.name, "schedules": e.schedule_texts, "parameters": e.parameters} for e in entries
+        ],
+    }
+    for d in summary["deployments"]:
+        print(f"{d['flow']}/{d['name']}: schedules {d['schedules'] or 'none'}; parameters {d['parameters']}")
+    if args.dry_run:
+        return summary
+    if not os.environ.get("PREFECT_API_URL"):
+        raise UserError(
+            "trainwise serve needs a running Prefect server for its schedules to fire (the embedded one runs no "
+            "scheduler). Start one with `prefect server start` and then `export PREFECT_API_URL=http://127.0.0.1:4200/api`; "
+            "or use --dry-run to only check the deployments"
+        )
+    import prefect
+
+    prefect.serve(*[e.to_runner_deployment() for e in entries])
+    return summary

@@ -1,0 +1,54 @@
+"""InTune: generate or locate data -> profile the pipeline -> tune -> verify live -> report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger
+
+from tasks.caching import call_cached
+from tasks.ingest import (
+    locate_or_generate_data,
+    measure_configuration,
+    pipeline_workload_of,
+    profile_pipeline,
+    render_intune_section,
+    tune_pipeline,
+)
+from tasks.report import render_report
+from trainwise.paths import new_run_dir
+from trainwise.spec import load_spec
+
+
+@flow(name="intune", log_prints=True)
+def intune(config: str = "configs/demo.yaml", run_dir: str | None = None, refresh_profiles: bool = False) -> dict[str, Any]:
+    """Tune the workload's ingestion pipeline with InTune and its baselines and verify
+    every chosen configuration on the live pipeline. Writes its own report when run
+    alone; as a branch of ``optimize`` it returns its report section."""
+    spec = load_spec(config, need="ingestion")  # a bad file fails here, before any task runs
+    ing = spec.ingestion
+    assert ing is not None
+    out = Path(run_dir) if run_dir else new_run_dir("intune")
+    get_run_logger().info("intune: optimizer %s vs %s, %s s each", ing.optimizer, ing.baselines, ing.time_budget_s)
+
+    data = locate_or_generate_data(ing.data.model_dump(mode="json"))
+    profile, cached = call_cached(
+        profile_pipeline,
+        what="InTune pipeline",
+        ttl_hours=spec.cache.profile_ttl_hours,
+        refresh=refresh_profiles,
+        workload=pipeline_workload_of(ing, data),
+    )
+    optimizers = [ing.optimizer, *[b for b in ing.baselines if b != ing.optimizer]]
+    tuned = [
+        tune_pipeline(name, data, profile, ing.model_dump(mode="json"), progress_key=f"{spec.name}-intune-progress")
+        for name in optimizers
+    ]
+    verified = [measure_configuration(data, t["config"], ing.model_dump(mode="json"), label=t["optimizer"]) for t in tuned]
+    section = render_intune_section(spec.name, ing.model_dump(mode="json"), data, profile, tuned, verified, cached, str(out))
+
+    result: dict[str, Any] = {"section": section, "run_dir": str(out)}
+    if run_dir is None:
+        result |= render_report(spec.name, f"trainwise intune: {spec.name}", str(out), [section], config=config, extra={"flow": "intune"})
+    return result

@@ -1,0 +1,42 @@
+"""Seraph: profile an RL workload -> plan -> train on functions with re-tuning -> report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger
+
+from tasks.caching import call_cached
+from tasks.report import render_report
+from tasks.rl import plan_rl_configuration, profile_rl_workload, render_seraph_section, train_rl_on_functions, workload_of
+from trainwise.paths import new_run_dir
+from trainwise.spec import load_spec
+
+
+@flow(name="seraph", log_prints=True)
+def seraph(config: str = "configs/demo.yaml", run_dir: str | None = None, refresh_profiles: bool = False) -> dict[str, Any]:
+    """Tune and train the workload's RL job. Writes its own report when run alone;
+    as a branch of ``optimize`` (``run_dir`` given) it returns its report section."""
+    spec = load_spec(config, need="rl")  # a bad file fails here, before any task runs
+    rl = spec.rl
+    assert rl is not None
+    out = Path(run_dir) if run_dir else new_run_dir("seraph")
+    get_run_logger().info("seraph: %s to reward %s on the %s backend, objective %s", rl.env_id, rl.target_reward, rl.backend, rl.objective)
+
+    profile, cached = call_cached(
+        profile_rl_workload,
+        what=f"Seraph {rl.env_id}/{rl.backend}",
+        ttl_hours=spec.cache.profile_ttl_hours,
+        refresh=refresh_profiles,
+        workload=workload_of(rl),
+        backend=rl.backend,
+    )
+    plan = plan_rl_configuration(profile, rl.model_dump(mode="json"))
+    trained = train_rl_on_functions(profile, rl.model_dump(mode="json"), progress_key=f"{spec.name}-seraph-progress")
+    section = render_seraph_section(spec.name, rl.model_dump(mode="json"), profile, plan, trained, cached, str(out))
+
+    result: dict[str, Any] = {"section": section, "run_dir": str(out)}
+    if run_dir is None:
+        result |= render_report(spec.name, f"trainwise seraph: {spec.name}", str(out), [section], config=config, extra={"flow": "seraph"})
+    return result

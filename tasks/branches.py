@@ -1,0 +1,46 @@
+"""Running the optimize flow's two branches, one after the other or at once.
+
+Running Seraph and InTune concurrently only helps when the machine has cores to
+spare: each branch keeps about two cores busy (PPO's learner and actor functions;
+tf.data's parallel stages), and InTune *measures* throughput, so sharing two cores
+with a training run would corrupt its figures. ``concurrency: auto`` therefore runs
+the branches in parallel on 4 or more cores and one after the other below that.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Literal
+
+from prefect import task
+
+MIN_CORES_FOR_PARALLEL = 4
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def branches_in_parallel(mode: Literal["auto", "parallel", "sequential"], n_branches: int) -> tuple[bool, str]:
+    """Whether to run the branches at once, and why (for the log and the report)."""
+    cores = usable_cores()
+    if n_branches < 2:
+        return False, "one branch only"
+    if mode == "parallel":
+        return True, "concurrency: parallel requested"
+    if mode == "sequential":
+        return False, "concurrency: sequential requested"
+    if cores >= MIN_CORES_FOR_PARALLEL:
+        return True, f"{cores} cores: the branches run at once"
+    return False, (
+        f"{cores} cores (< {MIN_CORES_FOR_PARALLEL}): the branches run one after the other, so InTune's "
+        "throughput measurements do not share cores with RL training"
+    )
+
+
+@task(name="run-branch")
+def run_branch(flow_name: str, config: str, run_dir: str, refresh_profiles: bool) -> dict[str, Any]:
+    """Run one branch flow (as a subflow of this task) so two can run concurrently."""
+    from flows import get_flow
+
+    return get_flow(flow_name)(config=config, run_dir=run_dir, refresh_profiles=refresh_profiles)

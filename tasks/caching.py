@@ -1,0 +1,83 @@
+"""Profile caching: what makes a cached profile valid, and how a flow reuses it.
+
+A profile (Seraph's measured step times per configuration, InTune's per-stage
+pipeline model) is expensive to measure and stays true as long as nothing it
+depends on changes. Its cache key therefore hashes:
+
+- the task's inputs: the workload section of the spec (env, target, data size...)
+  and the backend;
+- the task's source code (:data:`~prefect.cache_policies.TASK_SOURCE`), so a change
+  to how we profile invalidates old profiles;
+- this machine's hardware fingerprint (CPU model, core count, RAM), so the same
+  workload on another machine is profiled afresh.
+
+Records expire after the spec's ``cache.profile_ttl_hours``. They are stored as
+JSON (never pickle) under ``.trainwise/prefect-results`` (``TRAINWISE_HOME``), next
+to trainwise's other caches, so they survive a new ``PREFECT_HOME``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from prefect import Task, get_run_logger
+from prefect.cache_policies import INPUTS, TASK_SOURCE, CachePolicy
+from prefect.context import TaskRunContext
+
+from trainwise import paths
+
+
+@dataclass
+class HardwareFingerprint(CachePolicy):
+    """A cache-policy part that changes when the machine does."""
+
+    def compute_key(
+        self,
+        task_ctx: TaskRunContext,
+        inputs: dict[str, Any],
+        flow_parameters: dict[str, Any],
+        **kwargs: Any,
+    ) -> str:
+        return paths.hardware_fingerprint()
+
+
+PROFILE_CACHE_POLICY = INPUTS + TASK_SOURCE + HardwareFingerprint()
+
+
+def result_storage_dir() -> str:
+    """Where cached results live (resolved at call time, so TRAINWISE_HOME applies)."""
+    return str(paths.cache_dir("prefect-results"))
+
+
+def call_cached(
+    task: Task[..., Any],
+    *,
+    what: str,
+    ttl_hours: float,
+    refresh: bool = False,
+    **kwargs: Any,
+) -> tuple[Any, bool]:
+    """Run a profiling task through its cache; return ``(result, cache_hit)``.
+
+    Logs ``profile cached: reusing ...`` on a hit and ``profile not cached ...`` on
+    a miss, so both the terminal and the Prefect UI say which happened.
+    """
+    from pathlib import Path
+
+    configured = task.with_options(
+        result_storage=Path(result_storage_dir()),
+        cache_expiration=timedelta(hours=ttl_hours),
+        refresh_cache=refresh or None,
+    )
+    state = configured(**kwargs, return_state=True)
+    value = state.result()  # raises the task's exception if it failed
+    hit = state.name == "Cached"
+    logger = get_run_logger()
+    if hit:
+        logger.info("profile cached: reusing the %s profile (same workload, code and hardware %s)", what, paths.hardware_fingerprint())
+    else:
+        reason = "refresh requested" if refresh else "new workload, code or hardware, or expired"
+        logger.info("profile not cached: measured the %s profile afresh (%s)", what, reason)
+    return value, hit

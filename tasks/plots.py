@@ -1,0 +1,84 @@
+"""PNG plots for the run report (matplotlib, Agg backend; no Prefect here).
+
+- :func:`reward_png`: mean episode return against time and against cost, one
+  panel each, so a reader sees both what the reward cost in seconds and in dollars.
+- :func:`throughput_png`: rows per second per ingestion optimizer, the figure the
+  optimizer saw while tuning beside the one verified on the live pipeline.
+The Pareto front comes from Seraph's own ``render_pareto_png``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def reward_png(
+    curve: Sequence[Mapping[str, Any]],
+    path: Path,
+    *,
+    target: float | None = None,
+    time_key: str = "wall_s",
+    time_label: str = "wall-clock time (s, measured)",
+    cost_label: str = "cost (USD)",
+    title: str = "",
+) -> Path:
+    """Reward against time (left) and cost (right). ``curve`` rows hold
+    ``mean_return``, ``time_key`` and ``cost_usd``; rows without a return are skipped."""
+    plt = _pyplot()
+    rows = [r for r in curve if r.get("mean_return") is not None]
+    fig, (ax_t, ax_c) = plt.subplots(1, 2, figsize=(10, 4), dpi=110)
+    for ax, key, label in ((ax_t, time_key, time_label), (ax_c, "cost_usd", cost_label)):
+        ax.plot([r.get(key, 0.0) for r in rows], [r["mean_return"] for r in rows], "-o", ms=3)
+        if target is not None:
+            ax.axhline(target, color="tab:red", ls="--", lw=1, label=f"target {target:g}")
+            ax.legend(loc="lower right", fontsize=8)
+        ax.set_xlabel(label)
+        ax.set_ylabel("mean episode return")
+        ax.grid(alpha=0.3)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def throughput_png(rows: Sequence[Mapping[str, Any]], path: Path, *, title: str = "") -> Path:
+    """Grouped bars per optimizer: ``tuning_rows_per_s`` (labelled by ``tuning_label``)
+    and ``verified_rows_per_s`` (measured on the live pipeline)."""
+    plt = _pyplot()
+    names = [r["optimizer"] for r in rows]
+    x = range(len(names))
+    width = 0.38
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(names) + 2), 4), dpi=110)
+    tuned = [r.get("tuning_rows_per_s") or 0.0 for r in rows]
+    live = [r.get("verified_rows_per_s") or 0.0 for r in rows]
+    labels = sorted({str(r.get("tuning_label", "")) for r in rows} - {""})
+    ax.bar([i - width / 2 for i in x], tuned, width, label=f"while tuning ({', '.join(labels) or 'n/a'})", color="0.7")
+    ax.bar([i + width / 2 for i in x], live, width, label="verified on the live pipeline (measured)", color="tab:blue")
+    for i, v in zip(x, live):
+        if v:
+            ax.annotate(f"{v:,.0f}", (i + width / 2, v), ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(list(x))
+    ax.set_xticklabels(names)
+    ax.set_ylabel("rows per second")
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

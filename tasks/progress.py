@@ -1,0 +1,46 @@
+"""A Prefect progress artifact that long tasks update as they go.
+
+Training and tuning call :meth:`Progress.update` from the library's callback; the
+artifact is updated in place (at most once every ``min_interval_s`` unless the
+figure reached 100 %), so the Prefect UI shows how far a run has got without
+flooding the API.
+"""
+
+from __future__ import annotations
+
+import time
+from uuid import UUID
+
+from prefect.artifacts import create_progress_artifact, update_progress_artifact
+from prefect.logging import get_run_logger
+
+
+class Progress:
+    """One progress artifact (0-100 %) with a description of where the run is."""
+
+    def __init__(self, key: str, description: str, min_interval_s: float = 2.0) -> None:
+        self.key = key
+        self.min_interval_s = min_interval_s
+        self._last = 0.0
+        self._shown = -1.0
+        self.id: UUID | None = create_progress_artifact(progress=0.0, key=key, description=description)
+
+    def update(self, fraction: float, description: str) -> None:
+        """Set progress to ``fraction`` (0..1); throttled."""
+        percent = max(0.0, min(100.0, 100.0 * fraction))
+        now = time.monotonic()
+        if percent < 100.0 and now - self._last < self.min_interval_s:
+            return
+        if percent == self._shown and percent >= 100.0:
+            return
+        self._last, self._shown = now, percent
+        if self.id is None:
+            return
+        try:
+            update_progress_artifact(artifact_id=self.id, progress=percent, description=description)
+        except Exception as exc:  # a progress display must never fail a training run
+            get_run_logger().debug("progress artifact %s not updated: %s", self.key, exc)
+
+    def done(self, description: str) -> None:
+        self._last = 0.0
+        self.update(1.0, description)

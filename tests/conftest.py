@@ -1,0 +1,59 @@
+"""Shared pytest fixtures.
+
+Prefect isolation happens at import time, before any test module imports prefect:
+a throwaway ``PREFECT_HOME`` and an empty ``PREFECT_API_URL`` (environment variables
+beat a stray ``.env`` or a user profile, so tests never talk to a real server or
+write into ``~/.prefect``), and no analytics.
+
+The Prefect test server (``prefect_harness``) is session-scoped and *not* autouse:
+only the Prefect tests request it (through ``prefect_workspace``), so the rest of
+the suite does not pay its 10-25 s start-up.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+_PREFECT_HOME = Path(tempfile.mkdtemp(prefix="trainwise-tests-prefect-home-"))
+os.environ["PREFECT_HOME"] = str(_PREFECT_HOME)
+os.environ["PREFECT_PROFILES_PATH"] = str(_PREFECT_HOME / "profiles.toml")
+os.environ["PREFECT_API_URL"] = ""
+os.environ["PREFECT_API_KEY"] = ""
+os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    shutil.rmtree(_PREFECT_HOME, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def prefect_harness() -> Iterator[None]:
+    """One Prefect test server (temporary SQLite DB) for the whole session."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+@pytest.fixture(scope="session")
+def _workspace_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("trainwise-workspace")
+    return {"home": root / "home", "runs": root / "runs", "root": root}
+
+
+@pytest.fixture
+def prefect_workspace(
+    prefect_harness: None, _workspace_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Path]:
+    """The Prefect test server plus a trainwise home and runs folder shared by the session
+    (so a second flow run in the session can hit the first one's profile cache)."""
+    monkeypatch.setenv("TRAINWISE_HOME", str(_workspace_dirs["home"]))
+    monkeypatch.setenv("TRAINWISE_RUNS", str(_workspace_dirs["runs"]))
+    return _workspace_dirs

@@ -1,0 +1,102 @@
+"""Workload specs: the example configs validate; bad files fail with a message that
+names the field, before Prefect (or any task) starts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trainwise.errors import UserError
+from trainwise.spec import load_spec, parse_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
+def test_example_configs_validate(path: Path) -> None:
+    spec = load_spec(path)
+    assert spec.rl is not None or spec.ingestion is not None
+
+
+def test_demo_names_both_branches() -> None:
+    spec = load_spec(ROOT / "configs/demo.yaml")
+    assert spec.rl is not None and spec.ingestion is not None
+    assert spec.name == "demo"
+
+
+def _demo() -> dict:
+    return yaml.safe_load((ROOT / "configs/demo.yaml").read_text())
+
+
+@pytest.mark.parametrize(
+    ("edit", "field", "hint"),
+    [
+        (lambda d: d["rl"].update(target_reward="high"), "rl.target_reward", "number"),
+        (lambda d: d["rl"].update(objective="cheapest"), "rl.objective", "'cost'"),
+        (lambda d: d["rl"].update(target_reword=100), "rl.target_reword", "allowed fields here"),
+        (lambda d: d["rl"].update(env_id="NoSuchEnv-v0"), "rl.env_id", "unknown Gymnasium environment"),
+        (lambda d: d["rl"]["profile"].update(memory_mb=[64]), "rl.profile.memory_mb", "128..10240"),
+        (lambda d: d["ingestion"].update(baselines=["autotune", "magic"]), "ingestion.baselines", "allowed"),
+        (lambda d: d["ingestion"].update(time_budget_s=-1), "ingestion.time_budget_s", "greater than 0"),
+        (lambda d: d.update(name="Demo Run"), "name", "lowercase"),
+        (lambda d: d.update(concurrency="some"), "concurrency", "'auto'"),
+        (lambda d: d["rl"].pop("target_reward"), "rl.target_reward", "field required"),
+    ],
+)
+def test_bad_field_is_named(edit, field: str, hint: str) -> None:
+    data = _demo()
+    edit(data)
+    with pytest.raises(UserError) as info:
+        parse_spec(data, "demo.yaml")
+    message = str(info.value)
+    assert f"{field}:" in message
+    assert hint in message
+
+
+def test_empty_workload_is_rejected() -> None:
+    with pytest.raises(UserError, match="'rl' section, an 'ingestion' section, or both"):
+        parse_spec({"name": "x"})
+
+
+def test_missing_file_and_bad_yaml(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="does not exist"):
+        load_spec(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rl: [unclosed\n")
+    with pytest.raises(UserError, match="not valid YAML"):
+        load_spec(bad)
+    lst = tmp_path / "list.yaml"
+    lst.write_text("- 1\n- 2\n")
+    with pytest.raises(UserError, match="must be a YAML mapping"):
+        load_spec(lst)
+
+
+def test_flow_needs_its_section(tmp_path: Path) -> None:
+    only_rl = tmp_path / "rl.yaml"
+    only_rl.write_text("name: x\nrl: {env_id: CartPole-v1, target_reward: 50}\n")
+    load_spec(only_rl, need="rl")
+    with pytest.raises(UserError, match="needs a 'ingestion' section"):
+        load_spec(only_rl, need="ingestion")
+
+
+def test_cli_run_rejects_bad_file_without_traceback(tmp_path: Path) -> None:
+    data = _demo()
+    data["rl"]["objective"] = "cheapest"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    proc = subprocess.run(
+        [sys.executable, "-m", "trainwise", "run", "--config", str(bad)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "rl.objective" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "runs").exists()  # nothing started, nothing written

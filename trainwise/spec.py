@@ -1,0 +1,247 @@
+"""Workload specs: the YAML file a user hands to ``trainwise run`` and the flows.
+
+A workload file names an RL job for Seraph (``rl:``), an ingestion pipeline for
+InTune (``ingestion:``), or both. It is validated by pydantic *before* any task
+runs; a mistake is reported as a :class:`~trainwise.errors.UserError` that names
+the file, the field (``rl.target_reward``) and what is allowed. Unknown keys are
+errors too (a typo such as ``target_reword`` must not be silently ignored).
+
+Example (``configs/demo.yaml``)::
+
+    name: demo
+    rl:
+      env_id: CartPole-v1
+      target_reward: 150
+    ingestion:
+      data: {rows: 50000}
+      time_budget_s: 30
+      baselines: [autotune, heuristic]
+
+Nothing here imports Prefect, torch or TensorFlow, so validation is instant.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from trainwise.errors import UserError
+
+_SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
+
+
+class _Strict(BaseModel):
+    """Unknown keys are errors; values are validated on assignment too."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ProfileSpec(_Strict):
+    """How long Seraph profiles the RL workload (per configuration it measures)."""
+
+    iterations: int = Field(2, ge=1, le=50, description="PPO iterations measured per probed configuration")
+    memory_mb: list[int] | None = Field(
+        None, description="Lambda memory sizes to probe (128..10240 MB); default: the library's choice"
+    )
+    actors: list[int] | None = Field(None, description="actor counts to probe; default: the library's choice")
+
+    @field_validator("memory_mb")
+    @classmethod
+    def _memory_in_lambda_range(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None:
+            bad = [m for m in v if not 128 <= m <= 10_240]
+            if bad or not v:
+                raise ValueError(f"memory sizes must be 128..10240 MB (AWS Lambda's range), got {v}")
+        return v
+
+    @field_validator("actors")
+    @classmethod
+    def _positive_actors(cls, v: list[int] | None) -> list[int] | None:
+        if v is not None and (not v or min(v) < 1):
+            raise ValueError(f"actor counts must be >= 1, got {v}")
+        return v
+
+
+class RLSpec(_Strict):
+    """The RL job Seraph tunes: what to train, to which reward, optimising what."""
+
+    env_id: str = Field("CartPole-v1", description="a Gymnasium environment id")
+    target_reward: float = Field(description="mean episode return at which training counts as done")
+    max_steps: int = Field(200_000, ge=1_000, description="environment steps after which training gives up")
+    backend: Literal["local", "ray", "lambda"] = "local"
+    objective: Literal["cost", "speed", "balanced"] = Field("cost", description="least cost, least time, or a weighted balance")
+    weight: float = Field(0.5, ge=0.0, le=1.0, description="balanced objective: the weight of cost (1 - weight goes to time)")
+    deadline_s: float | None = Field(None, gt=0, description="constraint: finish within this many seconds")
+    budget_usd: float | None = Field(None, gt=0, description="constraint: spend at most this many dollars")
+    retune: bool = Field(True, description="re-plan the configuration during training (dynamic re-tuning)")
+    seed: int = 0
+    profile: ProfileSpec = Field(default_factory=ProfileSpec)
+
+    @field_validator("env_id")
+    @classmethod
+    def _known_env(cls, v: str) -> str:
+        import gymnasium
+
+        if v not in gymnasium.registry:
+            close = [k for k in gymnasium.registry if v.split("-")[0].lower() in k.lower()][:5]
+            raise ValueError(f"unknown Gymnasium environment {v!r}" + (f"; did you mean one of {close}?" if close else ""))
+        return v
+
+
+class DataSpec(_Strict):
+    """Where the Criteo-format data comes from: an existing folder, or generated."""
+
+    path: str | None = Field(None, description="an existing data folder; if unset, data is generated")
+    rows: int = Field(50_000, ge=1_000, le=50_000_000, description="rows to generate when path is unset")
+    seed: int = 0
+
+
+class IngestSpec(_Strict):
+    """The ingestion pipeline InTune tunes and the baselines it is compared with."""
+
+    data: DataSpec = Field(default_factory=DataSpec)
+    cpu_budget: int | None = Field(None, ge=1, description="threads the pipeline may use; default: this machine's cores")
+    optimizer: str = Field("intune", description="the optimizer whose configuration is chosen")
+    baselines: list[str] = Field(default_factory=lambda: ["autotune"], description="optimizers to compare against")
+    time_budget_s: float = Field(30.0, gt=0, le=86_400, description="tuning time per optimizer")
+    verify_window_s: float = Field(2.0, gt=0, le=600, description="seconds per measuring window when verifying live")
+    verify_repeats: int = Field(3, ge=1, le=20, description="measuring windows when verifying live (the median counts)")
+    batch_size: int = Field(4096, ge=1, description="the trainer's batch size (fixed; the pipeline's output)")
+    seed: int = 0
+
+    @field_validator("optimizer")
+    @classmethod
+    def _known_optimizer(cls, v: str) -> str:
+        _check_optimizer_names([v])
+        return v
+
+    @field_validator("baselines")
+    @classmethod
+    def _known_baselines(cls, v: list[str]) -> list[str]:
+        _check_optimizer_names(v)
+        if len(set(v)) != len(v):
+            raise ValueError(f"baselines are listed twice: {v}")
+        return v
+
+
+class CacheSpec(_Strict):
+    """How long a profile may be reused before it is measured again."""
+
+    profile_ttl_hours: float = Field(168.0, gt=0, description="profile cache expiry (hours)")
+
+
+class WorkloadSpec(_Strict):
+    """A workload file: an RL job, an ingestion pipeline, or both."""
+
+    name: str = Field("workload", description="lowercase letters, digits and dashes; names the artifacts")
+    rl: RLSpec | None = None
+    ingestion: IngestSpec | None = None
+    concurrency: Literal["auto", "parallel", "sequential"] = Field(
+        "auto", description="run the two branches at once (parallel), one after the other, or decide by core count"
+    )
+    cache: CacheSpec = Field(default_factory=CacheSpec)
+
+    @field_validator("name")
+    @classmethod
+    def _slug(cls, v: str) -> str:
+        if not _SLUG.match(v):
+            raise ValueError(f"name must be 1-40 lowercase letters, digits and dashes (an artifact key), got {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _something_to_do(self) -> "WorkloadSpec":
+        if self.rl is None and self.ingestion is None:
+            raise ValueError("a workload needs an 'rl' section, an 'ingestion' section, or both")
+        return self
+
+    def fingerprint_of(self, section: str) -> dict[str, Any]:
+        """The JSON form of one section (what profile cache keys hash)."""
+        part = getattr(self, section)
+        return {} if part is None else part.model_dump(mode="json")
+
+
+# -- loading --------------------------------------------------------------------------------------
+
+_KNOWN_OPTIMIZERS_FALLBACK = ("intune", "naive", "heuristic", "autotune", "hillclimb", "grid", "optuna", "plumber")
+
+
+def known_optimizers() -> list[str]:
+    """The ingestion optimizers a spec may name (the baselines registry plus InTune)."""
+    try:
+        from optimizers.baselines import REGISTRY  # type: ignore[attr-defined]
+
+        return sorted({"intune", *REGISTRY})
+    except (ImportError, AttributeError):
+        return list(_KNOWN_OPTIMIZERS_FALLBACK)
+
+
+def _check_optimizer_names(names: list[str]) -> None:
+    allowed = known_optimizers()
+    bad = [n for n in names if n not in allowed]
+    if bad:
+        raise ValueError(f"unknown optimizer(s) {bad}; allowed: {allowed}")
+
+
+def _describe(err: dict[str, Any], model: type[BaseModel]) -> str:
+    loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field"
+        parent = _model_at(model, err["loc"][:-1])
+        if parent is not None:
+            msg += f"; allowed fields here: {sorted(parent.model_fields)}"
+    elif err["type"] == "missing":
+        msg = "field required"
+    if "input" in err and err["type"] not in ("missing", "extra_forbidden") and not isinstance(err["input"], dict):
+        if repr(err["input"]) not in msg:
+            msg += f" (got {err['input']!r})"
+    return f"{loc}: {msg}"
+
+
+def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The nested model class at ``loc`` (for listing allowed fields)."""
+    current: Any = model
+    for part in loc:
+        field = getattr(current, "model_fields", {}).get(part)
+        if field is None:
+            return None
+        ann = field.annotation
+        args = getattr(ann, "__args__", ()) or (ann,)
+        current = next((a for a in args if isinstance(a, type) and issubclass(a, BaseModel)), None)
+        if current is None:
+            return None
+    return current
+
+
+def parse_spec(data: Any, source: str = "workload") -> WorkloadSpec:
+    """Validate already-parsed YAML/JSON; raise UserError naming every bad field."""
+    if not isinstance(data, dict):
+        raise UserError(f"{source}: a workload file must be a YAML mapping (name:, rl:, ingestion:), got {type(data).__name__}")
+    try:
+        return WorkloadSpec.model_validate(data)
+    except ValidationError as exc:
+        lines = [_describe(e, WorkloadSpec) for e in exc.errors()]
+        raise UserError(f"{source}: invalid workload spec:\n  " + "\n  ".join(lines)) from None
+
+
+def load_spec(path: str | Path, *, need: Literal["rl", "ingestion"] | None = None) -> WorkloadSpec:
+    """Read and validate a workload YAML file.
+
+    ``need`` names a section the caller cannot do without (the ``seraph`` flow
+    needs ``rl``, the ``intune`` flow needs ``ingestion``).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"workload file {p} does not exist; try configs/demo.yaml")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise UserError(f"{p}: not valid YAML: {exc}") from None
+    spec = parse_spec(data, str(p))
+    if need is not None and getattr(spec, need) is None:
+        raise UserError(f"{p}: this flow needs a '{need}' section; the file has {[s for s in ('rl', 'ingestion') if getattr(spec, s)]}")
+    return spec
