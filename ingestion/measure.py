@@ -96,11 +96,16 @@ def _element_rows(element: Any) -> int:
     return int(shape[0]) if shape.rank else 1
 
 
-def _time_iterator(it: Any, rows_fixed: int | None, warmup_s: float, window_s: float, repeats: int) -> list[float]:
+def _time_iterator(
+    it: Any, rows_fixed: int | None, warmup_s: float, window_s: float, repeats: int, totals: dict[str, float] | None = None
+) -> list[float]:
+    """Warm up, then time ``repeats`` windows; per window rows/s. ``totals`` gets rows and seconds."""
     deadline = time.perf_counter() + warmup_s
     while time.perf_counter() < deadline:
         next(it)
     windows: list[float] = []
+    all_rows = 0
+    all_s = 0.0
     for _ in range(repeats):
         rows = 0
         start = time.perf_counter()
@@ -112,6 +117,10 @@ def _time_iterator(it: Any, rows_fixed: int | None, warmup_s: float, window_s: f
             if now >= end:
                 break
         windows.append(rows / (now - start))
+        all_rows += rows
+        all_s += now - start
+    if totals is not None:
+        totals.update(rows=all_rows, elapsed_s=all_s)
     return windows
 
 
@@ -136,13 +145,16 @@ def measure_in_process(
     if rows_fixed is None:
         _element_rows(first)
     startup_s = time.perf_counter() - t0
-    windows = _time_iterator(it, rows_fixed, warmup_s, window_s, repeats)
+    totals: dict[str, float] = {}
+    windows = _time_iterator(it, rows_fixed, warmup_s, window_s, repeats, totals)
     peak = peak_rss_mb()
     del it, ds
     median = statistics.median(windows)
     extra: dict[str, Any] = {
         "windows_rows_per_s": windows,
         "spread": (max(windows) - min(windows)) / median if median > 0 else 0.0,
+        "rows": int(totals["rows"]),
+        "elapsed_s": totals["elapsed_s"],
         "startup_s": startup_s,
         "rss_before_mb": before,
         "pipeline_rss_mb": max(0.0, peak - before),
