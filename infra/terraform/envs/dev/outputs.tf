@@ -1,0 +1,68 @@
+# What the Python side reads: `trainwise infra output --write .trainwise/aws.json` turns these
+# into the Lambda backend's configuration (serverless/backends/lambda_backend.py,
+# TERRAFORM_OUTPUT_KEYS).
+
+output "aws_region" {
+  description = "Region of every resource."
+  value       = var.region
+}
+
+output "rollout_function_name" {
+  description = "Name of the rollout function."
+  value       = module.rollout_lambda.function_name
+}
+
+output "rollout_function_arn" {
+  description = "ARN of the rollout function."
+  value       = module.rollout_lambda.function_arn
+}
+
+output "rollout_role_name" {
+  description = "Execution role of the rollout function."
+  value       = module.rollout_lambda.role_name
+}
+
+output "lambda_memory_mb" {
+  description = "Memory the function was created with."
+  value       = module.rollout_lambda.memory_mb
+}
+
+output "lambda_timeout_s" {
+  description = "Function timeout in seconds."
+  value       = module.rollout_lambda.timeout_s
+}
+
+output "lambda_reserved_concurrency" {
+  description = "Reserved concurrency of the function."
+  value       = module.rollout_lambda.reserved_concurrency
+}
+
+output "lambda_architecture" {
+  description = "Architecture of the function."
+  value       = module.rollout_lambda.architecture
+}
+
+output "artifacts_bucket" {
+  description = "Bucket for weights, large trajectories and profiles."
+  value       = module.artifacts_bucket.bucket_name
+}
+
+output "s3_prefix" {
+  description = "Key prefix of the rollout objects."
+  value       = module.rollout_lambda.s3_prefix
+}
+
+output "learner_instance_ids" {
+  description = "Learner instance ids."
+  value       = module.ec2_nodes.learner_instance_ids
+}
+
+output "ingest_instance_ids" {
+  description = "Ingestion node instance ids."
+  value       = module.ec2_nodes.ingest_instance_ids
+}
+
+output "nodes_security_group_id" {
+  description = "Security group of the nodes."
+  value       = module.ec2_nodes.security_group_id
+}

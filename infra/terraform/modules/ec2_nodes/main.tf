@@ -1,0 +1,66 @@
+# Learner and ingestion nodes: one launch template per role (IMDSv2 required, encrypted
+# root volume), and plain instances launched from them.
+
+locals {
+  roles = {
+    learner = { instance_type = var.learner_instance_type, count = var.learner_count }
+    ingest  = { instance_type = var.ingest_instance_type, count = var.ingest_count }
+  }
+  # "learner-0" => "learner", "ingest-0" => "ingest", ...
+  instances = merge([for role, spec in local.roles : { for i in range(spec.count) : "${role}-${i}" => role }]...)
+  ami_id    = var.ami_id != "" ? var.ami_id : data.aws_ssm_parameter.al2023[0].value
+}
+
+data "aws_ssm_parameter" "al2023" {
+  count = var.ami_id == "" ? 1 : 0
+  name  = "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-${var.architecture}"
+}
+
+resource "aws_launch_template" "node" {
+  for_each      = local.roles
+  name_prefix   = "${var.name}-${each.key}-"
+  image_id      = local.ami_id
+  instance_type = each.value.instance_type
+  user_data     = var.user_data == "" ? null : base64encode(var.user_data)
+
+  vpc_security_group_ids = [aws_security_group.nodes.id]
+
+  iam_instance_profile {
+    arn = aws_iam_instance_profile.nodes.arn
+  }
+
+  metadata_options {
+    http_endpoint               = "enabled"
+    http_tokens                 = "required"
+    http_put_response_hop_limit = 1
+  }
+
+  block_device_mappings {
+    device_name = "/dev/xvda"
+    ebs {
+      volume_size           = var.root_volume_gb
+      volume_type           = "gp3"
+      encrypted             = true
+      delete_on_termination = true
+    }
+  }
+
+  tag_specifications {
+    resource_type = "instance"
+    tags          = merge(var.tags, { Name = "${var.name}-${each.key}", "trainwise:role" = each.key })
+  }
+
+  tags = var.tags
+}
+
+resource "aws_instance" "node" {
+  for_each  = local.instances
+  subnet_id = var.subnet_id
+
+  launch_template {
+    id      = aws_launch_template.node[each.value].id
+    version = aws_launch_template.node[each.value].latest_version
+  }
+
+  tags = merge(var.tags, { Name = "${var.name}-${each.key}", "trainwise:role" = each.value })
+}

@@ -1,0 +1,104 @@
+variable "name" {
+  description = "Name prefix for the nodes, their security group, role and launch templates."
+  type        = string
+}
+
+variable "vpc_id" {
+  description = "VPC of the nodes."
+  type        = string
+}
+
+variable "subnet_id" {
+  description = "Subnet of the nodes."
+  type        = string
+}
+
+variable "ami_id" {
+  description = "AMI for every node; empty selects the latest Amazon Linux 2023 for the architecture."
+  type        = string
+  default     = ""
+}
+
+variable "architecture" {
+  description = "x86_64 or arm64; must match the instance types."
+  type        = string
+  default     = "x86_64"
+  validation {
+    condition     = contains(["x86_64", "arm64"], var.architecture)
+    error_message = "architecture must be x86_64 or arm64."
+  }
+}
+
+variable "learner_instance_type" {
+  description = "Instance type of the PPO learner."
+  type        = string
+  default     = "t3.large"
+}
+
+variable "learner_count" {
+  description = "Number of learner instances (0 or 1 in practice)."
+  type        = number
+  default     = 1
+}
+
+variable "ingest_instance_type" {
+  description = "Instance type of the tf.data ingestion nodes."
+  type        = string
+  default     = "c6i.large"
+}
+
+variable "ingest_count" {
+  description = "Number of ingestion nodes."
+  type        = number
+  default     = 1
+}
+
+variable "root_volume_gb" {
+  description = "Size of each node's encrypted gp3 root volume."
+  type        = number
+  default     = 30
+}
+
+variable "admin_cidrs" {
+  description = "CIDRs allowed to reach SSH. Empty (the default) opens no port to anyone: use SSM Session Manager."
+  type        = list(string)
+  default     = []
+  validation {
+    condition     = alltrue([for c in var.admin_cidrs : can(cidrhost(c, 0)) && tonumber(split("/", c)[1]) >= 16])
+    error_message = "admin_cidrs must be valid CIDRs of /16 or narrower; a world-open SSH rule is not allowed."
+  }
+}
+
+variable "data_service_ports" {
+  description = "TCP port range the tf.data service uses between the nodes (dispatcher and workers)."
+  type        = object({ from = number, to = number })
+  default     = { from = 5050, to = 5060 }
+}
+
+variable "enable_ssm" {
+  description = "Attach AmazonSSMManagedInstanceCore so operators reach nodes with Session Manager, not SSH."
+  type        = bool
+  default     = true
+}
+
+variable "lambda_function_arn" {
+  description = "The rollout function the learner invokes and resizes."
+  type        = string
+}
+
+variable "artifacts_bucket_arn" {
+  description = "Artifacts bucket the nodes read and write."
+  type        = string
+}
+
+variable "user_data" {
+  description = "Optional cloud-init script for every node."
+  type        = string
+  default     = ""
+}
+
+variable "tags" {
+  description = "Tags for every resource of this module."
+  type        = map(string)
+  default     = {}
+}

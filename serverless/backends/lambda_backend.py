@@ -1,0 +1,645 @@
+"""AWS Lambda backend: invoke the deployed rollout function with boto3.
+
+Design choices, each written down because a user would ask:
+
+* **Synchronous invokes in a bounded thread pool.** ``RequestResponse`` returns
+  the result and the log tail (with the REPORT record that holds the billed
+  duration) in one round trip; a pool of ``concurrency`` threads keeps at most
+  that many functions running, which is what the plan asked for. Botocore's own
+  retries are switched off so every attempt is seen, counted and billed here.
+* **Weights inline when they fit, S3 otherwise.** An event whose JSON exceeds the
+  6 MB synchronous limit (less headroom) gets ``weights_s3`` instead of
+  ``weights_npz_b64``. Uploads are content-addressed, so a batch uploads once.
+* **Results are npz, never pickle.** Trajectories (inline or fetched from S3)
+  are opened with ``numpy.load(allow_pickle=False)`` before they are accepted;
+  S3-offloaded trajectories come back inline, in the same shape as from the local
+  backend, and the S3 object is deleted.
+* **Billed figures.** Each invocation's bill comes from its REPORT record
+  (:mod:`serverless.lambda_report`), labelled ``billed``. If a response has no
+  REPORT (an endpoint that does not send log tails, such as moto's), the record
+  holds the client-side round trip, labelled ``measured``, never ``billed``.
+* **Memory changes** update the function's configuration and wait until the
+  update is ``Successful`` (botocore's ``function_updated`` waiter).
+* **Retries and re-planning.** Throttling (429), 5xx service errors, function
+  errors and timeouts are retried with exponential backoff and full jitter.
+  Invocations still failing after that are re-run in a re-planned round at half
+  the concurrency (throttling means the account or the reserved concurrency is
+  saturated); results already gathered are kept. What still fails is reported
+  per invocation in ``BillingRecord.error``, not raised.
+* **Configuration errors raise** :class:`trainwise.errors.UserError` with what is
+  wrong and how to fix it: missing credentials, a missing function, a wrong region.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+import random
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from serverless import s3_payload
+from serverless.backends.base import (
+    LAMBDA_MAX_MEMORY_MB,
+    LAMBDA_MIN_MEMORY_MB,
+    LAMBDA_SYNC_PAYLOAD_LIMIT_BYTES,
+    BillingRecord,
+    Invocation,
+    InvokeBatch,
+)
+from serverless.lambda_report import decode_log_result, parse_report
+from trainwise.errors import UserError
+
+DEFAULT_CONFIG_PATH = Path(".trainwise/aws.json")
+
+_THROTTLE_CODES = {
+    "TooManyRequestsException",
+    "ThrottlingException",
+    "Throttling",
+    "EC2ThrottledException",
+    "ResourceNotReadyException",
+    "ServiceException",
+    "ServiceUnavailableException",
+    "InternalFailure",
+}
+_CREDENTIAL_CODES = {
+    "UnrecognizedClientException",
+    "InvalidSignatureException",
+    "ExpiredTokenException",
+    "InvalidClientTokenId",
+}
+_ARN_REGION = re.compile(r"^arn:aws[a-zA-Z-]*:lambda:([a-z0-9-]+):")
+
+HOW_TO_SET_CREDENTIALS = (
+    "set AWS_PROFILE to a profile from ~/.aws/config (or run `aws configure`), or export "
+    "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (plus AWS_SESSION_TOKEN for temporary credentials)"
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Configuration
+
+
+@dataclass(frozen=True)
+class LambdaConfig:
+    """What the backend needs to know about the deployment (``trainwise infra output --write``)."""
+
+    function_name: str
+    region: str
+    function_arn: str | None = None
+    bucket: str | None = None
+    s3_prefix: str = s3_payload.DEFAULT_PREFIX
+    timeout_s: int = 300
+    reserved_concurrency: int | None = None
+    architecture: str = "x86_64"
+    source: str | None = None
+
+    _REQUIRED = ("function_name", "region")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], where: str = "config") -> LambdaConfig:
+        """Validate a config dict; a bad field raises a UserError that names it."""
+        if not isinstance(data, dict):
+            raise UserError(f"{where}: expected a JSON object with keys function_name, region, bucket, ...")
+        missing = [k for k in cls._REQUIRED if not data.get(k)]
+        if missing:
+            raise UserError(
+                f"{where}: missing {', '.join(missing)}; write the file with "
+                "`trainwise infra output --write FILE` after `trainwise infra apply`"
+            )
+        known = {"function_name", "region", "function_arn", "bucket", "s3_prefix", "timeout_s",
+                 "reserved_concurrency", "architecture", "source"}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        for name in ("function_name", "region"):
+            if not isinstance(kwargs[name], str):
+                raise UserError(f"{where}: '{name}' must be a string, got {type(kwargs[name]).__name__}")
+        if "timeout_s" in kwargs and (not isinstance(kwargs["timeout_s"], int) or not 1 <= kwargs["timeout_s"] <= 900):
+            raise UserError(f"{where}: 'timeout_s' must be an integer from 1 to 900, got {kwargs['timeout_s']!r}")
+        rc = kwargs.get("reserved_concurrency")
+        if rc is not None and (not isinstance(rc, int) or rc < 1):
+            # Terraform's -1 means "unreserved": no cap from the function itself.
+            kwargs["reserved_concurrency"] = None
+        if kwargs.get("architecture", "x86_64") not in ("x86_64", "arm64"):
+            raise UserError(f"{where}: 'architecture' must be x86_64 or arm64, got {kwargs['architecture']!r}")
+        arn = kwargs.get("function_arn")
+        if arn:
+            match = _ARN_REGION.match(arn)
+            if match and match.group(1) != kwargs["region"]:
+                raise UserError(
+                    f"{where}: region '{kwargs['region']}' does not match the function ARN's region "
+                    f"'{match.group(1)}' ({arn}); set \"region\": \"{match.group(1)}\" or rewrite the file "
+                    "with `trainwise infra output --write FILE`"
+                )
+        return cls(**kwargs)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> LambdaConfig:
+        path = Path(path)
+        if not path.is_file():
+            raise UserError(
+                f"Lambda backend config {path} does not exist; deploy with `trainwise infra apply`, then "
+                f"write it with `trainwise infra output --write {path}`"
+            )
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise UserError(f"Lambda backend config {path} is not valid JSON ({exc})") from None
+        return cls.from_dict(data, where=str(path))
+
+
+# Terraform output name -> config key. outputs.tf in infra/terraform/envs/dev declares each one;
+# tests/test_aws_terraform.py checks that they stay in step.
+TERRAFORM_OUTPUT_KEYS: dict[str, str] = {
+    "rollout_function_name": "function_name",
+    "rollout_function_arn": "function_arn",
+    "aws_region": "region",
+    "artifacts_bucket": "bucket",
+    "s3_prefix": "s3_prefix",
+    "lambda_timeout_s": "timeout_s",
+    "lambda_reserved_concurrency": "reserved_concurrency",
+    "lambda_architecture": "architecture",
+    "learner_instance_ids": "learner_instance_ids",
+    "ingest_instance_ids": "ingest_instance_ids",
+}
+
+
+def config_from_terraform_outputs(outputs: dict[str, Any]) -> dict[str, Any]:
+    """Turn ``terraform output -json`` (``{name: {"value": ...}}``) into the backend's config dict."""
+    if not isinstance(outputs, dict):
+        raise UserError("terraform output -json did not return a JSON object")
+    missing = [name for name in ("rollout_function_name", "aws_region") if name not in outputs]
+    if missing:
+        raise UserError(
+            f"terraform outputs lack {', '.join(missing)}: run `trainwise infra apply` first (an empty "
+            "state has no outputs), from infra/terraform/envs/dev or with --dir pointing at a root module "
+            "that wires modules/rollout_lambda"
+        )
+    config: dict[str, Any] = {}
+    for tf_name, key in TERRAFORM_OUTPUT_KEYS.items():
+        if tf_name in outputs:
+            entry = outputs[tf_name]
+            config[key] = entry["value"] if isinstance(entry, dict) and "value" in entry else entry
+    config["source"] = "terraform output -json"
+    LambdaConfig.from_dict(config, where="terraform outputs")  # validate before anything is written
+    return config
+
+
+# ---------------------------------------------------------------------------------------------
+# Retries
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Per-invocation retries (exponential backoff, full jitter) and re-planned rounds."""
+
+    max_attempts: int = 4
+    base_delay_s: float = 0.5
+    max_delay_s: float = 20.0
+    replan_rounds: int = 2
+
+    def delay(self, attempt: int, rng: random.Random) -> float:
+        """Full jitter: uniform in [0, min(max, base * 2**attempt)] (AWS architecture blog's advice)."""
+        return rng.uniform(0.0, min(self.max_delay_s, self.base_delay_s * (2**attempt)))
+
+
+@dataclass
+class LambdaInvokeBatch(InvokeBatch):
+    """An :class:`InvokeBatch` plus the bills of attempts that ran, failed, and were retried.
+
+    ``invocations`` stays one per event (the final outcome); a function error or
+    timeout that was retried still cost money, so its billed record is kept in
+    ``retried_billing`` for the cost ledger. Attempts refused with 429/5xx (or lost
+    to a connection error) never ran and are not charged by AWS, so they are only
+    counted in ``rejected_attempts``; ``requests`` counts the attempts that ran
+    (each is charged the per-request fee).
+    """
+
+    retried_billing: list[BillingRecord] = field(default_factory=list)
+    rejected_attempts: int = 0
+    requests: int = 0
+
+
+@dataclass
+class _Outcome:
+    invocation: Invocation
+    retried_billing: list[BillingRecord]
+    rejected: int
+    requests: int
+    retryable: bool
+
+
+class _Retryable(Exception):
+    """A transient failure of one attempt (throttle, 5xx, connection)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Backend
+
+
+class LambdaBackend:
+    """:class:`serverless.backends.base.FunctionBackend` on AWS Lambda."""
+
+    name = "lambda"
+
+    def __init__(
+        self,
+        config: LambdaConfig,
+        *,
+        retry: RetryPolicy | None = None,
+        payload_limit_bytes: int = LAMBDA_SYNC_PAYLOAD_LIMIT_BYTES,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+        config_path: str | Path | None = None,
+        waiter_delay_s: int = 2,
+    ) -> None:
+        self.config = config
+        self.retry = retry or RetryPolicy()
+        self.payload_limit_bytes = payload_limit_bytes
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self._rng_lock = threading.Lock()
+        self._config_path = str(config_path or DEFAULT_CONFIG_PATH)
+        self._waiter_delay_s = waiter_delay_s
+        self._lambda: Any = None
+        self._s3: Any = None
+        self._ready = False
+        self._memory_mb: int | None = None
+        self._uploaded_weights: set[str] = set()
+
+    @classmethod
+    def from_config_file(cls, path: str | Path = DEFAULT_CONFIG_PATH, **kwargs: Any) -> LambdaBackend:
+        """Build from the JSON that ``trainwise infra output --write FILE`` produced."""
+        return cls(LambdaConfig.from_file(path), config_path=path, **kwargs)
+
+    # -- clients -----------------------------------------------------------------------------
+
+    @property
+    def lambda_client(self) -> Any:
+        """The boto3 Lambda client (botocore retries off; read timeout above the function timeout)."""
+        if self._lambda is None:
+            import boto3
+            from botocore.config import Config
+
+            self._lambda = boto3.session.Session().client(
+                "lambda",
+                region_name=self.config.region,
+                config=Config(
+                    retries={"total_max_attempts": 1, "mode": "standard"},
+                    read_timeout=self.config.timeout_s + 30,
+                    connect_timeout=10,
+                    max_pool_connections=max(10, self.config.reserved_concurrency or 64),
+                ),
+            )
+        return self._lambda
+
+    @property
+    def s3_client(self) -> Any:
+        if self._s3 is None:
+            import boto3
+
+            self._s3 = boto3.session.Session().client("s3", region_name=self.config.region)
+        return self._s3
+
+    # -- checks and errors -------------------------------------------------------------------
+
+    def check(self) -> dict[str, Any]:
+        """Fail early, and clearly, on missing credentials, a missing function or a wrong region."""
+        import boto3
+
+        if boto3.session.Session().get_credentials() is None:
+            raise UserError(f"no AWS credentials found for the Lambda backend: {HOW_TO_SET_CREDENTIALS}")
+        configuration = self._call(self.lambda_client.get_function_configuration, "GetFunctionConfiguration",
+                                   FunctionName=self.config.function_name)
+        self._memory_mb = int(configuration.get("MemorySize", 0)) or None
+        self._ready = True
+        return configuration
+
+    def _explain(self, exc: Exception, operation: str) -> UserError | None:
+        """A UserError for a configuration problem, or None if ``exc`` is transient/unknown."""
+        from botocore.exceptions import (
+            EndpointConnectionError,
+            NoCredentialsError,
+            NoRegionError,
+            PartialCredentialsError,
+        )
+
+        name, region, cfg = self.config.function_name, self.config.region, self._config_path
+        if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
+            return UserError(f"no usable AWS credentials for the Lambda backend ({exc}): {HOW_TO_SET_CREDENTIALS}")
+        if isinstance(exc, NoRegionError):
+            return UserError(f"no AWS region: set \"region\" in {cfg} or export AWS_REGION")
+        if isinstance(exc, EndpointConnectionError):
+            return UserError(
+                f"cannot reach the Lambda endpoint for region '{region}' ({exc}); check that the region in "
+                f"{cfg} is a real AWS region where the function is deployed, and the network"
+            )
+        code = getattr(exc, "response", {}).get("Error", {}).get("Code", "")
+        message = getattr(exc, "response", {}).get("Error", {}).get("Message", str(exc))
+        if code == "ResourceNotFoundException":
+            return UserError(
+                f"Lambda function '{name}' was not found in region '{region}' ({message}). Deploy it with "
+                f"`trainwise infra apply` and rewrite {cfg} with `trainwise infra output --write {cfg}`; if it "
+                "was deployed in another region, the region in the config is wrong"
+            )
+        if code in _CREDENTIAL_CODES:
+            return UserError(f"AWS rejected the credentials ({code}: {message}): {HOW_TO_SET_CREDENTIALS}")
+        if code in ("AccessDeniedException", "AccessDenied"):
+            return UserError(
+                f"the AWS identity in use may not call lambda:{operation} on '{name}' ({message}); grant it "
+                "lambda:InvokeFunction, lambda:GetFunctionConfiguration and lambda:UpdateFunctionConfiguration "
+                "on the function (the learner's instance role in infra/terraform/modules/ec2_nodes does)"
+            )
+        if code in ("InvalidParameterValueException", "RequestEntityTooLargeException",
+                    "InvalidRequestContentException"):
+            return UserError(f"Lambda rejected {operation} for '{name}': {code}: {message}")
+        return None
+
+    def _call(self, fn: Callable[..., Any], operation: str, **kwargs: Any) -> Any:
+        """A control-plane call whose configuration errors become UserErrors."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return fn(**kwargs)
+        except (ClientError, BotoCoreError) as exc:
+            explained = self._explain(exc, operation)
+            if explained is not None:
+                raise explained from None
+            raise
+
+    # -- memory ------------------------------------------------------------------------------
+
+    def set_memory(self, memory_mb: int) -> bool:
+        """Make the function run at ``memory_mb``; return True if the configuration changed.
+
+        Updates ``MemorySize`` and waits (``function_updated`` waiter) until the
+        update is ``Successful``; a concurrent update (``ResourceConflictException``)
+        is waited out and retried once.
+        """
+        from botocore.exceptions import ClientError
+
+        if not isinstance(memory_mb, int) or not LAMBDA_MIN_MEMORY_MB <= memory_mb <= LAMBDA_MAX_MEMORY_MB:
+            raise UserError(
+                f"memory_mb must be an integer from {LAMBDA_MIN_MEMORY_MB} to {LAMBDA_MAX_MEMORY_MB} MB, got {memory_mb!r}"
+            )
+        if not self._ready:
+            self.check()
+        if self._memory_mb == memory_mb:
+            return False
+        for attempt in range(2):
+            try:
+                self._call(self.lambda_client.update_function_configuration, "UpdateFunctionConfiguration",
+                           FunctionName=self.config.function_name, MemorySize=memory_mb)
+                break
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "ResourceConflictException" or attempt == 1:
+                    raise
+                self._wait_updated()
+        self._wait_updated()
+        self._memory_mb = memory_mb
+        return True
+
+    def _wait_updated(self) -> None:
+        waiter = self.lambda_client.get_waiter("function_updated")
+        waiter.wait(FunctionName=self.config.function_name,
+                    WaiterConfig={"Delay": self._waiter_delay_s, "MaxAttempts": 150})
+
+    # -- payloads ----------------------------------------------------------------------------
+
+    def prepare_payload(self, event: dict[str, Any]) -> bytes:
+        """The request body for one event: weights inline if they fit, else moved to S3."""
+        if "weights_npz_b64" in event and not s3_payload.fits_inline(event, self.payload_limit_bytes):
+            if not self.config.bucket:
+                raise UserError(
+                    f"the policy weights make a {s3_payload.json_size(event)}-byte event, over the "
+                    f"{self.payload_limit_bytes}-byte synchronous Lambda payload limit, and {self._config_path} "
+                    "names no artifacts bucket; rewrite it with `trainwise infra output --write FILE`"
+                )
+            data = base64.b64decode(event["weights_npz_b64"])
+            key = s3_payload.weights_key(self.config.s3_prefix, data)
+            if key not in self._uploaded_weights:
+                s3_payload.put_bytes(self.config.bucket, key, data, client=self.s3_client)
+                self._uploaded_weights.add(key)
+            event = {k: v for k, v in event.items() if k != "weights_npz_b64"}
+            event["weights_s3"] = {"bucket": self.config.bucket, "key": key}
+        body = json.dumps(event, separators=(",", ":")).encode("utf-8")
+        if len(body) > self.payload_limit_bytes:
+            raise UserError(
+                f"a rollout event is {len(body)} bytes without its weights, over the "
+                f"{self.payload_limit_bytes}-byte Lambda payload limit; shrink policy_spec"
+            )
+        return body
+
+    def decode_result(self, payload: bytes) -> dict[str, Any]:
+        """Parse a result and check its trajectories are a pickle-free npz (fetching them from S3 if moved)."""
+        result = json.loads(payload)
+        if not isinstance(result, dict):
+            raise ValueError(f"the function returned {type(result).__name__}, not a JSON object")
+        if "trajectories_s3" in result:
+            ref = result.pop("trajectories_s3")
+            data = s3_payload.get_bytes(ref["bucket"], ref["key"], client=self.s3_client)
+            _check_npz(data)
+            result["trajectories_npz_b64"] = base64.b64encode(data).decode("ascii")
+            s3_payload.delete_object(ref["bucket"], ref["key"], client=self.s3_client)
+        elif "trajectories_npz_b64" in result:
+            _check_npz(base64.b64decode(result["trajectories_npz_b64"]))
+        return result
+
+    # -- invoking ----------------------------------------------------------------------------
+
+    def invoke_raw(self, payload: bytes) -> dict[str, Any]:
+        """The one place that calls ``lambda:Invoke`` (tests hook botocore events on this client)."""
+        return self.lambda_client.invoke(
+            FunctionName=self.config.function_name,
+            InvocationType="RequestResponse",
+            LogType="Tail",
+            Payload=payload,
+        )
+
+    def _backoff(self, attempt: int) -> None:
+        with self._rng_lock:
+            delay = self.retry.delay(attempt, self._rng)
+        self._sleep(delay)
+
+    def _attempt(self, payload: bytes, memory_mb: int) -> Invocation:
+        """One invoke; raises _Retryable for throttles/5xx/connection errors, UserError for config errors."""
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            ConnectionClosedError,
+            EndpointConnectionError,
+            ReadTimeoutError,
+        )
+
+        started = time.perf_counter()
+        try:
+            response = self.invoke_raw(payload)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            if code in _THROTTLE_CODES or status == 429 or status >= 500:
+                raise _Retryable(f"{code or status}: {exc.response.get('Error', {}).get('Message', '')}") from None
+            raise self._explain(exc, "InvokeFunction") or exc
+        except (ReadTimeoutError, ConnectionClosedError) as exc:
+            raise _Retryable(f"connection: {exc}") from None
+        except EndpointConnectionError as exc:
+            raise self._explain(exc, "InvokeFunction") or exc
+        except BotoCoreError as exc:
+            explained = self._explain(exc, "InvokeFunction")
+            if explained is not None:
+                raise explained from None
+            raise
+        round_trip_ms = (time.perf_counter() - started) * 1000.0
+        body = response["Payload"].read()
+        report = parse_report(decode_log_result(response.get("LogResult")))
+        error: str | None = None
+        result: dict[str, Any] | None = None
+        if response.get("FunctionError"):
+            error = _function_error_text(response["FunctionError"], body)
+        else:
+            try:
+                result = self.decode_result(body)
+            except (ValueError, KeyError, TypeError) as exc:
+                error = f"malformed result: {exc}"
+        if report is not None:
+            billing = report.billing_record(error)
+        else:
+            billing = BillingRecord(
+                billed_ms=int(math.ceil(round_trip_ms)),
+                duration_ms=round_trip_ms,
+                init_ms=0.0,
+                memory_mb=memory_mb,
+                error=error,
+                cold_start=bool(result and result.get("cold_start")),
+                label="measured",
+            )
+        return Invocation(result=result if error is None else None, billing=billing)
+
+    def _invoke_with_retries(self, payload: bytes, memory_mb: int) -> _Outcome:
+        """Up to ``max_attempts`` attempts; every attempt that ran and failed keeps its bill."""
+        billed_failures: list[BillingRecord] = []
+        rejected = requests = 0
+        last_ran: Invocation | None = None
+        last_rejected: str | None = None
+        for attempt in range(self.retry.max_attempts):
+            if attempt:
+                self._backoff(attempt - 1)
+            try:
+                invocation = self._attempt(payload, memory_mb)
+            except _Retryable as exc:
+                rejected += 1
+                last_rejected = str(exc)
+                continue
+            requests += 1
+            last_rejected = None
+            error = invocation.billing.error
+            if error is None or error.startswith("malformed result"):
+                # Success, or a result that retrying cannot fix (the code would return it again).
+                return _Outcome(invocation, billed_failures, rejected, requests, retryable=False)
+            billed_failures.append(invocation.billing)
+            last_ran = invocation
+        if last_rejected is not None or last_ran is None:
+            # The last attempt never ran: AWS charges nothing for a throttled request.
+            final = Invocation(None, BillingRecord(0, 0.0, 0.0, memory_mb, error=f"rejected: {last_rejected}",
+                                                   label="billed"))
+            return _Outcome(final, billed_failures, rejected, requests, retryable=True)
+        return _Outcome(last_ran, billed_failures[:-1], rejected, requests, retryable=True)
+
+    def invoke(self, events: list[dict[str, Any]], memory_mb: int, concurrency: int | None = None) -> LambdaInvokeBatch:
+        """Invoke one function per event at ``memory_mb``, at most ``concurrency`` at once."""
+        if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
+            raise UserError(f"concurrency must be a positive integer, got {concurrency!r}")
+        started = time.perf_counter()
+        notes: list[str] = []
+        if not events:
+            return LambdaInvokeBatch([], 0.0, 0.0, "measured", concurrency or 0, notes)
+        if self.set_memory(memory_mb):
+            notes.append(f"function memory set to {memory_mb} MB (configuration updated and active)")
+        payloads = [self.prepare_payload(event) for event in events]
+        width = min(concurrency or len(events), len(events))
+        if self.config.reserved_concurrency and width > self.config.reserved_concurrency:
+            notes.append(f"concurrency {width} capped at the function's reserved concurrency "
+                         f"{self.config.reserved_concurrency}")
+            width = self.config.reserved_concurrency
+        planned_width = width
+
+        outcomes: list[_Outcome | None] = [None] * len(events)
+        pending = list(range(len(events)))
+        for round_index in range(self.retry.replan_rounds + 1):
+            with ThreadPoolExecutor(max_workers=min(width, len(pending)), thread_name_prefix="lambda-invoke") as pool:
+                futures = {pool.submit(self._invoke_with_retries, payloads[i], memory_mb): i for i in pending}
+                for future in as_completed(futures):
+                    index = futures[future]
+                    previous = outcomes[index]
+                    outcome = future.result()
+                    if previous is not None:  # keep the bill of the failed round being replaced
+                        outcome.retried_billing[:0] = previous.retried_billing + (
+                            [previous.invocation.billing] if previous.invocation.billing.billed_ms else [])
+                        outcome.rejected += previous.rejected
+                        outcome.requests += previous.requests
+                    outcomes[index] = outcome
+            pending = [i for i in pending if outcomes[i].invocation.billing.error and outcomes[i].retryable]
+            if not pending or round_index == self.retry.replan_rounds:
+                break
+            width = max(1, width // 2)
+            notes.append(
+                f"re-planned: {len(pending)} of {len(events)} invocations failed after {self.retry.max_attempts} "
+                f"attempts; re-running them at concurrency {width}, keeping the {len(events) - len(pending)} "
+                "results already gathered"
+            )
+            self._backoff(self.retry.max_attempts)
+
+        done = [o for o in outcomes if o is not None]
+        failed = sum(1 for o in done if o.invocation.billing.error)
+        if failed:
+            notes.append(f"{failed} of {len(events)} invocations failed after retries and re-planning")
+        wall = time.perf_counter() - started
+        return LambdaInvokeBatch(
+            invocations=[o.invocation for o in done],
+            wall_s=wall,
+            lambda_s=wall,
+            lambda_s_label="measured",
+            concurrency=planned_width,
+            notes=notes,
+            retried_billing=[b for o in done for b in o.retried_billing],
+            rejected_attempts=sum(o.rejected for o in done),
+            requests=sum(o.requests for o in done),
+        )
+
+    def close(self) -> None:
+        for client in (self._lambda, self._s3):
+            if client is not None and hasattr(client, "close"):
+                client.close()
+        self._lambda = self._s3 = None
+
+
+def _function_error_text(kind: str, body: bytes) -> str:
+    """``Unhandled: Sandbox.Timedout: Task timed out after 3.00 seconds``-style text from an error body."""
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return f"{kind}: {body[:200].decode('utf-8', errors='replace')}"
+    if isinstance(payload, dict):
+        parts = [str(payload.get("errorType", "")).strip(), str(payload.get("errorMessage", "")).strip()]
+        return f"{kind}: " + ": ".join(p for p in parts if p)
+    return f"{kind}: {payload}"
+
+
+def _check_npz(data: bytes) -> None:
+    """Open every array with allow_pickle=False; an object array or a non-npz raises ValueError."""
+    import numpy as np
+
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+            for name in archive.files:
+                archive[name]
+    except (OSError, ValueError, EOFError) as exc:
+        raise ValueError(f"trajectories are not a pickle-free npz ({exc})") from None
+    except Exception as exc:  # zipfile.BadZipFile and friends
+        raise ValueError(f"trajectories are not a valid npz ({type(exc).__name__}: {exc})") from None

@@ -1,0 +1,208 @@
+"""Build the rollout function's deployment zip and its dependency layer.
+
+    python -m serverless.lambda_package --out build/rollout.zip
+    python -m serverless.lambda_package --layer --arch x86_64 --out build/rollout-deps-layer.zip
+
+The function zip holds only the project's own modules that the handler imports,
+found by walking the import statements of ``serverless.handler`` (first-party
+packages only), so nothing the handler does not need ships. Third-party imports
+are listed in the build report; they come from a **Lambda layer** built by
+``--layer`` with pip for the Lambda platform (manylinux wheels, CPython 3.11, the
+chosen architecture). A layer keeps the function zip tiny, so redeploying after a
+code change uploads kilobytes, while the rarely changing numpy + gymnasium (about
+20 MB zipped, well under the 250 MB unzipped limit) upload once. boto3 is part of
+the Lambda Python runtime and is not packed.
+
+The zip is reproducible (sorted entries, fixed timestamps, fixed permissions), so
+Terraform's ``source_code_hash`` changes only when the code does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import hashlib
+import json
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+FIRST_PARTY = ("serverless", "trainwise")
+HANDLER_MODULE = "serverless.handler"
+HANDLER_ENTRY = "serverless.handler.handler"
+PROVIDED_BY_RUNTIME = {"boto3", "botocore", "s3transfer", "jmespath", "urllib3", "dateutil"}
+# The layer's pins follow pyproject.toml (gymnasium is pinned there; numpy is the range's newest).
+LAYER_REQUIREMENTS = ("numpy>=1.26,<3", "gymnasium==1.2.2")
+LAMBDA_PLATFORMS = {"x86_64": "manylinux2014_x86_64", "arm64": "manylinux2014_aarch64"}
+_FIXED_TIME = (2020, 1, 1, 0, 0, 0)
+
+
+def _module_path(module: str, root: Path) -> Path | None:
+    base = root.joinpath(*module.split("."))
+    if base.with_suffix(".py").is_file():
+        return base.with_suffix(".py")
+    if (base / "__init__.py").is_file():
+        return base / "__init__.py"
+    return None
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    )
+
+
+def _import_nodes(tree: ast.Module, include_lazy: bool) -> list[ast.Import | ast.ImportFrom]:
+    """Import statements that run when the module is imported (plus, if asked, those in functions)."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    todo: list[ast.AST] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and not include_lazy:
+            continue
+        elif _is_type_checking(node):
+            continue
+        else:
+            todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _imports(path: Path, module: str, include_lazy: bool) -> set[str]:
+    """Absolute module names imported by one file (relative imports resolved)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in _import_nodes(tree, include_lazy):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        else:
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1])
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            found.add(target)
+            # ``from pkg import mod`` may name a submodule.
+            found.update(f"{target}.{alias.name}" for alias in node.names)
+    return found
+
+
+def handler_closure(entry: str = HANDLER_MODULE, root: Path = PROJECT_ROOT) -> tuple[list[str], list[str]]:
+    """(first-party modules the handler needs, third-party top-level packages it imports).
+
+    Package ``__init__`` files along each module's path are included, since
+    Python runs them on import. The handler's own function-level (lazy) imports
+    are followed, since they are what it calls at run time (``s3_payload`` for
+    weights in S3); elsewhere only import-time statements are, so a helper's
+    optional lazy imports (torch, ray, the other backends) do not ship.
+    tests/test_aws_lambda_package.py imports the handler from the zip alone to
+    check that the closure is complete.
+    """
+    modules: set[str] = set()
+    third_party: set[str] = set()
+    todo = [entry]
+    while todo:
+        module = todo.pop()
+        if module in modules:
+            continue
+        top = module.split(".")[0]
+        if top not in FIRST_PARTY:
+            if top and top not in sys.stdlib_module_names and top != "__future__":
+                third_party.add(top)
+            continue
+        path = _module_path(module, root)
+        if path is None:
+            continue  # a name imported from a module, not a module itself
+        modules.add(module)
+        parts = module.split(".")
+        todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))
+        todo.extend(_imports(path, module, include_lazy=(module == entry)))
+    return sorted(modules), sorted(third_party - PROVIDED_BY_RUNTIME)
+
+
+def _write_zip(out: Path, files: dict[str, bytes]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
+        for name in sorted(files):
+            info = zipfile.ZipInfo(name, date_time=_FIXED_TIME)
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, files[name])
+    tmp.replace(out)
+
+
+def _report(out: Path, **extra: object) -> dict[str, object]:
+    data = out.read_bytes()
+    return {
+        "path": str(out),
+        "zip_bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        **extra,
+    }
+
+
+def build_function_zip(out: Path, entry: str = HANDLER_MODULE, root: Path = PROJECT_ROOT) -> dict[str, object]:
+    """Pack the handler and the first-party modules it imports; nothing else."""
+    if _module_path(entry, root) is None:
+        raise FileNotFoundError(f"handler module {entry} not found under {root}")
+    modules, third_party = handler_closure(entry, root)
+    files = {}
+    for module in modules:
+        path = _module_path(module, root)
+        assert path is not None
+        files[str(path.relative_to(root)).replace("\\", "/")] = path.read_bytes()
+    _write_zip(out, files)
+    unzipped = sum(len(v) for v in files.values())
+    return _report(out, handler=HANDLER_ENTRY, files=sorted(files), unzipped_bytes=unzipped,
+                   needs_layer=third_party)
+
+
+def build_layer_zip(out: Path, arch: str = "x86_64", requirements: tuple[str, ...] = LAYER_REQUIREMENTS,
+                    python_version: str = "3.11") -> dict[str, object]:
+    """pip-install the handler's third-party dependencies for the Lambda platform into ``python/``."""
+    if arch not in LAMBDA_PLATFORMS:
+        raise ValueError(f"arch must be one of {sorted(LAMBDA_PLATFORMS)}, got {arch!r}")
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(tmp) / "python"
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target", str(target),
+             "--platform", LAMBDA_PLATFORMS[arch], "--python-version", python_version,
+             "--implementation", "cp", "--only-binary=:all:", *requirements],
+            check=True,
+        )
+        files = {}
+        for path in sorted(target.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and not path.name.endswith(".pyc"):
+                files[str(path.relative_to(tmp)).replace("\\", "/")] = path.read_bytes()
+        _write_zip(out, files)
+        unzipped = sum(len(v) for v in files.values())
+    return _report(out, arch=arch, requirements=list(requirements), unzipped_bytes=unzipped)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m serverless.lambda_package", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=None, help="zip to write (default build/rollout.zip, "
+                        "or build/rollout-deps-layer-<arch>.zip with --layer)")
+    parser.add_argument("--layer", action="store_true", help="build the numpy+gymnasium layer instead")
+    parser.add_argument("--arch", choices=sorted(LAMBDA_PLATFORMS), default="x86_64")
+    args = parser.parse_args(argv)
+    if args.layer:
+        out = args.out or Path(f"build/rollout-deps-layer-{args.arch}.zip")
+        report = build_layer_zip(out, args.arch)
+    else:
+        report = build_function_zip(args.out or Path("build/rollout.zip"))
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,532 @@
+"""The Lambda backend against moto's server on 127.0.0.1 (no AWS, no Docker).
+
+Control plane, IAM and S3 go to moto's real HTTP server: the role, the bucket and the
+function are created under the names the Terraform in infra/terraform/envs/dev computes,
+the backend is configured by `trainwise infra output --write` from outputs in the shape of
+`terraform output -json`, memory updates go through update-function-configuration and the
+`function_updated` waiter, and large weights travel through S3.
+
+moto cannot run the function without Docker. Its docker-free Lambda returns queued
+payloads and no log tail; one test drives the invoke path through it end to end. For the
+rest, a botocore ``before-send`` hook on the backend's client stands in for Lambda's data
+plane: it checks each request, runs the real rollout handler in-process on the request's
+payload, and answers the way Lambda does (status, X-Amz-Function-Error, X-Amz-Log-Result
+with START/END/REPORT lines, 429 TooManyRequestsException), so retries, timeouts, REPORT
+parsing and re-planning are exercised through botocore's own response parsing.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+import random
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable
+
+import boto3
+import numpy as np
+import pytest
+import requests
+from botocore.awsrequest import AWSResponse, HeadersDict
+from moto.server import ThreadedMotoServer
+
+from serverless import s3_payload
+from serverless.backends.base import LAMBDA_SYNC_PAYLOAD_LIMIT_BYTES
+from serverless.backends.lambda_backend import LambdaBackend, RetryPolicy
+from serverless.lambda_package import build_function_zip
+from test_aws_terraform import DEV, dev_names
+from trainwise.cli import main as trainwise_main
+from trainwise.errors import UserError
+
+REGION = "us-east-1"
+TRUST = {
+    "Version": "2012-10-17",
+    "Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}],
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# fixtures: moto's server, credentials, a deployment named like Terraform's
+
+
+@pytest.fixture(scope="module")
+def moto_url() -> Any:
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    url = f"http://{host}:{port}"
+    yield url
+    requests.post(f"{url}/moto-api/config", json={"lambda": {"use_docker": True}}, timeout=10)
+    server.stop()
+
+
+@pytest.fixture
+def aws(moto_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL_S3",
+                 "AWS_ENDPOINT_URL_LAMBDA", "TRAINWISE_ARTIFACTS_BUCKET"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")  # dummy credentials for moto
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("AWS_REGION", REGION)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    requests.post(f"{moto_url}/moto-api/reset", timeout=10)
+    requests.post(f"{moto_url}/moto-api/config", json={"lambda": {"use_docker": False}}, timeout=10)
+    s3_payload.reset_client()
+    yield moto_url
+    s3_payload.reset_client()
+
+
+@pytest.fixture
+def deployed(aws: str, tmp_path: Path) -> dict[str, Any]:
+    """Create role, bucket and function as envs/dev names them; write the backend config via the CLI."""
+    names = dev_names(REGION)
+    role = boto3.client("iam").create_role(RoleName=names["role_name"], AssumeRolePolicyDocument=json.dumps(TRUST))
+    boto3.client("s3").create_bucket(Bucket=names["bucket"])
+    package = build_function_zip(tmp_path / "rollout.zip")
+    client = boto3.client("lambda")
+    function = client.create_function(
+        FunctionName=names["function_name"],
+        Runtime="python3.11",
+        Role=role["Role"]["Arn"],
+        Handler=str(package["handler"]),
+        Code={"ZipFile": (tmp_path / "rollout.zip").read_bytes()},
+        MemorySize=names["memory_mb"],
+        Timeout=names["timeout_s"],
+        Architectures=[names["architecture"]],
+        Environment={"Variables": {"TRAINWISE_ARTIFACTS_BUCKET": names["bucket"],
+                                   "TRAINWISE_S3_PREFIX": names["s3_prefix"]}},
+    )
+    client.put_function_concurrency(FunctionName=names["function_name"],
+                                    ReservedConcurrentExecutions=names["reserved_concurrency"])
+    # `terraform output -json` of this deployment is the checked-in example, whose names
+    # tests/test_aws_terraform.py ties to the Terraform source.
+    config_path = tmp_path / "aws.json"
+    assert trainwise_main(["infra", "output", "--from-json", str(DEV / "outputs.example.json"),
+                           "--write", str(config_path)]) == 0
+    return {"names": names, "function": function, "config_path": config_path}
+
+
+def make_backend(config_path: Path, sleeps: list[float] | None = None, **retry: Any) -> LambdaBackend:
+    policy = RetryPolicy(**{"max_attempts": 3, "base_delay_s": 0.05, "max_delay_s": 0.4, "replan_rounds": 1, **retry})
+    record = sleeps.append if sleeps is not None else (lambda _s: None)
+    return LambdaBackend.from_config_file(config_path, retry=policy, sleep=record, rng=random.Random(7),
+                                          waiter_delay_s=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# events with real policy weights
+
+
+def cartpole_weights(hidden: tuple[int, ...], seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    arrays: dict[str, np.ndarray] = {}
+    for head, out in (("actor", 2), ("critic", 1)):
+        sizes = (4, *hidden, out)
+        for i in range(len(sizes) - 1):
+            arrays[f"{head}.{i}.w"] = (rng.standard_normal((sizes[i], sizes[i + 1])) * 0.1).astype(np.float32)
+            arrays[f"{head}.{i}.b"] = np.zeros(sizes[i + 1], dtype=np.float32)
+    return arrays
+
+
+def make_events(n: int, hidden: tuple[int, ...] = (16, 16), num_steps: int = 32) -> list[dict[str, Any]]:
+    from serverless.policy import encode_b64
+
+    weights = encode_b64(cartpole_weights(hidden))
+    spec = {"obs_dim": 4, "action_kind": "discrete", "act_dim": 2, "hidden": list(hidden)}
+    return [{"env_id": "CartPole-v1", "num_steps": num_steps, "seed": 100 + i, "policy_spec": spec,
+             "actor_id": i, "weights_npz_b64": weights} for i in range(n)]
+
+
+# ---------------------------------------------------------------------------------------------
+# a stand-in for Lambda's data plane, hooked into botocore's before-send
+
+
+class _Raw:
+    """Enough of urllib3's response for botocore: read() for streaming bodies, stream() for errors."""
+
+    def __init__(self, body: bytes) -> None:
+        self._buf = io.BytesIO(body)
+
+    def read(self, amt: int | None = None) -> bytes:
+        return self._buf.read() if amt is None else self._buf.read(amt)
+
+    def stream(self, amt: int = 1024, decode_content: bool = False) -> Any:
+        while chunk := self._buf.read(amt):
+            yield chunk
+
+
+def report_line(request_id: str, duration_ms: float, billed_ms: int, memory_mb: int, max_used_mb: int,
+                init_ms: float | None = None, status: str | None = None) -> str:
+    """A REPORT line exactly as Lambda's plain-text log format prints it (tab separated)."""
+    fields = [f"REPORT RequestId: {request_id}", f"Duration: {duration_ms:.2f} ms", f"Billed Duration: {billed_ms} ms",
+              f"Memory Size: {memory_mb} MB", f"Max Memory Used: {max_used_mb} MB"]
+    if init_ms is not None:
+        fields.append(f"Init Duration: {init_ms:.2f} ms")
+    if status is not None:
+        fields.append(f"Status: {status}")
+    return "\t".join(fields) + "\t"
+
+
+class FakeLambdaDataPlane:
+    """Answers lambda:Invoke like Lambda does; ``script(actor_id, attempt)`` picks the reply kind.
+
+    Kinds: "ok" (run the real handler), "throttle" (429), "error" (unhandled exception),
+    "timeout" (Sandbox.Timedout with a ``Status: timeout`` REPORT).
+    """
+
+    def __init__(self, lambda_client: Any, script: Callable[[int, int], str]) -> None:
+        self.lambda_client = lambda_client
+        self.script = script
+        self.lock = threading.Lock()
+        self.requests: list[dict[str, Any]] = []
+        self.attempts: dict[int, int] = {}
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.warm: set[int] = set()
+
+    def install(self) -> None:
+        self.lambda_client.meta.events.register("before-send.lambda.Invoke", self)
+
+    def __call__(self, request: Any, **_: Any) -> AWSResponse:
+        body = request.body if isinstance(request.body, bytes) else request.body.read()
+        event = json.loads(body)
+        actor = int(event["actor_id"])
+        with self.lock:
+            attempt = self.attempts.get(actor, 0)
+            self.attempts[actor] = attempt + 1
+            self.requests.append({"url": request.url, "headers": {k: v.decode() if isinstance(v, bytes) else v
+                                                                for k, v in request.headers.items()}, "size": len(body),
+                                  "event": event})
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            kind = self.script(actor, attempt)
+            # Memory Size in REPORT is the function's current configuration (read from moto).
+            memory = self._memory()
+            return self._reply(kind, event, actor, memory)
+        finally:
+            time.sleep(0.01)  # let concurrent calls overlap so in-flight counts mean something
+            with self.lock:
+                self.in_flight -= 1
+
+    def _memory(self) -> int:
+        # Use a plain client: the hooked one would recurse into this stand-in only for Invoke anyway.
+        return int(boto3.client("lambda").get_function_configuration(
+            FunctionName=self.lambda_client._trainwise_function)["MemorySize"])
+
+    def _reply(self, kind: str, event: dict[str, Any], actor: int, memory: int) -> AWSResponse:
+        request_id = str(uuid.uuid4())
+        url = "https://lambda.us-east-1.amazonaws.com/"
+        if kind == "throttle":
+            payload = {"Reason": "ReservedFunctionConcurrentInvocationLimitExceeded", "Type": "User",
+                       "message": "Rate Exceeded."}
+            headers = HeadersDict({"x-amzn-ErrorType": "TooManyRequestsException", "x-amzn-RequestId": request_id,
+                                   "Content-Type": "application/json"})
+            return AWSResponse(url, 429, headers, _Raw(json.dumps(payload).encode()))
+        init_ms = None if actor in self.warm else 231.87
+        self.warm.add(actor)
+        headers = HeadersDict({"x-amzn-RequestId": request_id, "X-Amz-Executed-Version": "$LATEST",
+                               "Content-Type": "application/json"})
+        log = [f"START RequestId: {request_id} Version: $LATEST"]
+        if kind == "ok":
+            from serverless.handler import handler
+
+            started = time.perf_counter()
+            result = handler(event, None)
+            duration = round((time.perf_counter() - started) * 1000.0, 2)
+            payload_bytes = json.dumps(result).encode()
+            log.append(report_line(request_id, duration, math.ceil(duration), memory, 93, init_ms))
+        elif kind == "error":
+            headers["X-Amz-Function-Error"] = "Unhandled"
+            payload_bytes = json.dumps({"errorMessage": "injected failure", "errorType": "ValueError",
+                                        "requestId": request_id, "stackTrace": ["  File ..."]}).encode()
+            log.append("[ERROR] ValueError: injected failure")
+            log.append(report_line(request_id, 12.41, 13, memory, 90, init_ms))
+        elif kind == "timeout":
+            headers["X-Amz-Function-Error"] = "Unhandled"
+            payload_bytes = json.dumps({"errorType": "Sandbox.Timedout", "errorMessage":
+                                        f"RequestId: {request_id} Error: Task timed out after 3.00 seconds"}).encode()
+            log.append(report_line(request_id, 3000.00, 3000, memory, 91, init_ms, status="timeout"))
+        else:
+            raise AssertionError(kind)
+        log.append(f"END RequestId: {request_id}")
+        headers["X-Amz-Log-Result"] = base64.b64encode("\n".join(log).encode()).decode()
+        return AWSResponse(url, 200, headers, _Raw(payload_bytes))
+
+
+def hooked(backend: LambdaBackend, script: Callable[[int, int], str]) -> FakeLambdaDataPlane:
+    client = backend.lambda_client
+    client._trainwise_function = backend.config.function_name
+    plane = FakeLambdaDataPlane(client, script)
+    plane.install()
+    return plane
+
+
+def trajectories(result: dict[str, Any]) -> dict[str, np.ndarray]:
+    with np.load(io.BytesIO(base64.b64decode(result["trajectories_npz_b64"])), allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+# ---------------------------------------------------------------------------------------------
+# control plane
+
+
+def test_deployment_uses_terraform_names_and_config_matches(deployed: dict[str, Any]) -> None:
+    names = deployed["names"]
+    config = json.loads(deployed["config_path"].read_text())
+    assert config["function_name"] == names["function_name"] == deployed["function"]["FunctionName"]
+    assert config["function_arn"] == deployed["function"]["FunctionArn"]  # same account and region as moto
+    assert config["bucket"] == names["bucket"]
+    assert config["region"] == REGION and config["s3_prefix"] == names["s3_prefix"]
+    role = boto3.client("iam").get_role(RoleName=names["role_name"])["Role"]
+    assert deployed["function"]["Role"] == role["Arn"]
+    backend = make_backend(deployed["config_path"])
+    configuration = backend.check()
+    assert configuration["MemorySize"] == names["memory_mb"]
+
+
+def test_memory_change_updates_the_function_and_waits(deployed: dict[str, Any]) -> None:
+    backend = make_backend(deployed["config_path"])
+    calls: list[str] = []
+    backend.lambda_client.meta.events.register("before-call.lambda.*", lambda model, **_: calls.append(model.name))
+    assert backend.set_memory(3008) is True
+    name = deployed["names"]["function_name"]
+    described = boto3.client("lambda").get_function_configuration(FunctionName=name)
+    assert described["MemorySize"] == 3008 and described["LastUpdateStatus"] == "Successful"
+    assert "UpdateFunctionConfiguration" in calls
+    assert calls.index("GetFunctionConfiguration", calls.index("UpdateFunctionConfiguration")) > 0  # the waiter polled
+    calls.clear()
+    assert backend.set_memory(3008) is False and calls == []  # already there: no update
+    with pytest.raises(UserError, match="128 to 10240"):
+        backend.set_memory(64)
+
+
+# ---------------------------------------------------------------------------------------------
+# payloads through S3
+
+
+def test_small_weights_stay_inline_large_ones_go_through_s3(deployed: dict[str, Any]) -> None:
+    from serverless.handler import handler
+
+    backend = make_backend(deployed["config_path"])
+    small = make_events(1)[0]
+    assert json.loads(backend.prepare_payload(small))["weights_npz_b64"] == small["weights_npz_b64"]
+
+    big = make_events(1, hidden=(1024, 1024), num_steps=4)[0]
+    weights = base64.b64decode(big["weights_npz_b64"])
+    assert len(json.dumps(big)) > LAMBDA_SYNC_PAYLOAD_LIMIT_BYTES  # really over the 6 MB limit
+    sent = backend.prepare_payload(big)
+    assert len(sent) < 4096
+    event = json.loads(sent)
+    assert "weights_npz_b64" not in event
+    ref = event["weights_s3"]
+    assert ref["bucket"] == deployed["names"]["bucket"]
+    assert ref["key"].startswith(f"{deployed['names']['s3_prefix']}/weights/")
+    assert boto3.client("s3").get_object(Bucket=ref["bucket"], Key=ref["key"])["Body"].read() == weights
+    # The function side reads them back with s3_payload (the handler's own path), from moto.
+    assert s3_payload.get_bytes(ref["bucket"], ref["key"]) == weights
+    result = handler(event, None)
+    assert result["env_steps"] == 4 and trajectories(result)["obs"].shape == (4, 4)
+    # A second batch with the same weights does not upload again (content-addressed).
+    uploads: list[str] = []
+    backend.s3_client.meta.events.register("before-call.s3.PutObject", lambda **_: uploads.append("put"))
+    assert json.loads(backend.prepare_payload(big))["weights_s3"] == ref
+    assert uploads == []
+
+
+def test_large_results_are_offloaded_and_fetched_back(deployed: dict[str, Any]) -> None:
+    from serverless.handler import handler
+
+    names = deployed["names"]
+    event = make_events(1, num_steps=200)[0]
+    result = handler(event, None)
+    inline = s3_payload.maybe_offload_result(result, names["bucket"], names["s3_prefix"])
+    assert inline is result  # a normal segment fits the 6 MB response
+    offloaded = s3_payload.maybe_offload_result(result, names["bucket"], names["s3_prefix"], limit_bytes=70_000)
+    assert "trajectories_npz_b64" not in offloaded
+    key = offloaded["trajectories_s3"]["key"]
+    assert key.startswith(f"{names['s3_prefix']}/trajectories/")
+    backend = make_backend(deployed["config_path"])
+    decoded = backend.decode_result(json.dumps(offloaded).encode())
+    assert decoded["trajectories_npz_b64"] == result["trajectories_npz_b64"]
+    listed = boto3.client("s3").list_objects_v2(Bucket=names["bucket"], Prefix=f"{names['s3_prefix']}/trajectories/")
+    assert listed.get("KeyCount", 0) == 0  # read once, then deleted
+    with pytest.raises(ValueError, match="no artifacts bucket"):
+        s3_payload.maybe_offload_result(result, None, limit_bytes=70_000)
+
+
+def test_pickled_trajectories_are_refused(deployed: dict[str, Any]) -> None:
+    names = deployed["names"]
+    buf = io.BytesIO()
+    np.savez(buf, obs=np.array([{"not": "data"}], dtype=object))
+    key = f"{names['s3_prefix']}/trajectories/evil.npz"
+    boto3.client("s3").put_object(Bucket=names["bucket"], Key=key, Body=buf.getvalue())
+    backend = make_backend(deployed["config_path"])
+    with pytest.raises(ValueError, match="pickle-free"):
+        backend.decode_result(json.dumps({"trajectories_s3": {"bucket": names["bucket"], "key": key}}).encode())
+
+
+# ---------------------------------------------------------------------------------------------
+# the invoke path
+
+
+def test_invoke_round_trip_through_moto(deployed: dict[str, Any]) -> None:
+    """moto's docker-free Lambda returns queued payloads: queue real handler results, invoke over HTTP."""
+    from serverless.handler import handler, reset_warm_state
+
+    reset_warm_state()
+    events = make_events(3)
+    results = [json.dumps(handler(e, None)) for e in events]
+    reset_warm_state()
+    response = requests.post(f"{deployed_url(deployed)}/moto-api/static/lambda-simple/response",
+                             json={"results": results, "region": REGION}, timeout=10)
+    assert response.status_code == 201
+    backend = make_backend(deployed["config_path"])
+    batch = backend.invoke(events, memory_mb=2048, concurrency=1)
+    assert [inv.billing.error for inv in batch.invocations] == [None, None, None]
+    assert [inv.result["actor_id"] for inv in batch.invocations] == [0, 1, 2]
+    for inv in batch.invocations:
+        assert trajectories(inv.result)["obs"].shape == (32, 4)
+        # moto sends no log tail, so there is no REPORT: the figure is measured, never called billed.
+        assert inv.billing.label == "measured"
+    assert batch.requests == 3 and batch.rejected_attempts == 0
+    assert boto3.client("lambda").get_function_configuration(
+        FunctionName=deployed["names"]["function_name"])["MemorySize"] == 2048
+
+
+def deployed_url(deployed: dict[str, Any]) -> str:
+    import os
+
+    return os.environ["AWS_ENDPOINT_URL"]
+
+
+def test_invoke_sends_tail_requests_and_records_billed_report_figures(deployed: dict[str, Any]) -> None:
+    from serverless.handler import reset_warm_state
+
+    reset_warm_state()
+    backend = make_backend(deployed["config_path"])
+    plane = hooked(backend, lambda actor, attempt: "ok")
+    events = make_events(4)
+    batch = backend.invoke(events, memory_mb=1024, concurrency=2)
+    assert len(plane.requests) == 4 and plane.max_in_flight <= 2
+    for request in plane.requests:
+        assert request["url"].endswith(f"/2015-03-31/functions/{deployed['names']['function_name']}/invocations")
+        assert request["headers"]["X-Amz-Invocation-Type"] == "RequestResponse"
+        assert request["headers"]["X-Amz-Log-Type"] == "Tail"
+        assert "weights_npz_b64" in request["event"] and request["size"] < LAMBDA_SYNC_PAYLOAD_LIMIT_BYTES
+    for event, inv in zip(events, batch.invocations):
+        assert inv.billing.error is None and inv.result["actor_id"] == event["actor_id"]
+        assert inv.billing.label == "billed"
+        assert inv.billing.memory_mb == 1024  # REPORT's Memory Size: the configuration set_memory applied
+        assert inv.billing.billed_ms == math.ceil(inv.billing.duration_ms)
+        assert inv.billing.cold_start and inv.billing.init_ms == pytest.approx(231.87)
+        assert inv.billing.max_memory_used_mb == 93
+    again = backend.invoke(events[:1], memory_mb=1024)
+    assert not again.invocations[0].billing.cold_start and again.invocations[0].billing.init_ms == 0.0
+
+
+def test_throttles_and_timeouts_are_retried_with_jittered_backoff(deployed: dict[str, Any]) -> None:
+    script = {0: ["throttle", "throttle", "ok"], 1: ["timeout", "ok"], 2: ["ok"]}
+    sleeps: list[float] = []
+    backend = make_backend(deployed["config_path"], sleeps=sleeps)
+    plane = hooked(backend, lambda actor, attempt: script[actor][attempt])
+    batch = backend.invoke(make_events(3), memory_mb=1769, concurrency=3)
+    assert [inv.billing.error for inv in batch.invocations] == [None, None, None]
+    assert plane.attempts == {0: 3, 1: 2, 2: 1}
+    assert batch.rejected_attempts == 2  # the two 429s: never ran, not billed
+    assert batch.requests == 4  # attempts that ran (each pays the request fee)
+    # The timed-out attempt ran for 3 s and was billed: it is in the ledger's retried bills.
+    assert len(batch.retried_billing) == 1
+    timed_out = batch.retried_billing[0]
+    assert timed_out.label == "billed" and timed_out.billed_ms == 3000
+    assert "Sandbox.Timedout" in timed_out.error
+    # Backoff: exponential caps with full jitter (uniform in [0, cap]), not a fixed delay.
+    assert len(sleeps) == 3
+    assert all(0.0 <= s <= 0.4 for s in sleeps) and len(set(sleeps)) == 3
+
+
+def test_persistent_failures_are_replanned_without_losing_gathered_samples(deployed: dict[str, Any]) -> None:
+    backend = make_backend(deployed["config_path"], replan_rounds=1, max_attempts=2)
+    plane = hooked(backend, lambda actor, attempt: "error" if actor == 2 else "ok")
+    events = make_events(4)
+    batch = backend.invoke(events, memory_mb=1769, concurrency=4)
+    ok = [inv for inv in batch.invocations if inv.billing.error is None]
+    assert [inv.result["actor_id"] for inv in ok] == [0, 1, 3]  # gathered samples kept, in event order
+    failed = batch.invocations[2]
+    assert failed.result is None and "ValueError: injected failure" in failed.billing.error
+    assert plane.attempts[2] == 4  # 2 attempts in the first round, 2 in the re-planned round
+    assert all(plane.attempts[a] == 1 for a in (0, 1, 3))  # successes were not re-run
+    assert len(batch.retried_billing) == 3 and all(b.label == "billed" for b in batch.retried_billing)
+    assert any("re-planned" in note and "concurrency 2" in note for note in batch.notes)
+    assert any("1 of 4 invocations failed" in note for note in batch.notes)
+
+
+def test_malformed_result_is_an_error_not_a_crash(deployed: dict[str, Any]) -> None:
+    backend = make_backend(deployed["config_path"])
+    client = backend.lambda_client
+
+    def bad_payload(request: Any, **_: Any) -> AWSResponse:
+        return AWSResponse("https://lambda", 200, HeadersDict({"Content-Type": "application/json"}),
+                           _Raw(json.dumps({"trajectories_npz_b64": base64.b64encode(b"not a zip").decode()}).encode()))
+
+    client.meta.events.register("before-send.lambda.Invoke", bad_payload)
+    batch = backend.invoke(make_events(1), memory_mb=1769)
+    assert batch.invocations[0].result is None
+    assert "malformed result" in batch.invocations[0].billing.error
+    assert batch.requests == 1  # not retried: the same code would return the same bytes
+
+
+# ---------------------------------------------------------------------------------------------
+# clear messages for configuration errors
+
+
+def test_missing_function_says_which_and_how_to_fix(deployed: dict[str, Any], tmp_path: Path) -> None:
+    config = json.loads(deployed["config_path"].read_text())
+    config["function_name"] = "trainwise-dev-nothing-here"
+    config.pop("function_arn")
+    path = tmp_path / "missing.json"
+    path.write_text(json.dumps(config))
+    with pytest.raises(UserError) as info:
+        make_backend(path).invoke(make_events(1), memory_mb=1769)
+    message = str(info.value)
+    assert "trainwise-dev-nothing-here" in message and "us-east-1" in message
+    assert "trainwise infra apply" in message and "Traceback" not in message
+
+
+def test_wrong_region_is_named(deployed: dict[str, Any], tmp_path: Path) -> None:
+    config = json.loads(deployed["config_path"].read_text())
+    config["region"] = "eu-west-1"
+    path = tmp_path / "wrong-region.json"
+    path.write_text(json.dumps(config))
+    with pytest.raises(UserError, match="eu-west-1.*us-east-1"):
+        make_backend(path)
+    config.pop("function_arn")  # no ARN to compare with: the lookup in eu-west-1 fails instead
+    path.write_text(json.dumps(config))
+    with pytest.raises(UserError, match="not found in region 'eu-west-1'"):
+        make_backend(path).check()
+
+
+def test_missing_credentials_say_how_to_set_them(deployed: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    with pytest.raises(UserError, match="no AWS credentials.*AWS_ACCESS_KEY_ID"):
+        make_backend(deployed["config_path"]).invoke(make_events(1), memory_mb=1769)
+
+
+def test_make_backend_builds_the_lambda_backend(deployed: dict[str, Any]) -> None:
+    from serverless.backends import make_backend as factory
+
+    backend = factory("lambda", lambda_config=str(deployed["config_path"]))
+    assert isinstance(backend, LambdaBackend) and backend.name == "lambda"
+    assert backend.config.reserved_concurrency == deployed["names"]["reserved_concurrency"]
+    with pytest.raises(UserError, match="does not exist"):
+        factory("lambda", lambda_config=str(deployed["config_path"]) + ".nope")

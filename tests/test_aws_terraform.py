@@ -1,0 +1,343 @@
+"""Static checks of infra/terraform, parsed with python-hcl2 (no terraform binary or provider needed).
+
+The helpers at the top (load a module, resolve a simple name template) are also used by
+tests/test_aws_moto.py to create the moto resources under the names Terraform would give.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import hcl2
+import pytest
+
+from serverless.backends.lambda_backend import TERRAFORM_OUTPUT_KEYS
+
+ROOT = Path(__file__).resolve().parent.parent
+TF = ROOT / "infra" / "terraform"
+MODULES = {name: TF / "modules" / name for name in ("rollout_lambda", "artifacts_bucket", "ec2_nodes")}
+DEV = TF / "envs" / "dev"
+META_ARGS = {"source", "version", "count", "for_each", "depends_on", "providers", "__is_block__", "__comments__"}
+MOTO_ACCOUNT_ID = "123456789012"  # moto's default account
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def unquote(value: Any) -> Any:
+    """python-hcl2 v8 keeps string quotes: '"x"' -> 'x'."""
+    if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] == '"':
+        return value[1:-1]
+    return value
+
+
+def _strip_comments(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _strip_comments(v) for k, v in obj.items() if k != "__comments__"}
+    if isinstance(obj, list):
+        return [_strip_comments(v) for v in obj]
+    return obj
+
+
+@lru_cache(maxsize=None)
+def _parse(path: Path) -> dict[str, Any]:
+    with open(path) as handle:
+        return _strip_comments(hcl2.load(handle))
+
+
+def module_files(directory: Path) -> list[Path]:
+    return sorted(directory.glob("*.tf"))
+
+
+def blocks(directory: Path, kind: str) -> list[dict[str, Any]]:
+    """All blocks of ``kind`` (variable, output, resource, data, module, locals) in a directory."""
+    found: list[dict[str, Any]] = []
+    for path in module_files(directory):
+        found.extend(_parse(path).get(kind, []))
+    return found
+
+
+def named(directory: Path, kind: str) -> dict[str, dict[str, Any]]:
+    """{name: body} for single-label blocks (variable, output, module)."""
+    out: dict[str, dict[str, Any]] = {}
+    for block in blocks(directory, kind):
+        for name, body in block.items():
+            out[unquote(name)] = body
+    return out
+
+
+def resources(directory: Path, kind: str = "resource") -> dict[tuple[str, str], dict[str, Any]]:
+    """{(type, name): body} for resource or data blocks."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for block in blocks(directory, kind):
+        for rtype, by_name in block.items():
+            for rname, body in by_name.items():
+                out[(unquote(rtype), unquote(rname))] = body
+    return out
+
+
+def local_values(directory: Path) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for block in blocks(directory, "locals"):
+        merged.update({k: v for k, v in block.items() if k != "__is_block__"})
+    return merged
+
+
+def variable_defaults(directory: Path) -> dict[str, Any]:
+    return {name: unquote(body.get("default")) for name, body in named(directory, "variable").items()}
+
+
+def resolve(template: str, directory: Path, variables: dict[str, Any] | None = None,
+            account_id: str = MOTO_ACCOUNT_ID) -> str:
+    """Evaluate a name template made only of var./local. references and the caller's account id.
+
+    Enough for the names the outputs give (``"${local.name}-rollout"``); raises on anything else,
+    so a name Terraform computes in a way this cannot follow fails the test instead of guessing.
+    """
+    variables = {**variable_defaults(directory), **(variables or {})}
+    locals_ = local_values(directory)
+    text = unquote(template)
+    if text.startswith("${") and text.endswith("}") and text.count("${") == 1:
+        text = "${" + text[2:-1] + "}"
+
+    def one(match: re.Match[str]) -> str:
+        ref = match.group(1).strip()
+        if ref.startswith("var."):
+            return str(variables[ref[4:]])
+        if ref.startswith("local."):
+            return resolve(locals_[ref[6:]], directory, variables, account_id)
+        if ref == "data.aws_caller_identity.current.account_id":
+            return account_id
+        raise ValueError(f"cannot resolve {ref!r} statically")
+
+    return re.sub(r"\$\{([^}]*)\}", one, text)
+
+
+def dev_names(region: str = "us-east-1") -> dict[str, str]:
+    """The function, role and bucket names envs/dev gives, computed from the Terraform source."""
+    modules = named(DEV, "module")
+    dev_vars = {"region": region}
+    function_name = resolve(modules["rollout_lambda"]["name"], DEV, dev_vars)
+    bucket = resolve(modules["artifacts_bucket"]["bucket_name"], DEV, dev_vars)
+    role_template = resources(MODULES["rollout_lambda"])[("aws_iam_role", "rollout")]["name"]
+    role = resolve(role_template, MODULES["rollout_lambda"], {"name": function_name})
+    prefix = variable_defaults(DEV)["s3_prefix"]
+    return {"function_name": function_name, "role_name": role, "bucket": bucket, "s3_prefix": prefix,
+            "memory_mb": variable_defaults(DEV)["lambda_memory_mb"],
+            "timeout_s": variable_defaults(DEV)["lambda_timeout_s"],
+            "reserved_concurrency": variable_defaults(DEV)["lambda_reserved_concurrency"],
+            "architecture": variable_defaults(DEV)["lambda_architecture"]}
+
+
+def _refs(obj: Any, pattern: str) -> set[str]:
+    return set(re.findall(pattern, json.dumps(obj)))
+
+
+# ---------------------------------------------------------------------------------------------
+# structure
+
+
+def test_every_tf_file_parses_and_layout_exists() -> None:
+    files = sorted(TF.rglob("*.tf"))
+    assert files, "no .tf files"
+    for directory in [*MODULES.values(), DEV]:
+        assert module_files(directory), f"{directory} has no .tf files"
+        assert (directory / "variables.tf").is_file() and (directory / "outputs.tf").is_file()
+    for path in files:
+        assert isinstance(_parse(path), dict), path
+    assert (DEV / "versions.tf").is_file()
+
+
+def test_dev_pins_the_aws_provider() -> None:
+    terraform = _parse(DEV / "versions.tf")["terraform"][0]
+    aws = terraform["required_providers"][0]["aws"]
+    assert unquote(aws["source"]) == "hashicorp/aws"
+    version = unquote(aws["version"])
+    assert version.startswith("~>"), f"pin the AWS provider to a major version with ~>, got {version}"
+    assert unquote(terraform["required_version"]).startswith(">=")
+
+
+@pytest.mark.parametrize("directory", [*MODULES.values(), DEV], ids=lambda d: d.name)
+def test_every_variable_used_is_declared(directory: Path) -> None:
+    declared = set(named(directory, "variable"))
+    used: set[str] = set()
+    for path in module_files(directory):
+        used |= _refs(_parse(path), r"\bvar\.([A-Za-z_][A-Za-z0-9_-]*)")
+    assert used, f"{directory.name} uses no variables at all?"
+    assert used <= declared, f"{directory.name}: used but not declared: {sorted(used - declared)}"
+    unused = declared - used
+    assert not unused, f"{directory.name}: declared but never used: {sorted(unused)}"
+
+
+@pytest.mark.parametrize("directory", [*MODULES.values(), DEV], ids=lambda d: d.name)
+def test_every_local_and_resource_reference_exists(directory: Path) -> None:
+    everything = [_parse(p) for p in module_files(directory)]
+    locals_declared = set(local_values(directory))
+    used_locals = set().union(*(_refs(doc, r"\blocal\.([A-Za-z_][A-Za-z0-9_]*)") for doc in everything))
+    assert used_locals <= locals_declared, sorted(used_locals - locals_declared)
+    declared_resources = {f"{t}.{n}" for t, n in resources(directory)}
+    declared_data = {f"data.{t}.{n}" for t, n in resources(directory, "data")}
+    for doc in everything:
+        for ref in _refs(doc, r"(?<![\w.])(aws_[a-z0-9_]+\.[a-z0-9_]+)\.(?:[a-z]|\[)"):
+            assert ref in declared_resources, f"{directory.name}: reference to undeclared resource {ref}"
+        for ref in _refs(doc, r"\b(data\.aws_[a-z0-9_]+\.[a-z0-9_]+)"):
+            assert ref in declared_data, f"{directory.name}: reference to undeclared data source {ref}"
+
+
+def test_every_module_input_exists_and_required_inputs_are_given() -> None:
+    for name, body in named(DEV, "module").items():
+        source = (DEV / unquote(body["source"])).resolve()
+        assert source in [p.resolve() for p in MODULES.values()], f"module {name}: unknown source {source}"
+        variables = named(source, "variable")
+        given = set(body) - META_ARGS
+        assert given <= set(variables), f"module {name}: inputs not declared in {source.name}: {sorted(given - set(variables))}"
+        required = {v for v, spec in variables.items() if "default" not in spec}
+        assert required <= given, f"module {name}: required inputs missing: {sorted(required - given)}"
+
+
+def test_module_output_references_exist() -> None:
+    modules = named(DEV, "module")
+    outputs_of = {name: set(named((DEV / unquote(b["source"])).resolve(), "output")) for name, b in modules.items()}
+    for path in module_files(DEV):
+        for module_name, output in re.findall(r"\bmodule\.([a-z0-9_]+)\.([a-z0-9_]+)", json.dumps(_parse(path))):
+            assert module_name in outputs_of, f"{path.name}: unknown module {module_name}"
+            assert output in outputs_of[module_name], f"{path.name}: module {module_name} has no output {output}"
+
+
+def test_outputs_the_python_side_reads_exist() -> None:
+    outputs = set(named(DEV, "output"))
+    assert set(TERRAFORM_OUTPUT_KEYS) <= outputs, sorted(set(TERRAFORM_OUTPUT_KEYS) - outputs)
+    example = json.loads((DEV / "outputs.example.json").read_text())
+    assert set(example) == outputs, "outputs.example.json must mirror outputs.tf"
+    for entry in example.values():
+        assert set(entry) == {"sensitive", "type", "value"}  # the shape of `terraform output -json`
+
+
+def test_example_outputs_agree_with_the_names_terraform_computes() -> None:
+    example = {k: v["value"] for k, v in json.loads((DEV / "outputs.example.json").read_text()).items()}
+    names = dev_names(example["aws_region"])
+    assert example["rollout_function_name"] == names["function_name"]
+    assert example["rollout_role_name"] == names["role_name"]
+    assert example["artifacts_bucket"] == names["bucket"]
+    assert example["s3_prefix"] == names["s3_prefix"]
+    assert example["rollout_function_arn"].endswith(f":function:{names['function_name']}")
+
+
+# ---------------------------------------------------------------------------------------------
+# security bars
+
+
+def _policy_statements(directory: Path, document: str) -> list[dict[str, Any]]:
+    return resources(directory, "data")[("aws_iam_policy_document", document)]["statement"]
+
+
+def test_lambda_role_is_least_privilege() -> None:
+    module = MODULES["rollout_lambda"]
+    res = resources(module)
+    statements = _policy_statements(module, "rollout")
+    assert statements
+    allowed_wildcards = (":log-stream:*", "/weights/*", "/trajectories/*")
+    for statement in statements:
+        assert unquote(statement["effect"]) == "Allow"
+        for action in statement["actions"]:
+            assert "*" not in unquote(action), f"wildcard action {action}"
+        for resource in statement["resources"]:
+            text = unquote(resource)
+            assert text != "*", "a bare * resource"
+            if "*" in text:
+                assert text.count("*") == 1 and text.endswith(allowed_wildcards), f"broad resource {text}"
+            # Every resource is the function's own log group or its own S3 prefix.
+            assert "aws_cloudwatch_log_group.rollout.arn" in text or "local.prefix" in text, text
+    actions = {unquote(a) for s in statements for a in s["actions"]}
+    assert actions == {"logs:CreateLogStream", "logs:PutLogEvents", "s3:GetObject", "s3:PutObject"}
+    # No managed policy (AWSLambdaBasicExecutionRole allows logs on every group).
+    assert not [k for k in res if k[0] == "aws_iam_role_policy_attachment"]
+    assert "data.aws_iam_policy_document.rollout.json" in res[("aws_iam_role_policy", "rollout")]["policy"]
+    trust = _policy_statements(module, "assume_lambda")[0]
+    assert unquote(trust["principals"][0]["identifiers"][0]) == "lambda.amazonaws.com"
+
+
+def test_lambda_function_is_configurable_and_logs_are_retained() -> None:
+    module = MODULES["rollout_lambda"]
+    res = resources(module)
+    function = res[("aws_lambda_function", "rollout")]
+    assert function["memory_size"] == "${var.memory_mb}"
+    assert function["timeout"] == "${var.timeout_s}"
+    assert function["reserved_concurrent_executions"] == "${var.reserved_concurrency}"
+    assert function["architectures"] == ["${var.architecture}"]
+    assert function["filename"] == "${var.package_zip_path}"
+    assert "var.package_zip_path" in function["source_code_hash"]
+    assert "memory_size" in json.dumps(function["lifecycle"])  # the tuner owns memory after apply
+    log_group = res[("aws_cloudwatch_log_group", "rollout")]
+    assert log_group["retention_in_days"] == "${var.log_retention_days}"
+    assert unquote(log_group["name"]) == "/aws/lambda/${var.name}"
+    arch = named(module, "variable")["architecture"]
+    assert "x86_64" in json.dumps(arch["validation"]) and "arm64" in json.dumps(arch["validation"])
+
+
+def test_bucket_is_encrypted_private_versioned_and_expires_trajectories() -> None:
+    res = resources(MODULES["artifacts_bucket"])
+    block = res[("aws_s3_bucket_public_access_block", "artifacts")]
+    for flag in ("block_public_acls", "block_public_policy", "ignore_public_acls", "restrict_public_buckets"):
+        assert block[flag] is True, flag
+    sse = res[("aws_s3_bucket_server_side_encryption_configuration", "artifacts")]
+    algorithm = unquote(sse["rule"][0]["apply_server_side_encryption_by_default"][0]["sse_algorithm"])
+    assert algorithm in ("AES256", "aws:kms")
+    versioning = res[("aws_s3_bucket_versioning", "artifacts")]
+    assert unquote(versioning["versioning_configuration"][0]["status"]) == "Enabled"
+    rules = res[("aws_s3_bucket_lifecycle_configuration", "artifacts")]["rule"]
+    trajectory_rules = [r for r in rules if "trajectories" in unquote(r["filter"][0]["prefix"])]
+    assert trajectory_rules and "expiration" in trajectory_rules[0]
+    for resource in (block, sse, versioning):
+        assert resource["bucket"] == "${aws_s3_bucket.artifacts.id}"
+
+
+def test_no_security_group_allows_the_world_in_and_imdsv2_is_required() -> None:
+    module = MODULES["ec2_nodes"]
+    res = resources(module)
+    world = ("0.0.0.0/0", "::/0")
+    for (rtype, rname), body in res.items():
+        if rtype == "aws_vpc_security_group_ingress_rule":
+            text = json.dumps(body)
+            assert not any(w in text for w in world), f"{rname} opens ingress to the world"
+            assert "referenced_security_group_id" in body or body.get("cidr_ipv4") == "${each.value}"
+        if rtype == "aws_security_group":
+            assert "ingress" not in body, "inline ingress blocks: use aws_vpc_security_group_ingress_rule"
+    # The only CIDR-based ingress comes from var.admin_cidrs, empty by default in the module and in dev.
+    ssh = res[("aws_vpc_security_group_ingress_rule", "ssh_from_admins")]
+    assert "var.admin_cidrs" in ssh["for_each"]
+    assert variable_defaults(module)["admin_cidrs"] == [] and variable_defaults(DEV)["admin_cidrs"] == []
+    assert "validation" in named(module, "variable")["admin_cidrs"]
+    # Egress: HTTPS only, plus the data-service ports inside the group.
+    for (rtype, _), body in res.items():
+        if rtype == "aws_vpc_security_group_egress_rule" and "cidr_ipv4" in body:
+            assert body["from_port"] == 443 and body["to_port"] == 443
+    for path in sorted(TF.rglob("*.tf")):
+        text = path.read_text()
+        assert not ('"0.0.0.0/0"' in text and "ingress" in text), f"{path}: world CIDR next to ingress"
+    for body in res.values():
+        for options in body.get("metadata_options", []):
+            assert unquote(options["http_tokens"]) == "required"
+    assert res[("aws_launch_template", "node")]["metadata_options"], "launch template must set IMDSv2"
+
+
+def test_node_role_only_drives_the_function_and_the_bucket() -> None:
+    statements = _policy_statements(MODULES["ec2_nodes"], "nodes")
+    for statement in statements:
+        for action in statement["actions"]:
+            assert "*" not in unquote(action)
+        for resource in statement["resources"]:
+            assert unquote(resource) != "*"
+
+
+@pytest.mark.skipif(shutil.which("terraform") is None, reason="no terraform binary (fmt check is optional)")
+def test_terraform_fmt_is_clean() -> None:
+    proc = subprocess.run(["terraform", "fmt", "-check", "-recursive", str(TF)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
