@@ -74,22 +74,28 @@ def _ensure_init(binary: str, cwd: Path) -> None:
     _run(binary, ["init", "-input=false"], cwd)
 
 
-def _zip_vars(args: argparse.Namespace) -> list[str]:
-    """Build the function zip (and say where the layer is expected) and pass both paths."""
+def _layer_arg(args: argparse.Namespace) -> list[str]:
+    """Check --layer-zip (before any work) and turn it into a -var; none means variables.tf's default."""
+    if args.layer_zip is None:
+        return []
+    if args.layer_zip == "":
+        return ["-var", "layer_zip_path="]
+    layer = Path(args.layer_zip).resolve()
+    if not layer.is_file():
+        raise UserError(f"--layer-zip {layer} does not exist; build it with "
+                        f"`python -m serverless.lambda_package --layer --out {layer}`, or pass --layer-zip '' "
+                        "to deploy without a layer")
+    return ["-var", f"layer_zip_path={layer}"]
+
+
+def _build_zip(args: argparse.Namespace) -> list[str]:
+    """Build the function zip (Terraform hashes it at plan time) and pass its absolute path."""
     from serverless.lambda_package import build_function_zip
 
     zip_path = Path(args.package_zip).resolve()
     report = build_function_zip(zip_path)
     print(f"built {zip_path} ({report['zip_bytes']} bytes, {len(report['files'])} modules)", file=sys.stderr)
-    out = ["-var", f"package_zip_path={zip_path}"]
-    if args.layer_zip is not None:
-        layer = Path(args.layer_zip).resolve() if args.layer_zip else None
-        if layer is not None and not layer.is_file():
-            raise UserError(f"--layer-zip {layer} does not exist; build it with "
-                            f"`python -m serverless.lambda_package --layer --out {layer}`, or pass --layer-zip '' "
-                            "to deploy without a layer")
-        out += ["-var", f"layer_zip_path={layer or ''}"]
-    return out
+    return ["-var", f"package_zip_path={zip_path}"]
 
 
 def _var_args(args: argparse.Namespace) -> list[str]:
@@ -107,12 +113,12 @@ def _var_args(args: argparse.Namespace) -> list[str]:
 
 def cmd_plan_apply_destroy(args: argparse.Namespace) -> dict[str, Any]:
     cwd = _check_dir(Path(args.dir))
-    extra = _var_args(args)
+    extra = _var_args(args) + _layer_arg(args)
     binary = find_binary(args.binary)
-    _ensure_init(binary, cwd)
     action = args.infra_command
     # destroy too evaluates filebase64sha256(package_zip_path), so every action gets a built zip.
-    command = [action, "-input=false", *extra, *_zip_vars(args)]
+    command = [action, "-input=false", *extra, *_build_zip(args)]
+    _ensure_init(binary, cwd)
     if action in ("apply", "destroy") and args.auto_approve:
         command.append("-auto-approve")
     _run(binary, command, cwd)

@@ -85,7 +85,7 @@ variable "subnet_id" {
 variable "learner_instance_type" {
   description = "Learner instance type."
   type        = string
-  default     = "t3.large"
+  default     = "c7i.large"
 }
 
 variable "learner_count" {
@@ -97,7 +97,7 @@ variable "learner_count" {
 variable "ingest_instance_type" {
   description = "Ingestion node instance type."
   type        = string
-  default     = "c6i.large"
+  default     = "c7i.large"
 }
 
 variable "ingest_count" {

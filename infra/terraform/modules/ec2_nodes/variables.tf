@@ -32,7 +32,7 @@ variable "architecture" {
 variable "learner_instance_type" {
   description = "Instance type of the PPO learner."
   type        = string
-  default     = "t3.large"
+  default     = "c7i.large"
 }
 
 variable "learner_count" {
@@ -44,7 +44,7 @@ variable "learner_count" {
 variable "ingest_instance_type" {
   description = "Instance type of the tf.data ingestion nodes."
   type        = string
-  default     = "c6i.large"
+  default     = "c7i.large"
 }
 
 variable "ingest_count" {
