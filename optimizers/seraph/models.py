@@ -9,7 +9,8 @@ Three small models, each with one job:
       rollout_s(a, m, B) = o + c * log2(a) + k_m * B / a        (k_m = 1 / steps-per-second at m)
       billed_s(a, m, B)  = o_b + k'_m * B / a                   (billed ms per invocation)
       learner_s(B)       = l0 + l1 * B
-      iteration_s        = rollout_s + learner_s + other        (other = measured median residual)
+      other_s(B)         = q0 + q1 * B                          (weights encoding, GAE, batch assembly)
+      iteration_s        = rollout_s + learner_s + other_s
 
   ``o`` is the invocation overhead (payload, weight loading), ``c`` the measured cost of
   more concurrency on the backend at hand, ``k_m`` per profiled memory size. Each is a
@@ -88,7 +89,7 @@ class PerformanceModel:
     rollout_coef: dict[str, float]  # "overhead", "log2_actors", "k@<mem>"
     billed_coef: dict[str, float]  # "overhead", "k@<mem>"
     learner_coef: tuple[float, float]
-    other_s: float
+    other_coef: tuple[float, float]
     fit_error: dict[str, float] = field(default_factory=dict)
 
     # ---- fitting -------------------------------------------------------------------
@@ -117,8 +118,9 @@ class PerformanceModel:
         billed = {"overhead": cb[0]} | {f"k@{m}": cb[1 + i] for i, m in enumerate(levels)}
         Xl = np.array([[1.0, o.shape.batch] for o in obs])
         cl = _nonneg_lstsq(Xl, np.array([o.learner_s for o in obs]))
-        other = float(np.median([o.iteration_s - o.rollout_s - o.learner_s for o in warm]))
-        return cls(levels, rollout, billed, (float(cl[0]), float(cl[1])), max(other, 0.0))
+        Xo = np.array([[1.0, o.shape.batch] for o in warm])
+        co = _nonneg_lstsq(Xo, np.array([max(o.iteration_s - o.rollout_s - o.learner_s, 0.0) for o in warm]))
+        return cls(levels, rollout, billed, (float(cl[0]), float(cl[1])), (float(co[0]), float(co[1])))
 
     @classmethod
     def fit(cls, obs: Sequence[Observation]) -> "PerformanceModel":
@@ -171,8 +173,11 @@ class PerformanceModel:
     def learner_s(self, s: RunShape) -> float:
         return self.learner_coef[0] + self.learner_coef[1] * s.batch
 
+    def other_s(self, s: RunShape) -> float:
+        return self.other_coef[0] + self.other_coef[1] * s.batch
+
     def iteration_s(self, s: RunShape) -> float:
-        return self.rollout_s(s) + self.learner_s(s) + self.other_s
+        return self.rollout_s(s) + self.learner_s(s) + self.other_s(s)
 
     def steps_per_s(self, memory_mb: int) -> float:
         k = self._k(self.rollout_coef, memory_mb)
@@ -184,7 +189,7 @@ class PerformanceModel:
             "rollout_coef": self.rollout_coef,
             "billed_coef": self.billed_coef,
             "learner_coef": list(self.learner_coef),
-            "other_s": self.other_s,
+            "other_coef": list(self.other_coef),
             "fit_error": self.fit_error,
             "steps_per_s_per_function": {str(m): self.steps_per_s(m) for m in self.memory_levels},
         }

@@ -1,0 +1,288 @@
+"""From a profile to a plan, and re-planning during the run.
+
+:class:`Planner` fits the performance and cost models to a profile, turns the noise
+scale into steps-to-target with :class:`~optimizers.seraph.models.ProgressModel`,
+scores every shape of the search space, and picks one for the objective under the
+constraints. During training it is also the controller's :class:`Replanner`: it
+takes in each iteration record (new noise-scale measurements, progress, spend) and
+plans the *rest* of training under what is left of the deadline and budget.
+
+Where steps-to-target come from. The noise scale fixes the *shape* of the
+steps-vs-batch curve, not its scale: ``E(B) = E_min (1 + B / B_noise)`` needs one
+point. We take it from a :class:`Reference` (env steps to the target at one batch):
+for the built-in presets a measured figure written in ``REFERENCES`` below, otherwise
+an assumed half of ``max_steps``. The run corrects it: once the steps already spent
+pass the estimate without reaching the target, the rest is re-estimated from the
+reward still missing (see :meth:`Planner.remaining_fraction`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from optimizers.seraph.models import CostModel, PerformanceModel, Prices, ProgressModel, RunShape, all_shapes
+from optimizers.seraph.noise_scale import NoiseScaleTracker
+from optimizers.seraph.profiles import Profile
+from optimizers.seraph.search import Candidate, Constraints, Objective, SearchOutcome, choose, score_shapes
+
+DEFAULT_ACTORS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+DEFAULT_MEMORY_SWEEP = (512, 885, 1769, 3008, 5307, 10240)
+DEFAULT_BATCHES = (500, 1000, 2000, 4000, 8000)
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """The discrete space Seraph searches.
+
+    ``batches`` stays in a range where PPO (10 epochs of 64-sample minibatches) still
+    learns the built-in tasks; ``min_steps_per_actor`` keeps each actor's segment long
+    enough that episodes complete often and the bootstrapped tails stay a small part
+    of the batch (CleanRL's PPO uses 128-step segments).
+    """
+
+    actors: tuple[int, ...] = DEFAULT_ACTORS
+    memories: tuple[int, ...] = DEFAULT_MEMORY_SWEEP
+    batches: tuple[int, ...] = DEFAULT_BATCHES
+    min_steps_per_actor: int = 125
+
+    def shapes(self) -> list[RunShape]:
+        return all_shapes(self.actors, self.memories, self.batches, min_steps_per_actor=self.min_steps_per_actor)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "actors": list(self.actors),
+            "memory_mb": list(self.memories),
+            "batch": list(self.batches),
+            "min_steps_per_actor": self.min_steps_per_actor,
+        }
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Env steps to reach the target reward at one batch size, and where that came from."""
+
+    env_steps: float
+    batch: int
+    source: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"env_steps": self.env_steps, "batch": self.batch, "source": self.source}
+
+
+# One measured or assumed point per built-in env: env steps to the usual target with the
+# trainer's preset PPO settings and a step cap of 3x the preset's (the learning rate anneals
+# over the cap). See docs/seraph.md ("Reference points").
+REFERENCES: dict[str, Reference] = {
+    "CartPole-v1": Reference(
+        env_steps=28_700, batch=1024,
+        source="measured: trainer preset, local backend, seed 0, max_steps 300k, target 475 (docs/seraph.md)",
+    ),
+    "LunarLander-v3": Reference(
+        env_steps=1_000_000, batch=16384,
+        source="assumed: the trainer preset's 1M-step budget (rl-baselines3-zoo's), target 200 (docs/seraph.md)",
+    ),
+}
+
+
+def reference_for(env_id: str, max_steps: int, batch: int) -> Reference:
+    ref = REFERENCES.get(env_id)
+    if ref is not None:
+        return ref
+    return Reference(env_steps=max_steps / 2, batch=batch, source="assumed: half of max_steps")
+
+
+@dataclass
+class Plan:
+    """The chosen configuration with its predicted figures (all modelled)."""
+
+    objective: Objective
+    constraints: Constraints
+    outcome: SearchOutcome
+    progress: ProgressModel
+    reference: Reference
+    perf: PerformanceModel
+    prices: Prices
+    space: SearchSpace
+    candidates: list[Candidate]
+    iteration_s: float | None = None
+    iteration_cost_usd: float | None = None
+
+    @property
+    def shape(self) -> RunShape | None:
+        return None if self.outcome.best is None else self.outcome.best.shape
+
+    def as_dict(self) -> dict[str, Any]:
+        best = self.outcome.best
+        return {
+            "objective": self.objective.name,
+            "weight": self.objective.weight if self.objective.name == "balanced" else None,
+            "constraints": self.constraints.as_dict(),
+            "feasible": self.outcome.feasible,
+            "binding": self.outcome.binding,
+            "message": self.outcome.message,
+            "config": None if best is None else best.shape.as_dict(),
+            "predicted": None
+            if best is None
+            else {
+                "label": "modelled (Lambda clock and price table)",
+                "iterations": best.iterations,
+                "env_steps": best.env_steps,
+                "time_s": best.time_s,
+                "cost_usd": best.cost_usd,
+                "iteration_s": self.iteration_s,
+                "iteration_cost_usd": self.iteration_cost_usd,
+            },
+            "fastest": self.outcome.fastest.as_dict(),
+            "cheapest": self.outcome.cheapest.as_dict(),
+            "pareto_front": [c.as_dict() for c in self.outcome.front],
+            "progress_model": {**self.progress.as_dict(), "reference": self.reference.as_dict()},
+            "performance_model": self.perf.as_dict(),
+            "prices": self.prices.as_dict(),
+            "search_space": self.space.as_dict(),
+            "candidates": len(self.candidates),
+        }
+
+
+def objective_key(objective: Objective, front: Sequence[Candidate]) -> Callable[[Candidate], float]:
+    """A scalar to minimise for ``objective`` (balanced: normalised by the front's maxima)."""
+    if objective.name == "cost":
+        return lambda c: c.cost_usd
+    if objective.name == "speed":
+        return lambda c: c.time_s
+    mc = max((c.cost_usd for c in front), default=1.0) or 1.0
+    mt = max((c.time_s for c in front), default=1.0) or 1.0
+    w = objective.weight
+    return lambda c: w * c.cost_usd / mc + (1 - w) * c.time_s / mt
+
+
+@dataclass
+class Planner:
+    profile: Profile
+    objective: Objective
+    constraints: Constraints
+    prices: Prices
+    reference: Reference
+    space: SearchSpace = field(default_factory=SearchSpace)
+    target_reward: float | None = None
+    tracker: NoiseScaleTracker = field(default_factory=NoiseScaleTracker)
+    # run state, fed by observe()
+    env_steps: int = 0
+    spent_s: float = 0.0
+    spent_usd: float = 0.0
+    first_return: float | None = None
+    last_return: float | None = None
+    last_front: list[Candidate] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.perf = PerformanceModel.fit(self.profile.observations)
+        self.cost = CostModel(self.perf, self.prices)
+        self.space = SearchSpace(
+            self.space.actors,
+            tuple(m for m in self.space.memories if m in self.perf.memory_levels) or tuple(self.perf.memory_levels),
+            self.space.batches,
+            self.space.min_steps_per_actor,
+        )
+        self._b_noise_profile = self.profile.b_noise
+
+    # ---------------------------------------------------------------- the noise scale
+    @property
+    def b_noise(self) -> float:
+        """The run's smoothed B_simple once it has a few probes, else the profile's."""
+        live = self.tracker.value if self.tracker.count >= 3 else None
+        if live is not None:
+            return live
+        if self._b_noise_profile is not None:
+            return self._b_noise_profile
+        return float(self.reference.batch)  # no measurement at all: assume B_noise near the reference batch
+
+    def progress_model(self) -> ProgressModel:
+        return ProgressModel.calibrate(self.b_noise, self.reference.env_steps, self.reference.batch)
+
+    # ---------------------------------------------------------------- planning
+    def _score(self, progress: ProgressModel, shapes: Sequence[RunShape]) -> list[Candidate]:
+        return score_shapes(shapes, self.perf.iteration_s, self.cost.iteration_cost, progress.env_steps)
+
+    def plan(self) -> Plan:
+        """Plan the whole run from the profile."""
+        progress = self.progress_model()
+        cands = self._score(progress, self.space.shapes())
+        outcome = choose(cands, self.objective, self.constraints)
+        self.last_front = outcome.front
+        plan = Plan(
+            self.objective, self.constraints, outcome, progress, self.reference, self.perf, self.prices, self.space, cands
+        )
+        if outcome.best is not None:
+            plan.iteration_s = self.perf.iteration_s(outcome.best.shape)
+            plan.iteration_cost_usd = self.cost.iteration_cost(outcome.best.shape)
+        return plan
+
+    # ---------------------------------------------------------------- Replanner protocol
+    @property
+    def memory_levels(self) -> Sequence[int]:
+        return self.space.memories
+
+    @property
+    def min_steps_per_actor(self) -> int:
+        return self.space.min_steps_per_actor
+
+    def observe(self, record: Any) -> None:
+        from optimizers.seraph.records import view
+
+        r = view(record)
+        self.env_steps = r.env_steps
+        self.spent_s += r.iteration_lambda_s
+        self.spent_usd = r.cost_usd
+        if r.mean_return is not None:
+            if self.first_return is None:
+                self.first_return = r.mean_return
+            self.last_return = r.mean_return
+        if r.grad_noise is not None:
+            try:
+                self.tracker.update_from_stats(r.grad_noise, env_steps=r.env_steps)
+            except (ValueError, KeyError, TypeError):
+                pass  # a malformed probe is skipped, not fatal
+
+    def remaining_fraction(self, progress: ProgressModel, batch: int) -> float:
+        """Share of training still ahead (at least 10%).
+
+        By steps: ``1 - done / E(batch)``. Once that runs out without the target, by
+        reward: the share of the reward gap (first return to target) still open.
+        """
+        by_steps = 1.0 - self.env_steps / progress.env_steps(batch)
+        if by_steps > 0.1 or self.target_reward is None or self.last_return is None or self.first_return is None:
+            return max(by_steps, 0.1)
+        gap = self.target_reward - self.first_return
+        if gap <= 0:
+            return 0.1
+        return min(max((self.target_reward - self.last_return) / gap, 0.1), 1.0)
+
+    def replan(self, current: RunShape) -> tuple[SearchOutcome, Candidate, Callable[[RunShape], Candidate]]:
+        full = self.progress_model()
+        rest = full.scaled(self.remaining_fraction(full, current.batch))
+        left = Constraints(
+            None if self.constraints.deadline_s is None else max(self.constraints.deadline_s - self.spent_s, 1e-6),
+            None if self.constraints.budget_usd is None else max(self.constraints.budget_usd - self.spent_usd, 1e-9),
+        )
+        cands = self._score(rest, self.space.shapes())
+        outcome = choose(cands, self.objective, left)
+        if outcome.best is None:  # mid-run infeasible: head for the best figure on what binds
+            salvage = outcome.fastest if "deadline_s" in outcome.binding else outcome.cheapest
+            outcome = SearchOutcome(
+                salvage, False, outcome.binding, outcome.message + " (heading for the best achievable)",
+                outcome.fastest, outcome.cheapest, outcome.front,
+            )
+        self.last_front = outcome.front
+
+        def score(s: RunShape) -> Candidate:
+            return self._score(rest, [s])[0]
+
+        return outcome, score(current), score
+
+    def objective_value(self, cand: Candidate) -> float:
+        return objective_key(self.objective, self.last_front)(cand)
+
+
+def clamp_batch_to_space(batch: int, space: SearchSpace) -> int:
+    return min(space.batches, key=lambda b: abs(math.log(b) - math.log(max(batch, 1))))

@@ -1,0 +1,203 @@
+"""Profiling a workload: one short pilot run through the real trainer.
+
+The pilot is ordinary training whose run shape a :class:`SweepController` changes
+every iteration along a fixed schedule, so a single run measures
+
+* the actor profile: Lambda-clock rollout time at each memory size of the sweep
+  (two iterations per size: the first after a memory change is a cold start, the
+  second is warm) and at 1 to 32 concurrent functions;
+* the learner profile: update time at the batch sizes the schedule visits;
+* the training dynamics: the gradient noise scale, probed at every iteration.
+
+Because the pilot is real training, its policy need not be thrown away: the tuner
+can resume the real run from the pilot's checkpoint (see ``tune_and_train``), so the
+profiling overhead is the price of running ~16 iterations at sub-optimal shapes, not
+of 16 wasted iterations. The profile itself is cached (``profiles.py``) and a second
+tuning of the same workload skips the pilot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from optimizers.seraph.models import RunShape
+from optimizers.seraph.noise_scale import NoiseScaleTracker
+from optimizers.seraph.planner import DEFAULT_MEMORY_SWEEP
+from optimizers.seraph.profiles import Profile, load_profile, save_profile
+from optimizers.seraph.records import observation, view
+from trainwise.paths import hardware_fingerprint
+
+BASE_MEMORY_MB = 1769  # one vCPU: where the concurrency and batch sweeps run
+
+
+def pilot_schedule(minibatch_size: int, memory_sweep: tuple[int, ...] = DEFAULT_MEMORY_SWEEP) -> list[RunShape]:
+    """The shapes the pilot visits, one per iteration, in order.
+
+    Memory sizes first (2 actors, a small batch: two minibatches so the noise probe
+    has two batch sizes), each twice (cold, then warm); the sweep ends at 1,769 MB so
+    the concurrency sweep that follows starts warm. Concurrency is swept downward from
+    32 functions (the first, cold, visit warms every actor id the later ones reuse),
+    with batch sizes that vary too, so the learner fit sees a range.
+    """
+    small = max(512, 2 * minibatch_size)
+    shapes: list[RunShape] = []
+    for m in sorted((m for m in memory_sweep if m != BASE_MEMORY_MB), reverse=True):
+        shapes += [RunShape(2, m, small)] * 2
+    shapes += [
+        RunShape(32, BASE_MEMORY_MB, 4 * small),
+        RunShape(32, BASE_MEMORY_MB, 4 * small),
+        RunShape(16, BASE_MEMORY_MB, 2 * small),
+        RunShape(8, BASE_MEMORY_MB, small),
+        RunShape(4, BASE_MEMORY_MB, 2 * small),
+        RunShape(2, BASE_MEMORY_MB, small),
+        RunShape(1, BASE_MEMORY_MB, small),
+    ]
+    return shapes
+
+
+@dataclass
+class SweepController:
+    """A trainer controller that walks a fixed schedule of shapes."""
+
+    schedule: list[RunShape]
+    make_run_config: Any
+    records: list[Any] = field(default_factory=list)
+
+    def after_iteration(self, record: Any) -> Any | None:
+        self.records.append(record)
+        nxt = len(self.records)
+        if nxt < len(self.schedule):
+            return self.make_run_config(self.schedule[nxt])
+        return None
+
+
+@dataclass
+class Workload:
+    """What a profile is about. Target reward and seed are not part of it: the pilot's
+    measurements do not depend on them, so one profile serves every target and seed."""
+
+    env_id: str
+    max_steps: int
+    ppo: dict[str, Any]
+    architecture: str = "x86_64"
+
+    def key_dict(self) -> dict[str, Any]:
+        return {"env_id": self.env_id, "max_steps": self.max_steps, "ppo": self.ppo, "architecture": self.architecture}
+
+
+@dataclass
+class PilotOutcome:
+    profile: Profile
+    reused: bool
+    checkpoint_dir: Path | None = None  # set when this call ran the pilot with a checkpoint
+
+
+def _noise_from_records(records: list[Any]) -> dict[str, Any]:
+    tracker = NoiseScaleTracker()
+    for rec in records:
+        r = view(rec)
+        if r.grad_noise is None:
+            continue
+        try:
+            tracker.update_from_stats(r.grad_noise, env_steps=r.env_steps)
+        except (ValueError, KeyError, TypeError):
+            continue
+    return {"b_noise": tracker.value, "history": tracker.history, "smoothing_alpha": tracker.alpha}
+
+
+def run_pilot(
+    workload: Workload,
+    backend_name: str,
+    *,
+    seed: int = 0,
+    memory_sweep: tuple[int, ...] = DEFAULT_MEMORY_SWEEP,
+    backend: Any = None,
+    checkpoint_dir: Path | None = None,
+    progress: bool = False,
+) -> Profile:
+    """Run the pilot and build a profile from its iteration records."""
+    from serverless.ppo import PPOConfig
+    from serverless.trainer import RunConfig, TrainSpec, train
+
+    ppo = PPOConfig.from_dict({**workload.ppo, "hidden": tuple(workload.ppo.get("hidden", (64, 64)))})
+    ppo.anneal_steps = workload.max_steps  # the same learning-rate schedule as the real run
+    schedule = pilot_schedule(ppo.minibatch_size, memory_sweep)
+
+    def to_run(s: RunShape) -> Any:
+        return RunConfig(actors=s.actors, memory_mb=s.memory_mb, batch=s.batch)
+
+    ctl = SweepController(schedule, to_run)
+    spec = TrainSpec(
+        env_id=workload.env_id,
+        target_reward=1e30,  # the pilot never stops early (the trainer wants a finite target)
+        max_steps=sum(s.batch for s in schedule),
+        run=to_run(schedule[0]),
+        ppo=ppo,
+        seed=seed,
+        backend=backend_name,
+        architecture=workload.architecture,
+        checkpoint_every=10**9 if checkpoint_dir is not None else 0,  # only the final checkpoint
+        checkpoint_dir=checkpoint_dir,
+    )
+    result = train(spec, backend=backend, controller=ctl, probe_noise_every=1, progress=progress)
+    records = result.iterations
+    return Profile(
+        workload=workload.key_dict(),
+        backend=backend_name,
+        hardware=hardware_fingerprint(),
+        observations=[observation(r) for r in records],
+        noise=_noise_from_records(records),
+        pilot={
+            "iterations": len(records),
+            "env_steps": result.env_steps,
+            "cost_usd": result.cost_usd,
+            "cost_label": result.ledger.label,
+            "lambda_time_s": result.lambda_time_s,
+            "lambda_time_label": result.lambda_time_label,
+            "wall_s": result.wall_s,
+            "final_mean_return": result.final_mean_return,
+            "seed": seed,
+            "schedule": [s.as_dict() for s in schedule],
+        },
+        memory_sweep=list(memory_sweep),
+    )
+
+
+def profile_workload(
+    workload: Workload,
+    backend: str = "local",
+    *,
+    reuse: bool = True,
+    seed: int = 0,
+    memory_sweep: tuple[int, ...] = DEFAULT_MEMORY_SWEEP,
+    checkpoint_dir: Path | None = None,
+    backend_obj: Any = None,
+    progress: bool = False,
+    cache_root: Path | None = None,
+) -> PilotOutcome:
+    """The cached profile for this workload/backend/machine, or a fresh pilot's."""
+    if reuse:
+        cached = load_profile(workload.key_dict(), backend, cache_root)
+        if cached is not None and cached.memory_sweep == list(memory_sweep):
+            return PilotOutcome(cached, reused=True)
+    prof = run_pilot(
+        workload, backend, seed=seed, memory_sweep=memory_sweep, backend=backend_obj,
+        checkpoint_dir=checkpoint_dir, progress=progress,
+    )
+    save_profile(prof, cache_root)
+    return PilotOutcome(prof, reused=False, checkpoint_dir=checkpoint_dir)
+
+
+def workload_for(env_id: str, max_steps: int | None, architecture: str = "x86_64") -> Workload:
+    """The workload the trainer's preset defines for ``env_id`` (PPO settings included).
+
+    The default step cap is three times the preset's, so a batch larger than the
+    preset's (fewer updates per sample) still has room to reach the target.
+    """
+    from serverless.presets import preset_for
+
+    preset = preset_for(env_id)
+    steps = max_steps if max_steps is not None else 3 * preset.max_steps
+    return Workload(env_id=env_id, max_steps=int(steps), ppo=replace(preset.ppo).to_dict(), architecture=architecture)

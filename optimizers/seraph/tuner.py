@@ -1,0 +1,317 @@
+"""Seraph end to end: profile (or reuse), plan, train with re-tuning, explain.
+
+``tune_and_train`` returns the dict the CLI writes: ``plan``, ``phases`` (per phase:
+the configuration, predicted vs measured time and cost), ``achieved`` and the
+controller's ``decisions``. All time and cost figures on the local backend are the
+modelled Lambda clock and the price table (labelled so); ``wall_s`` is measured.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from optimizers.seraph.controller import SeraphController
+from optimizers.seraph.models import Prices, RunShape
+from optimizers.seraph.planner import Plan, Planner, SearchSpace, reference_for
+from optimizers.seraph.profiling import PilotOutcome, Workload, profile_workload, workload_for
+from optimizers.seraph.records import view
+from optimizers.seraph.search import Constraints, Objective
+
+LABEL = "modelled (local Lambda emulator clock and price table)"
+
+# Batch sizes searched per env: around the trainer preset, from 2 minibatches up, and
+# always including RLlib's default of 4,000 so the static baseline is in the space.
+BATCHES: dict[str, tuple[int, ...]] = {
+    "CartPole-v1": (512, 1024, 2048, 4000, 8000),
+    "LunarLander-v3": (2048, 4000, 8192, 16384, 32768),
+}
+
+
+def search_space_for(workload: Workload, memories: tuple[int, ...]) -> SearchSpace:
+    from serverless.presets import preset_for
+
+    batches = BATCHES.get(workload.env_id)
+    if batches is None:
+        base = preset_for(workload.env_id).batch
+        batches = tuple(sorted({4000, *(int(base * f) for f in (0.25, 0.5, 1, 2, 4))}))
+    mb = int(workload.ppo.get("minibatch_size", 64))
+    batches = tuple(b for b in batches if b >= 2 * mb)  # the noise probe needs two minibatches
+    return SearchSpace(memories=memories, batches=batches, min_steps_per_actor=32)
+
+
+def prices_for(architecture: str, price_table: Path | None = None) -> Prices:
+    from serverless.pricing import PriceTable
+
+    pt = PriceTable.load(price_table)
+    return Prices(
+        gb_second_usd=pt.gb_second_price(architecture),
+        request_usd=pt.request_usd,
+        learner_usd_per_s=pt.vm_usd_per_hour / 3600.0,
+        learner_billing="wall",  # the trainer prices the learner VM for the whole iteration
+        source=f"serverless/data/prices.json v{pt.version} ({architecture}, {pt.vm_instance_type} learner)",
+    )
+
+
+def make_planner(
+    pilot: PilotOutcome,
+    workload: Workload,
+    objective: Objective,
+    constraints: Constraints,
+    *,
+    target_reward: float | None,
+    price_table: Path | None = None,
+) -> Planner:
+    space = search_space_for(workload, tuple(pilot.profile.memory_sweep))
+    from serverless.presets import preset_for
+
+    ref = reference_for(workload.env_id, workload.max_steps, preset_for(workload.env_id).batch)
+    return Planner(
+        profile=pilot.profile,
+        objective=objective,
+        constraints=constraints,
+        prices=prices_for(workload.architecture, price_table),
+        reference=ref,
+        space=space,
+        target_reward=target_reward,
+    )
+
+
+def phases_from_records(records: list[Any], planner: Planner, cost_before: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Group consecutive iterations by shape; predicted (model) vs measured per phase."""
+    phases: list[dict[str, Any]] = []
+    errors: list[float] = []
+    prev_cost = cost_before
+    for rec in records:
+        r = view(rec)
+        pred_t = planner.perf.iteration_s(r.shape)
+        pred_c = planner.cost.iteration_cost(r.shape)
+        meas_c = r.cost_usd - prev_cost
+        prev_cost = r.cost_usd
+        if r.iteration_lambda_s > 0:
+            errors.append(abs(pred_t - r.iteration_lambda_s) / r.iteration_lambda_s)
+        if not phases or phases[-1]["config"] != r.shape.as_dict():
+            phases.append(
+                {
+                    "phase": len(phases),
+                    "config": r.shape.as_dict(),
+                    "first_iteration": r.iteration,
+                    "iterations": 0,
+                    "env_steps": 0,
+                    "predicted_time_s": 0.0,
+                    "measured_time_s": 0.0,
+                    "predicted_cost_usd": 0.0,
+                    "measured_cost_usd": 0.0,
+                    "measured_wall_s": 0.0,
+                    "label": LABEL + "; measured_wall_s measured locally",
+                }
+            )
+        ph = phases[-1]
+        ph["iterations"] += 1
+        ph["env_steps"] += r.shape.batch
+        ph["predicted_time_s"] += pred_t
+        ph["measured_time_s"] += r.iteration_lambda_s
+        ph["predicted_cost_usd"] += pred_c
+        ph["measured_cost_usd"] += meas_c
+        ph["measured_wall_s"] += r.wall_s
+    check = {
+        "iteration_time_median_abs_error": float(np.median(errors)) if errors else None,
+        "iterations_checked": len(errors),
+        "note": "predicted iteration time (model fitted to the profile) vs the trainer's Lambda-clock iteration time",
+    }
+    return phases, check
+
+
+def _point_checkpoint_at(checkpoint_dir: Path, shape: RunShape) -> bool:
+    """Make the resumed run start at the planned shape, not the pilot's last one.
+
+    The trainer restores its run shape from the checkpoint's ``trainer.json``; we
+    rewrite that one field (our own run directory). If the layout is not what we
+    expect, we leave it alone and the controller corrects the shape after one
+    iteration instead.
+    """
+    state_path = checkpoint_dir / "trainer.json"
+    try:
+        state = json.loads(state_path.read_text())
+        if set(state.get("run", {})) != {"actors", "memory_mb", "batch"}:
+            return False
+        state["run"] = shape.as_dict()
+        state_path.write_text(json.dumps(state))
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def tune_and_train(
+    *,
+    env_id: str,
+    target_reward: float,
+    objective: str = "cost",
+    weight: float = 0.5,
+    deadline_s: float | None = None,
+    budget_usd: float | None = None,
+    backend: str = "local",
+    architecture: str = "x86_64",
+    seed: int = 0,
+    max_steps: int | None = None,
+    replan_every: int = 3,
+    retune: bool = True,
+    reprofile: bool = False,
+    plan_only: bool = False,
+    png_path: Path | str | None = None,
+    progress: bool = False,
+    run_dir: Path | None = None,
+    backend_obj: Any = None,
+) -> dict[str, Any]:
+    """Profile (or reuse the profile), plan, and unless ``plan_only`` train to the target."""
+    obj = Objective(objective, weight)
+    cons = Constraints(deadline_s, budget_usd)
+    workload = workload_for(env_id, max_steps, architecture)
+    if run_dir is None:
+        from trainwise.paths import new_run_dir
+
+        run_dir = new_run_dir("seraph")
+    ckpt = None if plan_only else Path(run_dir) / "checkpoint"
+    t0 = time.perf_counter()
+    pilot = profile_workload(
+        workload, backend, reuse=not reprofile, seed=seed, checkpoint_dir=ckpt, backend_obj=backend_obj, progress=progress
+    )
+    t_profiled = time.perf_counter()
+    planner = make_planner(pilot, workload, obj, cons, target_reward=target_reward)
+    plan: Plan = planner.plan()
+    planning_s = time.perf_counter() - t_profiled
+    plan_d = plan.as_dict()
+    result: dict[str, Any] = {
+        "label": LABEL,
+        "workload": {**workload.key_dict(), "target_reward": target_reward, "seed": seed, "backend": backend},
+        "plan": plan_d,
+        "profile": {
+            "key": pilot.profile.key,
+            "reused": pilot.reused,
+            "b_noise_pilot": pilot.profile.b_noise,
+            "pilot": pilot.profile.pilot,
+        },
+    }
+    if png_path is not None:
+        from optimizers.seraph.pareto_plot import render_pareto_png
+
+        result["pareto_png"] = str(
+            render_pareto_png(plan_d, png_path, all_points=[c.as_dict() for c in plan.candidates])
+        )
+    overhead = {
+        "profiling_cost_usd": 0.0 if pilot.reused else float(pilot.profile.pilot["cost_usd"]),
+        "profiling_lambda_time_s": 0.0 if pilot.reused else float(pilot.profile.pilot["lambda_time_s"]),
+        "profiling_wall_s": t_profiled - t0,
+        "planning_wall_s": planning_s,
+        "label": "profiling cost and time modelled (pilot run's ledger); wall times measured",
+        "note": "the pilot is real training: the run below resumes from its checkpoint, so its steps count toward the target",
+    }
+    result["tuning_overhead"] = overhead
+    if plan_only or plan.shape is None:
+        return result
+    result["achieved"], result["phases"], result["model_check"], result["decisions"], result["training"] = _train(
+        plan, planner, workload, pilot, target_reward, seed, backend, replan_every, retune, progress, backend_obj
+    )
+    return result
+
+
+def _train(
+    plan: Plan,
+    planner: Planner,
+    workload: Workload,
+    pilot: PilotOutcome,
+    target_reward: float,
+    seed: int,
+    backend: str,
+    replan_every: int,
+    retune: bool,
+    progress: bool,
+    backend_obj: Any,
+) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    from serverless.ppo import PPOConfig
+    from serverless.trainer import RunConfig, TrainSpec, train
+
+    assert plan.shape is not None
+
+    def to_run(s: RunShape) -> RunConfig:
+        return RunConfig(actors=s.actors, memory_mb=s.memory_mb, batch=s.batch)
+
+    ppo = PPOConfig.from_dict(dict(workload.ppo))
+    ppo.anneal_steps = workload.max_steps
+    resume = pilot.checkpoint_dir is not None
+    if resume:
+        _point_checkpoint_at(pilot.checkpoint_dir, plan.shape)  # type: ignore[arg-type]
+    controller = None
+    if retune:
+        controller = SeraphController(
+            planner, plan.shape, objective_key=planner.objective_value, make_run_config=to_run, every=replan_every
+        )
+        # the pilot's probes seed the live tracker
+        for h in pilot.profile.noise.get("history", []):
+            from optimizers.seraph.noise_scale import NoiseSample
+
+            planner.tracker.update(NoiseSample(h["g2"], h["trace"]), env_steps=int(h["env_steps"]))
+    spec = TrainSpec(
+        env_id=workload.env_id,
+        target_reward=target_reward,
+        max_steps=workload.max_steps,
+        run=to_run(plan.shape),
+        ppo=ppo,
+        seed=seed,
+        backend=backend,
+        architecture=workload.architecture,
+        checkpoint_every=0,
+        checkpoint_dir=pilot.checkpoint_dir,
+        resume=resume,
+    )
+    res = train(spec, backend=backend_obj, controller=controller, probe_noise_every=2 if retune else 0, progress=progress)
+    cost_before = float(pilot.profile.pilot["cost_usd"]) if resume else 0.0
+    if resume:  # the pilot's own iterations form phase "profiling"
+        pass
+    phases, check = phases_from_records(res.iterations, planner, cost_before)
+    if resume:
+        p = pilot.profile.pilot
+        phases.insert(
+            0,
+            {
+                "phase": "profiling",
+                "config": "pilot sweep (see profile.pilot.schedule)",
+                "iterations": p["iterations"],
+                "env_steps": p["env_steps"],
+                "predicted_time_s": None,
+                "measured_time_s": p["lambda_time_s"],
+                "predicted_cost_usd": None,
+                "measured_cost_usd": p["cost_usd"],
+                "measured_wall_s": p["wall_s"],
+                "label": LABEL,
+            },
+        )
+    achieved = {
+        "reached": res.reached,
+        "env_steps": res.env_steps,
+        "wall_s": res.wall_s,
+        "wall_s_label": "measured (this machine, training after profiling; pilot wall in tuning_overhead)",
+        "lambda_time_s": res.lambda_time_s,
+        "lambda_time_label": res.lambda_time_label,
+        "cost_usd": res.cost_usd,
+        "cost_label": res.ledger.label,
+        "includes_pilot": resume,
+        "final_mean_return": res.final_mean_return,
+        "stop_reason": res.stop_reason,
+    }
+    decisions = [] if controller is None else [d.as_dict() for d in controller.decisions]
+    training = {
+        "curve": res.curve,
+        "config_changes": res.config_changes,
+        "ledger": res.ledger.to_dict(),
+        "notes": res.notes,
+        "b_noise_final": planner.tracker.value,
+    }
+    if not math.isfinite(res.cost_usd):
+        raise RuntimeError("the ledger returned a non-finite cost")
+    return achieved, phases, check, decisions, training
