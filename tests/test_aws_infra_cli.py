@@ -73,7 +73,7 @@ def test_apply_and_destroy_pass_auto_approve(fake_terraform: Path, tmp_path: Pat
 
 
 def test_output_write_turns_terraform_outputs_into_the_backend_config(fake_terraform: Path, tmp_path: Path) -> None:
-    from serverless.backends.lambda_backend import LambdaConfig
+    from serverless.lambda_config import LambdaConfig
 
     target = tmp_path / ".trainwise" / "aws.json"
     assert main(["infra", "output", "--write", str(target)]) == 0

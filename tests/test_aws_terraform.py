@@ -17,7 +17,7 @@ from typing import Any
 import hcl2
 import pytest
 
-from serverless.backends.lambda_backend import TERRAFORM_OUTPUT_KEYS
+from serverless.lambda_config import TERRAFORM_OUTPUT_KEYS
 
 ROOT = Path(__file__).resolve().parent.parent
 TF = ROOT / "infra" / "terraform"

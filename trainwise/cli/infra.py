@@ -129,7 +129,7 @@ def cmd_plan_apply_destroy(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def terraform_outputs_to_config(outputs: dict[str, Any]) -> dict[str, Any]:
-    from serverless.backends.lambda_backend import config_from_terraform_outputs
+    from serverless.lambda_config import config_from_terraform_outputs
 
     return config_from_terraform_outputs(outputs)
 

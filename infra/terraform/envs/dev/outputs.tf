@@ -1,5 +1,5 @@
 # What the Python side reads: `trainwise infra output --write .trainwise/aws.json` turns these
-# into the Lambda backend's configuration (serverless/backends/lambda_backend.py,
+# into the Lambda backend's configuration (serverless/lambda_config.py,
 # TERRAFORM_OUTPUT_KEYS).
 
 output "aws_region" {
