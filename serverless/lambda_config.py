@@ -17,6 +17,7 @@ from serverless.s3_payload import DEFAULT_PREFIX
 from trainwise.errors import UserError
 
 DEFAULT_CONFIG_PATH = Path(".trainwise/aws.json")
+_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-[0-9]+$")
 _ARN_REGION = re.compile(r"^arn:aws[a-zA-Z-]*:lambda:([a-z0-9-]+):")
 
 
@@ -53,6 +54,11 @@ class LambdaConfig:
         for name in ("function_name", "region"):
             if not isinstance(kwargs[name], str):
                 raise UserError(f"{where}: '{name}' must be a string, got {type(kwargs[name]).__name__}")
+        if not _REGION.match(kwargs["region"]):
+            raise UserError(
+                f"{where}: region {kwargs['region']!r} is not an AWS region name; use one like us-east-1, "
+                "eu-west-1 or ap-southeast-2 (the region you deployed to: `trainwise infra output` prints it)"
+            )
         if "timeout_s" in kwargs and (not isinstance(kwargs["timeout_s"], int) or not 1 <= kwargs["timeout_s"] <= 900):
             raise UserError(f"{where}: 'timeout_s' must be an integer from 1 to 900, got {kwargs['timeout_s']!r}")
         rc = kwargs.get("reserved_concurrency")

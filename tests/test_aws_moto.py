@@ -513,6 +513,10 @@ def test_wrong_region_is_named(deployed: dict[str, Any], tmp_path: Path) -> None
     path.write_text(json.dumps(config))
     with pytest.raises(UserError, match="not found in region 'eu-west-1'"):
         make_backend(path).check()
+    config["region"] = "us-east1"  # a typo
+    path.write_text(json.dumps(config))
+    with pytest.raises(UserError, match="'us-east1' is not an AWS region name"):
+        make_backend(path)
 
 
 def test_missing_credentials_say_how_to_set_them(deployed: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -530,3 +534,43 @@ def test_make_backend_builds_the_lambda_backend(deployed: dict[str, Any]) -> Non
     assert backend.config.reserved_concurrency == deployed["names"]["reserved_concurrency"]
     with pytest.raises(UserError, match="does not exist"):
         factory("lambda", lambda_config=str(deployed["config_path"]) + ".nope")
+
+
+# ---------------------------------------------------------------------------------------------
+# the whole path: `trainwise rl train --backend lambda`
+
+
+def test_rl_train_with_the_lambda_backend_records_billed_cost(deployed: dict[str, Any], tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trainer builds the backend from the config file itself; the stand-in data plane is
+    installed on whichever Lambda client the backend creates."""
+    from serverless.handler import reset_warm_state
+
+    reset_warm_state()
+    planes: list[FakeLambdaDataPlane] = []
+    original = LambdaBackend.lambda_client
+
+    def hooked_client(self: LambdaBackend) -> Any:
+        client = original.fget(self)
+        if not getattr(client, "_trainwise_hooked", False):
+            client._trainwise_function = self.config.function_name
+            client._trainwise_hooked = True
+            planes.append(FakeLambdaDataPlane(client, lambda actor, attempt: "ok"))
+            planes[-1].install()
+        return client
+
+    monkeypatch.setattr(LambdaBackend, "lambda_client", property(hooked_client))
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "train.json"
+    code = trainwise_main(["rl", "train", "--env", "CartPole-v1", "--target-reward", "10000", "--max-steps", "256",
+                           "--actors", "2", "--batch", "128", "--memory-mb", "2048", "--backend", "lambda",
+                           "--lambda-config", str(deployed["config_path"]), "--checkpoint-every", "0",
+                           "--no-progress", "--json-out", str(out)])
+    assert code == 0
+    result = json.loads(out.read_text())
+    assert result["env_steps"] >= 256
+    assert result["ledger"]["label"] == "billed"
+    requests_line = next(line for line in result["ledger"]["lines"] if line["component"] == "requests")
+    assert requests_line["quantity"] == len(planes[0].requests) >= 2
+    assert boto3.client("lambda").get_function_configuration(
+        FunctionName=deployed["names"]["function_name"])["MemorySize"] == 2048
