@@ -310,6 +310,19 @@ def test_memory_change_updates_the_function_and_waits(deployed: dict[str, Any]) 
         backend.set_memory(64)
 
 
+def test_failed_memory_update_is_reported(deployed: dict[str, Any]) -> None:
+    backend = make_backend(deployed["config_path"])
+    backend.check()
+
+    def update_failed(parsed: dict[str, Any], **_: Any) -> None:  # what Lambda reports for a failed update
+        parsed["LastUpdateStatus"] = "Failed"
+        parsed["LastUpdateStatusReason"] = "The function could not be updated: EniLimitExceeded"
+
+    backend.lambda_client.meta.events.register("after-call.lambda.GetFunctionConfiguration", update_failed)
+    with pytest.raises(UserError, match="did not become active.*Failed.*EniLimitExceeded"):
+        backend.set_memory(4096)
+
+
 # ---------------------------------------------------------------------------------------------
 # payloads through S3
 

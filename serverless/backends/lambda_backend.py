@@ -161,7 +161,7 @@ class LambdaBackend:
         self._s3: Any = None
         self._ready = False
         self._memory_mb: int | None = None
-        self._uploaded_weights: set[str] = set()
+        self._weights_keys: dict[str, str] = {}
 
     @classmethod
     def from_config_file(cls, path: str | Path = DEFAULT_CONFIG_PATH, **kwargs: Any) -> LambdaBackend:
@@ -296,9 +296,20 @@ class LambdaBackend:
         return True
 
     def _wait_updated(self) -> None:
+        """Wait until the last configuration update is active; a failed update is a UserError."""
+        from botocore.exceptions import WaiterError
+
         waiter = self.lambda_client.get_waiter("function_updated")
-        waiter.wait(FunctionName=self.config.function_name,
-                    WaiterConfig={"Delay": self._waiter_delay_s, "MaxAttempts": 150})
+        try:
+            waiter.wait(FunctionName=self.config.function_name,
+                        WaiterConfig={"Delay": self._waiter_delay_s, "MaxAttempts": 150})
+        except WaiterError as exc:
+            last = exc.last_response or {}
+            reason = last.get("LastUpdateStatusReason") or last.get("Error", {}).get("Message") or str(exc)
+            raise UserError(
+                f"updating Lambda function '{self.config.function_name}' did not become active "
+                f"(LastUpdateStatus {last.get('LastUpdateStatus', 'unknown')}): {reason}"
+            ) from None
 
     # -- payloads ----------------------------------------------------------------------------
 
@@ -311,11 +322,13 @@ class LambdaBackend:
                     f"{self.payload_limit_bytes}-byte synchronous Lambda payload limit, and {self._config_path} "
                     "names no artifacts bucket; rewrite it with `trainwise infra output --write FILE`"
                 )
-            data = base64.b64decode(event["weights_npz_b64"])
-            key = s3_payload.weights_key(self.config.s3_prefix, data)
-            if key not in self._uploaded_weights:
+            encoded = event["weights_npz_b64"]
+            key = self._weights_keys.get(encoded)  # a batch shares one weights string: upload it once
+            if key is None:
+                data = base64.b64decode(encoded)
+                key = s3_payload.weights_key(self.config.s3_prefix, data)
                 s3_payload.put_bytes(self.config.bucket, key, data, client=self.s3_client)
-                self._uploaded_weights.add(key)
+                self._weights_keys = {encoded: key}  # keep only the latest weights
             event = {k: v for k, v in event.items() if k != "weights_npz_b64"}
             event["weights_s3"] = {"bucket": self.config.bucket, "key": key}
         body = json.dumps(event, separators=(",", ":")).encode("utf-8")
