@@ -10,11 +10,11 @@ from prefect import flow, get_run_logger
 from tasks.caching import call_cached
 from tasks.ingest import (
     locate_or_generate_data,
-    measure_configuration,
+    measure_configurations,
     pipeline_workload_of,
     profile_pipeline,
     render_intune_section,
-    tune_pipeline,
+    tune_ingestion,
 )
 from tasks.report import render_report
 from trainwise.paths import new_run_dir
@@ -41,12 +41,13 @@ def intune(config: str = "configs/demo.yaml", run_dir: str | None = None, refres
         workload=pipeline_workload_of(ing, data),
     )
     optimizers = [ing.optimizer, *[b for b in ing.baselines if b != ing.optimizer]]
+    settings = ing.model_dump(mode="json")
     tuned = [
-        tune_pipeline(name, data, profile, ing.model_dump(mode="json"), progress_key=f"{spec.name}-intune-progress")
-        for name in optimizers
+        tune_ingestion(name, data, profile, settings, progress_key=f"{spec.name}-intune-progress", position=(i, len(optimizers)))
+        for i, name in enumerate(optimizers)
     ]
-    verified = [measure_configuration(data, t["config"], ing.model_dump(mode="json"), label=t["optimizer"]) for t in tuned]
-    section = render_intune_section(spec.name, ing.model_dump(mode="json"), data, profile, tuned, verified, cached, str(out))
+    verified = measure_configurations(data, tuned, settings)
+    section = render_intune_section(spec.name, settings, data, profile, tuned, verified, cached, str(out))
 
     result: dict[str, Any] = {"section": section, "run_dir": str(out)}
     if run_dir is None:

@@ -31,10 +31,12 @@ def seraph(config: str = "configs/demo.yaml", run_dir: str | None = None, refres
         refresh=refresh_profiles,
         workload=workload_of(rl),
         backend=rl.backend,
+        seed=rl.seed,
     )
-    plan = plan_rl_configuration(profile, rl.model_dump(mode="json"))
-    trained = train_rl_on_functions(profile, rl.model_dump(mode="json"), progress_key=f"{spec.name}-seraph-progress")
-    section = render_seraph_section(spec.name, rl.model_dump(mode="json"), profile, plan, trained, cached, str(out))
+    settings = rl.model_dump(mode="json")
+    plan = plan_rl_configuration(profile, settings)
+    trained = train_rl_on_functions(profile, settings, str(out), progress_key=f"{spec.name}-seraph-progress")
+    section = render_seraph_section(spec.name, settings, profile, trained.get("plan", plan), trained, cached, str(out))
 
     result: dict[str, Any] = {"section": section, "run_dir": str(out)}
     if run_dir is None:

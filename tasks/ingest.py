@@ -97,58 +97,106 @@ def profile_pipeline(workload: dict[str, Any]) -> dict[str, Any]:
     return model if isinstance(model, dict) else model.as_dict()
 
 
+def _calibration_loader(profile: dict[str, Any]) -> Any:
+    """The cached profile in the form the model-based optimizers take: a callable,
+    called only by the optimizers that use a model (plumber, intune)."""
+
+    def load() -> Any:
+        from ingestion import calibrate
+
+        return calibrate.from_dict(profile) if hasattr(calibrate, "from_dict") else profile
+
+    return load
+
+
 @task(name="tune-pipeline")
-def tune_pipeline(
+def tune_ingestion(
     optimizer: str,
     data: dict[str, Any],
     profile: dict[str, Any],
     ing: dict[str, Any],
     progress_key: str,
+    position: tuple[int, int] = (0, 1),
 ) -> dict[str, Any]:
-    """Run one optimizer (InTune or a baseline) within the time budget; return its
-    chosen configuration and the throughput it saw while tuning (labelled)."""
-    from optimizers import intune
+    """Run one optimizer (InTune or a baseline) within the time budget on the live
+    pipeline; return its chosen configuration and what it measured while searching.
+    (Verification, with the same longer protocol for every optimizer, is a separate task.)"""
+    import inspect
 
-    progress = Progress(progress_key, f"InTune: tuning with {optimizer}")
+    from ingestion.node import Node
+    from ingestion.tuning import tune_pipeline
+
+    index, count = position
     budget = float(ing["time_budget_s"])
+    progress = Progress(progress_key, f"InTune: tuning with {optimizer} ({index + 1}/{count})")
 
     def on_trial(trial: Any) -> None:
+        m = trial.measurement
         progress.update(
-            trial.elapsed_s / budget,
-            f"{optimizer}: trial {fmt(trial.elapsed_s)} s, {fmt(trial.measurement.rows_per_s)} rows/s ({trial.measurement.label})",
+            (index + min(trial.elapsed_s / budget, 1.0)) / count,
+            f"{optimizer} ({index + 1}/{count}): {fmt(trial.elapsed_s)} s, last {fmt(m.rows_per_s)} rows/s ({m.label})",
         )
 
-    spec = _pipeline(data["path"], ing["cpu_budget"], ing["batch_size"])
-    result = intune.tune(
-        spec,
-        _node(ing["cpu_budget"]),
+    kwargs: dict[str, Any] = {}
+    if "on_trial" in inspect.signature(tune_pipeline).parameters:
+        kwargs["on_trial"] = on_trial
+    result = tune_pipeline(
+        _pipeline(data["path"], ing["cpu_budget"], ing["batch_size"]),
+        Node(**_node(ing["cpu_budget"])),
         optimizer,
         time_budget_s=budget,
-        seed=ing["seed"],
-        calibration=profile,
-        on_trial=on_trial,
+        seed=int(ing["seed"]),
+        final=None,
+        calibration=_calibration_loader(profile),
+        progress=False,
+        **kwargs,
     )
-    progress.done(f"{optimizer}: done, {fmt(result.get('rows_per_s'))} rows/s")
-    return result
-
-
-@task(name="measure-configuration", **EXTERNAL_RETRIES)
-def measure_configuration(data: dict[str, Any], config: dict[str, int], ing: dict[str, Any], label: str) -> dict[str, Any]:
-    """Measure ``config`` on the live pipeline (fresh worker process; measured)."""
-    from ingestion.measure import measure
-
-    spec = _pipeline(data["path"], ing["cpu_budget"], ing["batch_size"])
-    m = measure(spec, config, window_s=float(ing["verify_window_s"]), repeats=int(ing["verify_repeats"]))
-    get_run_logger().info("verified %s: %s rows/s (measured)", label, fmt(m.rows_per_s))
+    progress.update((index + 1) / count, f"{optimizer}: done, best trial {fmt(result.get('rows_per_s'))} rows/s")
+    search = result.get("search", {})
     return {
-        "optimizer": label,
-        "config": dict(config),
-        "rows_per_s": m.rows_per_s,
-        "peak_rss_mb": m.peak_rss_mb,
-        "oom": m.oom,
-        "label": m.label,
-        "spread": m.extra.get("spread"),
+        "optimizer": optimizer,
+        "config": result["config"],
+        "rows_per_s": result["rows_per_s"],
+        "label": result.get("label", "measured"),
+        "trials": search.get("trials"),
+        "tuning_s": result.get("tuning_s"),
+        "stopped_by": search.get("stopped_by"),
     }
+
+
+@task(name="measure-configurations", **EXTERNAL_RETRIES)
+def measure_configurations(data: dict[str, Any], chosen: list[dict[str, Any]], ing: dict[str, Any]) -> list[dict[str, Any]]:
+    """Verify each optimizer's chosen configuration on the live pipeline: one worker
+    process, the same (longer) protocol for all, measured."""
+    from ingestion.measure import MeasureWorker
+    from ingestion.node import Node
+    from ingestion.tuning import FINAL_PROTOCOL
+
+    protocol = FINAL_PROTOCOL.as_kwargs()
+    if ing.get("verify_window_s"):
+        protocol["window_s"] = float(ing["verify_window_s"])
+    if ing.get("verify_repeats"):
+        protocol["repeats"] = int(ing["verify_repeats"])
+    spec = _pipeline(data["path"], ing["cpu_budget"], ing["batch_size"])
+    node = Node(**_node(ing["cpu_budget"]))
+    out = []
+    with MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb) as worker:
+        for c in chosen:
+            m = worker.measure(c["config"], **protocol)
+            get_run_logger().info("verified %s: %s rows/s (measured)", c["optimizer"], fmt(m.rows_per_s))
+            out.append(
+                {
+                    "optimizer": c["optimizer"],
+                    "config": dict(c["config"]),
+                    "rows_per_s": m.rows_per_s,
+                    "peak_rss_mb": m.peak_rss_mb,
+                    "oom": m.oom,
+                    "label": m.label,
+                    "spread": m.extra.get("spread"),
+                    "protocol": protocol,
+                }
+            )
+    return out
 
 
 @task(name="render-intune-section")
@@ -200,7 +248,7 @@ data `{data['path']}` ({fmt(data.get('manifest', {}).get('rows'))} rows, {'reuse
 
 Each optimizer had {fmt(ing['time_budget_s'])} s; "tuning" figures are what it saw while searching (labelled
 simulated or measured); "verified" figures are all measured afresh on the live pipeline
-({ing['verify_repeats']} windows of {fmt(ing['verify_window_s'])} s, median).
+({verified[0]['protocol']['repeats'] if verified else '-'} windows of {fmt(verified[0]['protocol']['window_s'] if verified else None)} s after a warm-up, median).
 
 {md_table(rows, cols)}
 

@@ -18,98 +18,105 @@ from tasks.caching import PROFILE_CACHE_POLICY
 from tasks.progress import Progress
 from tasks.report import fmt, md_table, section, table_artifact
 from tasks.retry import EXTERNAL_RETRIES
+from trainwise.errors import UserError
 from trainwise.spec import RLSpec
 
 
 def workload_of(rl: RLSpec) -> dict[str, Any]:
-    """The part of the RL spec a profile depends on (its cache key). The target reward,
-    objective and constraints are left out: changing them re-plans, not re-profiles."""
-    return {"env_id": rl.env_id, "seed": rl.seed, "max_steps": rl.max_steps, "profile": rl.profile.model_dump(mode="json")}
+    """The part of the RL spec a profile depends on (its cache key), as Seraph defines
+    it: env (with its PPO preset), step cap and priced architecture, plus the backend
+    passed separately. Target reward, seed, objective and constraints are left out:
+    changing them re-plans, it does not re-profile."""
+    return {"env_id": rl.env_id, "max_steps": rl.max_steps, "architecture": rl.architecture}
 
 
 @task(
     name="profile-rl-workload",
-    cache_policy=PROFILE_CACHE_POLICY,
+    cache_policy=PROFILE_CACHE_POLICY - "seed",  # Seraph's profiles do not depend on the seed
     result_serializer="json",
     persist_result=True,
     **EXTERNAL_RETRIES,
 )
-def profile_rl_workload(workload: dict[str, Any], backend: str) -> dict[str, Any]:
-    """Run Seraph's short pilot (a few PPO iterations per probed shape) and return the
-    profile as JSON: the observations the performance and cost models are fitted to."""
+def profile_rl_workload(workload: dict[str, Any], backend: str, seed: int = 0) -> dict[str, Any]:
+    """Run Seraph's pilot (short real training that sweeps memory sizes, concurrency and
+    batch) and return the profile as JSON. Prefect's cache decides whether to profile,
+    so Seraph's own file cache is bypassed here (``reuse=False``) and refreshed."""
     from optimizers import seraph
 
-    prof = seraph.profile_workload(_seraph_workload(workload), backend)
-    get_run_logger().info("profiled %s on %s: %d observations", workload["env_id"], backend, len(prof.observations))
-    return prof.as_dict()
-
-
-def _seraph_workload(workload: dict[str, Any]) -> Any:
-    """Our workload dict in the form ``optimizers.seraph.profile_workload`` takes."""
-    from optimizers import seraph
-
-    p = workload["profile"]
-    return seraph.workload_for(
-        workload["env_id"],
-        seed=workload["seed"],
-        max_steps=workload["max_steps"],
-        iterations=p["iterations"],
-        memory_mb=p["memory_mb"],
-        actors=p["actors"],
+    w = seraph.workload_for(workload["env_id"], workload["max_steps"], workload["architecture"])
+    prof = seraph.profile_workload(w, backend, reuse=False, seed=seed)
+    get_run_logger().info(
+        "profiled %s on %s: %d pilot iterations, %s env steps", w.env_id, backend, len(prof.observations), prof.pilot.get("env_steps")
     )
-
-
-def _objective_and_constraints(rl: dict[str, Any]) -> tuple[Any, Any]:
-    from optimizers.seraph.search import Constraints, Objective
-
-    return Objective(rl["objective"], rl["weight"]), Constraints(rl["deadline_s"], rl["budget_usd"])
+    return prof.as_dict()
 
 
 @task(name="search-rl-configuration")
 def plan_rl_configuration(profile: dict[str, Any], rl: dict[str, Any]) -> dict[str, Any]:
-    """Score every (actors, memory, batch) shape with the profile's models and pick one
-    for the objective under the constraints (all figures modelled)."""
+    """Score every (actors, memory, batch) shape with the models fitted to the profile
+    and pick one for the objective under the constraints (all figures modelled)."""
     from optimizers import seraph
-    from optimizers.seraph.profiles import Profile
 
-    objective, constraints = _objective_and_constraints(rl)
-    plan = seraph.plan(Profile.from_dict(profile), objective, constraints, target_reward=rl["target_reward"])
-    out = plan.as_dict()
-    get_run_logger().info("plan: %s, predicted %s", out.get("config"), out.get("predicted"))
-    return out
+    plan = seraph.plan(
+        seraph.Profile.from_dict(profile),
+        seraph.Objective(rl["objective"], rl["weight"]),
+        seraph.Constraints(rl["deadline_s"], rl["budget_usd"]),
+        target_reward=rl["target_reward"],
+    ).as_dict()
+    get_run_logger().info("plan (%s): %s; predicted %s", plan["objective"], plan["config"], plan["predicted"])
+    if not plan["feasible"]:
+        raise UserError(f"Seraph found no configuration for this workload: {plan['message']}")
+    return plan
 
 
 @task(name="train-rl-on-functions", **EXTERNAL_RETRIES)
-def train_rl_on_functions(profile: dict[str, Any], rl: dict[str, Any], progress_key: str) -> dict[str, Any]:
-    """Train with PPO, rollouts on the backend's functions, re-planning as it goes;
-    a progress artifact follows env steps against the budget."""
+def train_rl_on_functions(profile: dict[str, Any], rl: dict[str, Any], run_dir: str, progress_key: str) -> dict[str, Any]:
+    """Train to the target with PPO, rollouts on the backend's functions, re-planning
+    every few iterations; a progress artifact follows the run."""
+    import inspect
+
     from optimizers import seraph
-    from optimizers.seraph.profiles import Profile
+    from optimizers.seraph.profiles import save_profile
 
-    objective, constraints = _objective_and_constraints(rl)
-    progress = Progress(progress_key, f"Seraph: training {rl['env_id']} to {rl['target_reward']}")
+    # Hand Seraph exactly the profile Prefect cached (idempotent write to its cache file).
+    save_profile(seraph.Profile.from_dict(profile))
+    progress = Progress(progress_key, f"Seraph: training {rl['env_id']} to {rl['target_reward']:g}")
+    kwargs: dict[str, Any] = {}
+    if "on_iteration" in inspect.signature(seraph.tune_and_train).parameters:
 
-    def on_iteration(it: dict[str, Any]) -> None:
-        ret = it.get("mean_return")
-        progress.update(
-            it["env_steps"] / rl["max_steps"],
-            f"{it['env_steps']:,} env steps, mean return {fmt(ret)} (target {rl['target_reward']:g}), "
-            f"cost ${it.get('cost_usd', 0.0):.5f}",
-        )
+        def on_iteration(it: dict[str, Any]) -> None:
+            ret = it.get("mean_return")
+            done = (ret or 0.0) / rl["target_reward"] if rl["target_reward"] > 0 else 0.0
+            progress.update(
+                min(done, 0.99),
+                f"{it.get('env_steps', 0):,} env steps, mean return {fmt(ret)} of {rl['target_reward']:g}, "
+                f"cost {fmt(it.get('cost_usd'))} USD (modelled)",
+            )
 
+        kwargs["on_iteration"] = on_iteration
     result = seraph.tune_and_train(
-        Profile.from_dict(profile),
-        objective,
-        constraints,
+        env_id=rl["env_id"],
         target_reward=rl["target_reward"],
-        max_steps=rl["max_steps"],
-        seed=rl["seed"],
+        objective=rl["objective"],
+        weight=rl["weight"],
+        deadline_s=rl["deadline_s"],
+        budget_usd=rl["budget_usd"],
         backend=rl["backend"],
+        architecture=rl["architecture"],
+        seed=rl["seed"],
+        max_steps=rl["max_steps"],
+        replan_every=rl["replan_every"],
         retune=rl["retune"],
-        on_iteration=on_iteration,
+        run_dir=Path(run_dir) / "seraph",
+        **kwargs,
     )
-    achieved = result["achieved"]
-    progress.done(f"{'reached' if achieved['reached'] else 'did not reach'} {rl['target_reward']:g}")
+    if not result.get("profile", {}).get("reused", True):
+        get_run_logger().warning("Seraph profiled again inside training (its profile cache did not match)")
+    achieved = result.get("achieved", {})
+    progress.done(
+        f"{'reached' if achieved.get('reached') else 'did not reach'} {rl['target_reward']:g} in "
+        f"{achieved.get('env_steps', 0):,} env steps"
+    )
     return result
 
 
@@ -128,51 +135,66 @@ def render_seraph_section(
 
     from tasks.plots import reward_png
 
-    out = Path(run_dir)
-    folder = out / "seraph"
-    achieved = trained["achieved"]
-    curve = trained.get("curve", [])
+    folder = Path(run_dir) / "seraph"
+    achieved = trained.get("achieved", {})
+    curve = trained.get("training", {}).get("curve", [])
+    clock = achieved.get("lambda_time_label", "modelled")
     plots = [
-        reward_png(curve, folder / "reward.png", target=rl["target_reward"], time_key="lambda_time_s",
-                   time_label=f"time on Lambda (s, {achieved.get('lambda_time_label', 'modelled')})",
-                   cost_label="cost (USD, modelled price table)", title=f"{rl['env_id']}: reward vs time and cost"),
-        render_pareto_png(trained.get("plan", plan), folder / "pareto.png"),
+        reward_png(
+            curve,
+            folder / "reward.png",
+            target=rl["target_reward"],
+            time_key="lambda_time_s",
+            time_label=f"time on Lambda (s, {clock})",
+            cost_label="cost (USD, price table: modelled)",
+            title=f"{rl['env_id']}: mean return vs time and cost",
+        ),
+        render_pareto_png(plan, folder / "pareto.png"),
     ]
-    chosen = (trained.get("plan") or plan).get("config") or {}
-    predicted = (trained.get("plan") or plan).get("predicted") or {}
+    chosen = plan.get("config") or {}
+    predicted = plan.get("predicted") or {}
     compare = [
-        {"what": "chosen plan (predicted, modelled)", **chosen, "time_s": predicted.get("time_s"), "cost_usd": predicted.get("cost_usd")},
-        {"what": "fastest on the front (predicted)", **_shape(plan.get("fastest")), "time_s": _get(plan.get("fastest"), "predicted_time_s"), "cost_usd": _get(plan.get("fastest"), "predicted_cost_usd")},
-        {"what": "cheapest on the front (predicted)", **_shape(plan.get("cheapest")), "time_s": _get(plan.get("cheapest"), "predicted_time_s"), "cost_usd": _get(plan.get("cheapest"), "predicted_cost_usd")},
-        {"what": f"achieved ({achieved.get('lambda_time_label', 'modelled')} Lambda clock)", **chosen, "time_s": achieved.get("lambda_time_s"), "cost_usd": achieved.get("cost_usd")},
+        {"row": "chosen (predicted)", **chosen, "time_s": predicted.get("time_s"), "cost_usd": predicted.get("cost_usd"), "label": "modelled"},
+        {"row": "fastest on the front (predicted)", **_shape(plan.get("fastest")), "time_s": _get(plan.get("fastest"), "predicted_time_s"), "cost_usd": _get(plan.get("fastest"), "predicted_cost_usd"), "label": "modelled"},
+        {"row": "cheapest on the front (predicted)", **_shape(plan.get("cheapest")), "time_s": _get(plan.get("cheapest"), "predicted_time_s"), "cost_usd": _get(plan.get("cheapest"), "predicted_cost_usd"), "label": "modelled"},
+        {"row": "achieved (training run)", **chosen, "time_s": achieved.get("lambda_time_s"), "cost_usd": achieved.get("cost_usd"), "label": f"Lambda clock {clock}; cost {achieved.get('cost_label', 'modelled')}"},
     ]
-    cols = ["what", "actors", "memory_mb", "batch", "time_s", "cost_usd"]
-    phases = trained.get("phases", [])
-    table_artifact(f"{name}-seraph-plan", [{c: r.get(c) for c in cols} for r in compare], "Seraph: predicted vs achieved")
+    cols = ["row", "actors", "memory_mb", "batch", "time_s", "cost_usd", "label"]
+    phases = [
+        {**{k: v for k, v in ph.items() if k not in ("config", "label")}, "config": _shape_text(ph.get("config"))}
+        for ph in trained.get("phases", [])
+    ]
+    phase_cols = ["phase", "config", "iterations", "env_steps", "predicted_time_s", "measured_time_s", "predicted_cost_usd", "measured_cost_usd", "measured_wall_s"]
+    table_artifact(f"{name}-seraph-plan", [{c: r.get(c) for c in cols} for r in compare], "Seraph: predicted vs achieved time (s) and cost (USD)")
     if phases:
-        table_artifact(f"{name}-seraph-phases", phases, "Seraph: configuration phases during training (re-tuning)")
+        table_artifact(f"{name}-seraph-phases", [{c: p.get(c) for c in phase_cols} for p in phases], "Seraph: phases of training (re-tuning): predicted vs measured")
+    changes = [d for d in trained.get("decisions", []) if d.get("changed")]
     md = f"""
-**Tuned:** actor functions, their memory size and the batch per update, to train
-`{rl['env_id']}` to a mean return of {rl['target_reward']:g} on the `{rl['backend']}` backend,
-objective **{rl['objective']}** (deadline {fmt(rl['deadline_s'])} s, budget {fmt(rl['budget_usd'])} USD).
+**Tuned:** the number of actor functions, their memory size and the batch per PPO update, to
+train `{rl['env_id']}` to a mean return of {rl['target_reward']:g} on the `{rl['backend']}` backend;
+objective **{plan.get('objective')}** (deadline {fmt(rl['deadline_s'])} s, budget {fmt(rl['budget_usd'])} USD).
 
-**Profile:** {'cached (reused)' if profile_cached else 'measured (not cached)'}; key `{profile.get('key', '-')}`,
-{len(profile.get('observations', []))} observations.
+**Profile:** {'cached (reused from an earlier run)' if profile_cached else 'measured now (not cached)'};
+key `{profile.get('key', '-')}`, a pilot of {profile.get('pilot', {}).get('iterations', '-')} iterations /
+{fmt(profile.get('pilot', {}).get('env_steps'))} env steps, noise scale B_noise = {fmt(profile.get('noise', {}).get('b_noise'))}.
 
-**Chosen configuration:** {chosen.get('actors')} actors x {chosen.get('memory_mb')} MB, batch {chosen.get('batch')}.
+**Chosen configuration:** {chosen.get('actors')} actors x {chosen.get('memory_mb')} MB, batch {chosen.get('batch')}
+({plan.get('message', '')}). Re-tuning: {'on' if rl['retune'] else 'off'}, {len(changes)} change(s) during training.
 
-**Result:** target {'reached' if achieved.get('reached') else 'NOT reached'}; measured wall time
-{fmt(achieved.get('wall_s'))} s on this machine; Lambda-clock time {fmt(achieved.get('lambda_time_s'))} s
-({achieved.get('lambda_time_label', 'modelled')}); cost {fmt(achieved.get('cost_usd'))} USD (price table, modelled for local runs).
+**Result:** target {'reached' if achieved.get('reached') else '**not** reached'} after {fmt(achieved.get('env_steps'))} env steps
+({achieved.get('stop_reason', '-')}); time on Lambda {fmt(achieved.get('lambda_time_s'))} s ({clock});
+cost {fmt(achieved.get('cost_usd'))} USD ({achieved.get('cost_label', 'modelled')}); wall time on this machine
+{fmt(achieved.get('wall_s'))} s (measured).
 
 {md_table(compare, cols)}
-{('**Re-tuning phases**' + chr(10) + chr(10) + md_table(phases)) if phases else ''}
+**Phases** (predicted by the model vs measured on the Lambda clock):
 
-![reward vs time and cost](seraph/reward.png)
+{md_table(phases, phase_cols)}
+![mean return vs time and cost](seraph/reward.png)
 
 ![cost-vs-time Pareto front (predicted)](seraph/pareto.png)
 """
-    summary = {"chosen": chosen, "predicted": predicted, "achieved": achieved, "phases": len(phases)}
+    summary = {"chosen": chosen, "predicted": predicted, "achieved": achieved, "phases": len(phases), "retune_changes": len(changes)}
     return section("seraph", f"Seraph: {rl['env_id']}", md, plots=plots, summary=summary, profile_cached=profile_cached)
 
 
@@ -181,6 +203,12 @@ def _shape(c: Any) -> dict[str, Any]:
         return {}
     s = c.get("shape", c)
     return {k: s.get(k) for k in ("actors", "memory_mb", "batch")}
+
+
+def _shape_text(c: Any) -> str:
+    if isinstance(c, dict):
+        return f"{c.get('actors')}x{c.get('memory_mb')}MB b{c.get('batch')}"
+    return str(c)
 
 
 def _get(c: Any, key: str) -> Any:

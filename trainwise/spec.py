@@ -40,46 +40,23 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-class ProfileSpec(_Strict):
-    """How long Seraph profiles the RL workload (per configuration it measures)."""
-
-    iterations: int = Field(2, ge=1, le=50, description="PPO iterations measured per probed configuration")
-    memory_mb: list[int] | None = Field(
-        None, description="Lambda memory sizes to probe (128..10240 MB); default: the library's choice"
-    )
-    actors: list[int] | None = Field(None, description="actor counts to probe; default: the library's choice")
-
-    @field_validator("memory_mb")
-    @classmethod
-    def _memory_in_lambda_range(cls, v: list[int] | None) -> list[int] | None:
-        if v is not None:
-            bad = [m for m in v if not 128 <= m <= 10_240]
-            if bad or not v:
-                raise ValueError(f"memory sizes must be 128..10240 MB (AWS Lambda's range), got {v}")
-        return v
-
-    @field_validator("actors")
-    @classmethod
-    def _positive_actors(cls, v: list[int] | None) -> list[int] | None:
-        if v is not None and (not v or min(v) < 1):
-            raise ValueError(f"actor counts must be >= 1, got {v}")
-        return v
-
-
 class RLSpec(_Strict):
     """The RL job Seraph tunes: what to train, to which reward, optimising what."""
 
     env_id: str = Field("CartPole-v1", description="a Gymnasium environment id")
     target_reward: float = Field(description="mean episode return at which training counts as done")
-    max_steps: int = Field(200_000, ge=1_000, description="environment steps after which training gives up")
-    backend: Literal["local", "ray", "lambda"] = "local"
+    max_steps: int | None = Field(
+        None, ge=1_000, description="environment steps after which training gives up (default: 3x the env preset's)"
+    )
+    backend: Literal["local", "ray"] = Field("local", description="where rollout functions run: the local Lambda emulator or Ray")
+    architecture: Literal["x86_64", "arm64"] = Field("x86_64", description="the Lambda architecture priced")
     objective: Literal["cost", "speed", "balanced"] = Field("cost", description="least cost, least time, or a weighted balance")
     weight: float = Field(0.5, ge=0.0, le=1.0, description="balanced objective: the weight of cost (1 - weight goes to time)")
     deadline_s: float | None = Field(None, gt=0, description="constraint: finish within this many seconds")
     budget_usd: float | None = Field(None, gt=0, description="constraint: spend at most this many dollars")
     retune: bool = Field(True, description="re-plan the configuration during training (dynamic re-tuning)")
-    seed: int = 0
-    profile: ProfileSpec = Field(default_factory=ProfileSpec)
+    replan_every: int = Field(3, ge=1, description="re-plan every this many training iterations")
+    seed: int = Field(0, ge=0)
 
     @field_validator("env_id")
     @classmethod
@@ -108,8 +85,12 @@ class IngestSpec(_Strict):
     optimizer: str = Field("intune", description="the optimizer whose configuration is chosen")
     baselines: list[str] = Field(default_factory=lambda: ["autotune"], description="optimizers to compare against")
     time_budget_s: float = Field(30.0, gt=0, le=86_400, description="tuning time per optimizer")
-    verify_window_s: float = Field(2.0, gt=0, le=600, description="seconds per measuring window when verifying live")
-    verify_repeats: int = Field(3, ge=1, le=20, description="measuring windows when verifying live (the median counts)")
+    verify_window_s: float | None = Field(
+        None, gt=0, le=600, description="seconds per measuring window when verifying live (default: the tuner's final protocol)"
+    )
+    verify_repeats: int | None = Field(
+        None, ge=1, le=20, description="measuring windows when verifying live, median counts (default: final protocol)"
+    )
     batch_size: int = Field(4096, ge=1, description="the trainer's batch size (fixed; the pipeline's output)")
     seed: int = 0
 
@@ -172,9 +153,9 @@ _KNOWN_OPTIMIZERS_FALLBACK = ("intune", "naive", "heuristic", "autotune", "hillc
 def known_optimizers() -> list[str]:
     """The ingestion optimizers a spec may name (the baselines registry plus InTune)."""
     try:
-        from optimizers.baselines import REGISTRY  # type: ignore[attr-defined]
+        from optimizers.baselines import OPTIMIZERS
 
-        return sorted({"intune", *REGISTRY})
+        return list(OPTIMIZERS)
     except (ImportError, AttributeError):
         return list(_KNOWN_OPTIMIZERS_FALLBACK)
 

@@ -57,7 +57,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _prefect_defaults() -> None:
-    """Settings for an offline laptop run; the user's environment still wins."""
+    """Settings for an offline laptop run; the user's environment still wins.
+
+    An empty ``PREFECT_API_URL`` means "no server" (Prefect would otherwise try to
+    connect to an empty URL); a generous start-up timeout keeps the embedded server
+    from timing out on a busy 2-core machine (the default is 20 s).
+    """
+    if os.environ.get("PREFECT_API_URL", None) == "":
+        del os.environ["PREFECT_API_URL"]
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     os.environ.setdefault("PREFECT_LOGGING_LOG_PRINTS", "true")
