@@ -498,6 +498,22 @@ def test_malformed_result_is_an_error_not_a_crash(deployed: dict[str, Any]) -> N
     assert batch.requests == 1  # not retried: the same code would return the same bytes
 
 
+def test_offloaded_result_that_cannot_be_fetched_is_retried(deployed: dict[str, Any]) -> None:
+    backend = make_backend(deployed["config_path"], max_attempts=2, replan_rounds=0)
+    missing = {"trajectories_s3": {"bucket": deployed["names"]["bucket"], "key": "rollouts/trajectories/gone.npz"}}
+    calls: list[int] = []
+
+    def dangling_reference(request: Any, **_: Any) -> AWSResponse:
+        calls.append(1)
+        return AWSResponse("https://lambda", 200, HeadersDict({"Content-Type": "application/json"}),
+                           _Raw(json.dumps(missing).encode()))
+
+    backend.lambda_client.meta.events.register("before-send.lambda.Invoke", dangling_reference)
+    batch = backend.invoke(make_events(1), memory_mb=1769)
+    assert "result not fetched from S3" in batch.invocations[0].billing.error
+    assert len(calls) == 2  # retried: the function may write it again
+
+
 # ---------------------------------------------------------------------------------------------
 # clear messages for configuration errors
 

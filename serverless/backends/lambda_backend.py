@@ -410,6 +410,8 @@ class LambdaBackend:
                 result = self.decode_result(body)
             except (ValueError, KeyError, TypeError) as exc:
                 error = f"malformed result: {exc}"
+            except (ClientError, BotoCoreError) as exc:  # offloaded trajectories could not be read
+                error = f"result not fetched from S3: {exc}"
         if report is not None:
             billing = report.billing_record(error)
         else:
