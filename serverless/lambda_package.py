@@ -36,6 +36,8 @@ HANDLER_ENTRY = "serverless.handler.handler"
 PROVIDED_BY_RUNTIME = {"boto3", "botocore", "s3transfer", "jmespath", "urllib3", "dateutil"}
 # The layer's pins follow pyproject.toml (gymnasium is pinned there; numpy is the range's newest).
 LAYER_REQUIREMENTS = ("numpy>=1.26,<3", "gymnasium==1.2.2")
+# gymnasium's Box2D envs (LunarLander) also import Box2D and pygame: pins from pyproject.toml.
+BOX2D_REQUIREMENTS = ("box2d==2.3.10", "pygame==2.6.1")
 LAMBDA_PLATFORMS = {"x86_64": "manylinux2014_x86_64", "arm64": "manylinux2014_aarch64"}
 _FIXED_TIME = (2020, 1, 1, 0, 0, 0)
 
@@ -194,10 +196,13 @@ def main(argv: list[str] | None = None) -> int:
                         "or build/rollout-deps-layer-<arch>.zip with --layer)")
     parser.add_argument("--layer", action="store_true", help="build the numpy+gymnasium layer instead")
     parser.add_argument("--arch", choices=sorted(LAMBDA_PLATFORMS), default="x86_64")
+    parser.add_argument("--box2d", action="store_true",
+                        help="add Box2D and pygame to the layer (needed for LunarLander and other Box2D envs)")
     args = parser.parse_args(argv)
     if args.layer:
         out = args.out or Path(f"build/rollout-deps-layer-{args.arch}.zip")
-        report = build_layer_zip(out, args.arch)
+        requirements = LAYER_REQUIREMENTS + (BOX2D_REQUIREMENTS if args.box2d else ())
+        report = build_layer_zip(out, args.arch, requirements)
     else:
         report = build_function_zip(args.out or Path("build/rollout.zip"))
     print(json.dumps(report, indent=2))
