@@ -155,7 +155,9 @@ class PPOLearner:
         self.config.validate()
         self.spec = self.spec.with_hidden(self.config.hidden)
         self.model = ActorCritic(self.spec)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.config.learning_rate, eps=self.config.adam_eps)
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(), lr=self.config.learning_rate, eps=self.config.adam_eps, fused=True
+        )  # fused: one kernel for all parameters (tiny MLP: per-tensor overhead dominates)
         self.rng = np.random.default_rng(self.seed)
         self.env_steps_seen = 0
         self.updates = 0
@@ -185,8 +187,12 @@ class PPOLearner:
             v_loss = 0.5 * torch.max((value - mb["returns"]).pow(2), (v_clipped - mb["returns"]).pow(2)).mean()
         else:
             v_loss = 0.5 * (value - mb["returns"]).pow(2).mean()
-        ent = entropy.mean()
-        loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
+        if cfg.ent_coef:
+            ent = entropy.mean()
+            loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
+        else:  # no entropy bonus: keep it out of the backward pass (it is only reported)
+            ent = entropy.detach().mean()
+            loss = pg_loss + cfg.vf_coef * v_loss
         with torch.no_grad():
             info = {
                 "policy_loss": pg_loss.detach(),
@@ -267,7 +273,7 @@ class PPOLearner:
                 loss, info = self._loss(mb, clip)
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
-                torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+                torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm, foreach=True)
                 self.optimizer.step()
                 for k, v in info.items():
                     sums[k] = sums.get(k, 0.0) + float(v)

@@ -59,14 +59,14 @@ class DutyCycleThrottle:
     def check(self) -> float:
         """Seconds to pause now (0.0 to keep running). Call often; starts new periods itself."""
         now = self.clock()
-        if now >= self._period_end:
+        if now >= self._period_end - 1e-9:
             # roll over to the period containing ``now``
             periods = int((now - self._period_end) // self.period_s) + 1
             self._period_end += periods * self.period_s
             self._cpu_at_start = self.cpu_time()
             return 0.0
         used = self.cpu_time() - self._cpu_at_start
-        if used >= self.quota_s:
+        if used >= self.quota_s - 1e-9:  # within a nanosecond counts as spent
             pause = self._period_end - now
             self.paused_s += pause
             self.periods_throttled += 1

@@ -1,0 +1,85 @@
+"""The local Lambda emulator: real worker processes, warm/cold, labels, memory checks."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from serverless.backends import make_backend
+from serverless.backends.local import LocalBackend
+from serverless.envs import inspect_env
+from serverless.policy import encode_weights, export_numpy
+from serverless.torch_policy import ActorCritic
+from trainwise.errors import UserError
+
+
+def _events(n: int, steps: int = 50) -> list[dict]:
+    spec = inspect_env("CartPole-v1")
+    weights = base64.b64encode(encode_weights(export_numpy(ActorCritic(spec)))).decode()
+    return [
+        {"env_id": "CartPole-v1", "num_steps": steps, "seed": i, "policy_spec": spec.to_dict(), "actor_id": i, "weights_npz_b64": weights}
+        for i in range(n)
+    ]
+
+
+@pytest.fixture(scope="module")
+def backend():
+    b = LocalBackend(max_workers=2)
+    yield b
+    b.close()
+
+
+def test_invoke_returns_results_and_modelled_bills(backend: LocalBackend) -> None:
+    batch = backend.invoke(_events(3), memory_mb=1769, concurrency=3)
+    assert len(batch.invocations) == 3
+    assert batch.lambda_s_label == "modelled" and batch.concurrency == 3
+    for i, inv in enumerate(batch.invocations):
+        assert inv.result is not None and inv.result["actor_id"] == i and inv.result["env_steps"] == 50
+        bill = inv.billing
+        assert bill.error is None and bill.label == "modelled" and bill.memory_mb == 1769
+        assert bill.billed_ms >= bill.duration_ms and bill.billed_ms - bill.duration_ms < 1
+        assert bill.cold_start and bill.init_ms > 0  # first use of each actor: cold
+        assert "measured_wall_ms" in inv.result["emulator"]
+    again = backend.invoke(_events(3), memory_mb=1769, concurrency=3)
+    assert all(not inv.billing.cold_start and inv.billing.init_ms == 0 for inv in again.invocations)
+
+
+def test_concurrency_above_cores_is_reported() -> None:
+    b = LocalBackend(max_workers=1)
+    b.cores = 1  # pretend a one-core machine
+    try:
+        batch = b.invoke(_events(2, steps=10), memory_mb=1769, concurrency=2)
+        assert any("exceeds" in note for note in batch.notes)
+    finally:
+        b.close()
+
+
+def test_new_memory_size_means_cold_instances_and_throttled_runs_complete(backend: LocalBackend) -> None:
+    backend.invoke(_events(2), memory_mb=1769, concurrency=2)
+    batch = backend.invoke(_events(2), memory_mb=512, concurrency=2)
+    assert all(inv.billing.cold_start for inv in batch.invocations)
+    assert all(inv.result is not None and inv.billing.memory_mb == 512 for inv in batch.invocations)
+    assert all(inv.result["emulator"]["throttled_s"] >= 0 for inv in batch.invocations)
+
+
+def test_handler_errors_are_reported_per_invocation(backend: LocalBackend) -> None:
+    events = _events(2)
+    events[1]["env_id"] = "NoSuchEnv-v0"
+    batch = backend.invoke(events, memory_mb=1769, concurrency=2)
+    assert batch.invocations[0].billing.error is None
+    assert batch.invocations[1].result is None and "NoSuchEnv" in batch.invocations[1].billing.error
+
+
+@pytest.mark.parametrize("memory", [0, 127, 10_241])
+def test_memory_outside_lambda_range(backend: LocalBackend, memory: int) -> None:
+    with pytest.raises(UserError, match="128-10240"):
+        backend.invoke(_events(1), memory_mb=memory)
+
+
+def test_make_backend_names() -> None:
+    with pytest.raises(UserError, match="local, ray, lambda"):
+        make_backend("nope")
+    b = make_backend("local", max_workers=1)
+    assert isinstance(b, LocalBackend)
+    b.close()
