@@ -93,8 +93,10 @@ def profile_pipeline(workload: dict[str, Any]) -> dict[str, Any]:
     from ingestion import calibrate
 
     spec = _pipeline(workload["data_path"], workload["cpu_budget"], workload["batch_size"])
-    model = calibrate.calibrate(spec, _node(workload["cpu_budget"]))
-    return model if isinstance(model, dict) else model.as_dict()
+    from ingestion.node import Node
+
+    model = calibrate.calibrate(spec, Node(**_node(workload["cpu_budget"])))
+    return model.to_json()
 
 
 def _calibration_loader(profile: dict[str, Any]) -> Any:
@@ -102,9 +104,9 @@ def _calibration_loader(profile: dict[str, Any]) -> Any:
     called only by the optimizers that use a model (plumber, intune)."""
 
     def load() -> Any:
-        from ingestion import calibrate
+        from ingestion.simulator import PipelineModel
 
-        return calibrate.from_dict(profile) if hasattr(calibrate, "from_dict") else profile
+        return PipelineModel.from_json(profile)
 
     return load
 
