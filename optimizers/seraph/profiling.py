@@ -46,8 +46,8 @@ def pilot_schedule(minibatch_size: int, memory_sweep: tuple[int, ...] = DEFAULT_
     for m in sorted((m for m in memory_sweep if m != BASE_MEMORY_MB), reverse=True):
         shapes += [RunShape(2, m, small)] * 2
     shapes += [
-        RunShape(32, BASE_MEMORY_MB, 4 * small),
-        RunShape(32, BASE_MEMORY_MB, 4 * small),
+        RunShape(32, BASE_MEMORY_MB, 2 * small),
+        RunShape(32, BASE_MEMORY_MB, 2 * small),
         RunShape(16, BASE_MEMORY_MB, 2 * small),
         RunShape(8, BASE_MEMORY_MB, small),
         RunShape(4, BASE_MEMORY_MB, 2 * small),

@@ -1,0 +1,233 @@
+"""Seraph vs baselines: time and cost to the target reward, side by side in one run.
+
+    flock /tmp/trainwise-bench.lock .venv/bin/python benchmarks/seraph.py \\
+        --envs CartPole-v1 --seeds 0,1,2 [--quick] --json-out runs/seraph-bench.json
+
+Every method trains through the same trainer and cost ledger on the local backend.
+Time and cost are the **modelled** Lambda figures (the emulator's Lambda clock at the
+concurrency each plan asks, and the price table); the measured local wall time is
+shown beside them. Tuning overhead (Seraph's pilot, the memory sweep's invocations,
+Optuna's trials) is included in each method's total.
+
+Methods: static default (RLlib PPO defaults: 2 actors, batch 4,000, 1,769 MB);
+Seraph cost and speed objectives (re-profiled per seed; the run resumes from the
+pilot); Lambda-Power-Tuning-style memory sweep; Optuna TPE with Seraph's pilot
+cost as its trial budget; a grid of full runs (its best shape is the oracle).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from optimizers.seraph.models import RunShape  # noqa: E402
+
+TARGETS = {"CartPole-v1": 475.0, "LunarLander-v3": 200.0}
+GRID_FULL = [RunShape(a, m, b) for a in (1, 4, 16) for m in (885, 1769, 3008) for b in (512, 1024, 2048, 4000)]
+GRID_QUICK = [RunShape(a, 1769, b) for a in (1, 8) for b in (512, 1024, 4000)] + [RunShape(1, 885, 512)]
+GRID_LUNAR = [RunShape(a, 1769, b) for a in (4, 16) for b in (4000, 16384)]
+
+
+def _log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def _seraph(env: str, seed: int, objective: str, target: float, max_steps: int | None, cached: bool) -> dict[str, Any]:
+    """``cached=False``: profile afresh (the pilot is the start of training; its cost counts).
+    ``cached=True``: reuse the profile the fresh run just stored (a second tuning of the
+    same workload): no pilot, training from scratch with the plan."""
+    from optimizers.seraph import tune_and_train
+
+    with tempfile.TemporaryDirectory() as tmp:
+        res = tune_and_train(
+            env_id=env, target_reward=target, objective=objective, seed=seed, max_steps=max_steps,
+            reprofile=not cached, run_dir=Path(tmp),
+        )
+    a = res["achieved"]
+    ov = res["tuning_overhead"]
+    learner_rate = res["plan"]["prices"]["learner_usd_per_s"]
+    return {
+        "method": f"seraph_{objective}" + ("_cached_profile" if cached else ""),
+        "config": res["plan"]["config"],
+        "reached": a["reached"],
+        "env_steps": a["env_steps"],
+        "lambda_time_s": a["lambda_time_s"],
+        "cost_usd": a["cost_usd"],
+        "wall_s": a["wall_s"] + ov["profiling_wall_s"],
+        "tuning_cost_usd": ov["profiling_cost_usd"] + ov["planning_wall_s"] * learner_rate,
+        # what the pilot cost beyond training the same env steps at the planned shape
+        "net_tuning_cost_usd": max(
+            0.0,
+            ov["profiling_cost_usd"]
+            - res["profile"]["pilot"]["env_steps"] * (res["plan"]["predicted"]["cost_usd"] / max(res["plan"]["predicted"]["env_steps"], 1)),
+        ) * (0 if cached else 1) + ov["planning_wall_s"] * learner_rate,
+        "tuning_lambda_s": ov["profiling_lambda_time_s"] + ov["planning_wall_s"],
+        "pilot_cost_usd": ov["profiling_cost_usd"],
+        "planning_wall_s": ov["planning_wall_s"],
+        "phases": res["phases"],
+        "decisions": [d for d in res["decisions"] if d["changed"]],
+        "model_check": res["model_check"],
+        "b_noise_pilot": res["profile"]["b_noise_pilot"],
+        "b_noise_final": res["training"]["b_noise_final"],
+        "predicted": res["plan"]["predicted"],
+    }
+
+
+def run_env(env: str, seeds: list[int], quick: bool, max_steps: int | None, partial: Path | None = None) -> dict[str, Any]:
+    from optimizers.baselines.rl_grid import oracle, run_grid
+    from optimizers.baselines.rl_memory_sweep import run_memory_sweep
+    from optimizers.baselines.rl_optuna import run_optuna
+    from optimizers.baselines.rl_static import run_static
+    from optimizers.seraph.profiling import workload_for
+    from optimizers.seraph.tuner import search_space_for
+    from serverless.backends import make_backend
+
+    target = TARGETS[env]
+    workload = workload_for(env, max_steps)
+    space = search_space_for(workload, (512, 885, 1769, 3008, 5307, 10240))
+
+    class _Runs(list):  # every finished run is saved at once, so a long benchmark loses nothing
+        def append(self, item: Any) -> None:
+            super().append(item)
+            if partial is not None:
+                from trainwise.results import write_json
+
+                write_json(partial, {"env": env, "partial": True, "runs": list(self)})
+
+    runs = _Runs()
+    for seed in seeds:
+        _log(f"{env} seed {seed}: static default")
+        runs.append({"seed": seed, **run_static(workload, target_reward=target, seed=seed)})
+        for objective in ("cost", "speed"):
+            for cached in (False, True):
+                _log(f"{env} seed {seed}: seraph {objective}{' (cached profile)' if cached else ''}")
+                runs.append({"seed": seed, **_seraph(env, seed, objective, target, max_steps, cached)})
+        pilot_cost = next(r["pilot_cost_usd"] for r in runs if r["method"] == "seraph_cost" and r["seed"] == seed)
+        probe = make_backend("local")
+        try:
+            for objective in ("cost",) if quick else ("cost", "speed"):
+                _log(f"{env} seed {seed}: memory sweep {objective}")
+                runs.append({"seed": seed, **run_memory_sweep(workload, target_reward=target, seed=seed, objective=objective, backend_obj=probe)})
+            for objective in ("cost", "speed"):
+                _log(f"{env} seed {seed}: optuna {objective} (trial budget ${pilot_cost:.6f})")
+                runs.append({"seed": seed, **run_optuna(workload, space, target_reward=target, seed=seed, objective=objective, budget_usd=pilot_cost, backend_obj=probe)})
+        finally:
+            probe.close()
+    grid_shapes = GRID_LUNAR if env.startswith("LunarLander") else (GRID_QUICK if quick else GRID_FULL)
+    _log(f"{env}: grid of {len(grid_shapes)} shapes x {len(seeds)} seeds")
+    grid = run_grid(workload, grid_shapes, target_reward=target, seeds=seeds)
+    return {"env": env, "target_reward": target, "workload": workload.key_dict(), "runs": list(runs), "grid": grid,
+            "oracle": {o: oracle(grid, o) for o in ("cost", "speed")}}
+
+
+def _median(rows: list[dict[str, Any]], key: str) -> float | None:
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def summarise(env_result: dict[str, Any]) -> dict[str, Any]:
+    runs = env_result["runs"]
+    methods = sorted({r["method"] for r in runs}, key=lambda m: (not m.startswith("static"), m))
+    table = []
+    for m in methods:
+        rows = [r for r in runs if r["method"] == m]
+        table.append({
+            "method": m,
+            "seeds": len(rows),
+            "reached": sum(r["reached"] for r in rows),
+            "median_lambda_time_s_modelled": _median(rows, "lambda_time_s"),
+            "median_cost_usd_modelled": _median(rows, "cost_usd"),
+            "median_wall_s_measured": _median(rows, "wall_s"),
+            "median_tuning_cost_usd_modelled": _median(rows, "tuning_cost_usd"),
+            "median_net_tuning_cost_usd_modelled": _median(rows, "net_tuning_cost_usd"),
+            "median_env_steps": _median(rows, "env_steps"),
+        })
+    by = {t["method"]: t for t in table}
+    st, sc, ss = by.get("static_default"), by.get("seraph_cost"), by.get("seraph_speed")
+    bars: dict[str, Any] = {}
+    if st and sc:
+        c_ratio = sc["median_cost_usd_modelled"] / st["median_cost_usd_modelled"]
+        t_ratio = sc["median_lambda_time_s_modelled"] / st["median_lambda_time_s_modelled"]
+        bars["cost_objective_cost_ratio_vs_static"] = c_ratio
+        bars["cost_objective_time_ratio_vs_static"] = t_ratio
+        bars["cost_objective_bar_met"] = c_ratio <= 0.7 and t_ratio <= 1.2
+        saved = st["median_cost_usd_modelled"] - sc["median_cost_usd_modelled"]
+        gross, net = sc["median_tuning_cost_usd_modelled"], sc["median_net_tuning_cost_usd_modelled"]
+        bars["tuning_overhead_gross_share_of_saving"] = gross / saved if saved > 0 else None
+        bars["tuning_overhead_net_share_of_saving"] = net / saved if saved > 0 else None
+        bars["tuning_overhead_bar_met_gross"] = saved > 0 and gross < 0.1 * saved
+        bars["tuning_overhead_bar_met_net"] = saved > 0 and net < 0.1 * saved
+    if st and ss:
+        bars["speed_objective_time_ratio_vs_static"] = ss["median_lambda_time_s_modelled"] / st["median_lambda_time_s_modelled"]
+        bars["speed_objective_bar_met"] = bars["speed_objective_time_ratio_vs_static"] < 1.0
+    orc = env_result["oracle"]
+    for suffix in ("", "_cached_profile"):
+        c, s_ = by.get("seraph_cost" + suffix), by.get("seraph_speed" + suffix)
+        if c and orc.get("cost"):
+            bars[f"cost_objective{suffix}_vs_oracle"] = c["median_cost_usd_modelled"] / orc["cost"]["median"]
+            bars[f"cost_oracle_bar_met{suffix}"] = bars[f"cost_objective{suffix}_vs_oracle"] <= 1.15
+        if s_ and orc.get("speed"):
+            bars[f"speed_objective{suffix}_vs_oracle"] = s_["median_lambda_time_s_modelled"] / orc["speed"]["median"]
+            bars[f"speed_oracle_bar_met{suffix}"] = bars[f"speed_objective{suffix}_vs_oracle"] <= 1.15
+    errs = [r["model_check"]["iteration_time_median_abs_error"] for r in runs if r["method"].startswith("seraph") and r["model_check"]["iteration_time_median_abs_error"] is not None]
+    if errs:
+        bars["iteration_time_prediction_median_abs_error"] = statistics.median(errs)
+        bars["prediction_bar_met"] = bars["iteration_time_prediction_median_abs_error"] < 0.2
+    return {"table": table, "bars": bars}
+
+
+def print_table(env: str, summary: dict[str, Any], oracle: dict[str, Any]) -> None:
+    print(f"\n{env}: medians over seeds. time and cost MODELLED (local Lambda emulator clock, price table); wall MEASURED")
+    print(f"{'method':<30}{'reached':>9}{'time s':>10}{'cost USD':>12}{'tuning USD':>12}{'wall s':>9}{'steps':>9}")
+    for t in summary["table"]:
+        print(
+            f"{t['method']:<30}{t['reached']:>5}/{t['seeds']:<3}{t['median_lambda_time_s_modelled']:>10.1f}"
+            f"{t['median_cost_usd_modelled']:>12.6f}{(t['median_tuning_cost_usd_modelled'] or 0):>12.6f}"
+            f"{t['median_wall_s_measured']:>9.1f}{t['median_env_steps']:>9.0f}"
+        )
+    for o, v in oracle.items():
+        if v:
+            print(f"grid oracle ({o}): {v['config']}  time {v['median_lambda_time_s']:.1f} s  cost ${v['median_cost_usd']:.6f}")
+    for k, v in summary["bars"].items():
+        print(f"  {k}: {v:.3f}" if isinstance(v, float) else f"  {k}: {v}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--envs", default="CartPole-v1,LunarLander-v3")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--quick", action="store_true", help="small grid (7 shapes), memory sweep for cost only")
+    ap.add_argument("--max-steps", type=int, default=None)
+    ap.add_argument("--json-out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    envs = [e for e in args.envs.split(",") if e]
+    unknown = [e for e in envs if e not in TARGETS]
+    if unknown:
+        ap.error(f"unknown env(s) {unknown}; allowed: {', '.join(TARGETS)}")
+    try:
+        seeds = [int(s) for s in args.seeds.split(",") if s]
+    except ValueError:
+        ap.error(f"--seeds must be comma-separated integers, got {args.seeds!r}")
+    results = []
+    for env in envs:
+        partial = None if args.json_out is None else args.json_out.with_suffix(f".{env}.partial.json")
+        res = run_env(env, seeds, args.quick, args.max_steps, partial)
+        res["summary"] = summarise(res)
+        print_table(env, res["summary"], res["oracle"])
+        results.append(res)
+        if args.json_out:
+            from trainwise.results import write_json
+
+            write_json(args.json_out, {"benchmark": "seraph", "quick": args.quick, "seeds": seeds, "envs": results})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""Shared by the RL baselines: train one fixed shape through the real trainer and ledger,
+and measure a few iterations of a shape (for the tuners that probe before training)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from optimizers.seraph.models import RunShape
+from optimizers.seraph.profiling import SweepController, Workload
+from optimizers.seraph.records import view
+
+
+def _spec(workload: Workload, shape: RunShape, *, target_reward: float, seed: int, max_steps: int, backend: str) -> Any:
+    from serverless.ppo import PPOConfig
+    from serverless.trainer import RunConfig, TrainSpec
+
+    ppo = PPOConfig.from_dict(dict(workload.ppo))
+    ppo.anneal_steps = workload.max_steps  # every method shares the learning-rate schedule
+    return TrainSpec(
+        env_id=workload.env_id,
+        target_reward=target_reward,
+        max_steps=max_steps,
+        run=RunConfig(shape.actors, shape.memory_mb, shape.batch),
+        ppo=ppo,
+        seed=seed,
+        backend=backend,
+        architecture=workload.architecture,
+        checkpoint_every=0,
+    )
+
+
+def summary(res: Any) -> dict[str, Any]:
+    return {
+        "reached": res.reached,
+        "env_steps": res.env_steps,
+        "lambda_time_s": res.lambda_time_s,
+        "cost_usd": res.cost_usd,
+        "wall_s": res.wall_s,
+        "iterations": len(res.iterations),
+        "final_mean_return": res.final_mean_return,
+        "label": f"time: {res.lambda_time_label} Lambda clock; cost: {res.ledger.label}; wall_s measured",
+    }
+
+
+def train_shape(
+    workload: Workload,
+    shape: RunShape,
+    *,
+    target_reward: float,
+    seed: int,
+    backend: str = "local",
+    backend_obj: Any = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """A full training run at a fixed shape; the summary of what it achieved."""
+    from serverless.trainer import train
+
+    spec = _spec(workload, shape, target_reward=target_reward, seed=seed, max_steps=workload.max_steps, backend=backend)
+    res = train(spec, backend=backend_obj, progress=progress)
+    return {"config": shape.as_dict(), **summary(res)}
+
+
+def probe_shapes(
+    workload: Workload,
+    shapes: list[RunShape],
+    *,
+    seed: int,
+    backend: str = "local",
+    backend_obj: Any = None,
+) -> tuple[list[Any], dict[str, Any]]:
+    """Run one short training with one iteration per listed shape; the views and a summary."""
+    from serverless.trainer import RunConfig, train
+
+    def to_run(s: RunShape) -> Any:
+        return RunConfig(s.actors, s.memory_mb, s.batch)
+
+    spec = _spec(workload, shapes[0], target_reward=1e30, seed=seed, max_steps=sum(s.batch for s in shapes), backend=backend)
+    ctl = SweepController(shapes, to_run)
+    res = train(spec, backend=backend_obj, controller=ctl, progress=False)
+    views = [view(r) for r in res.iterations]
+    return views, summary(res)

@@ -1,0 +1,50 @@
+"""Grid search over full training runs; its best point is the "oracle" reference.
+
+Every shape of the grid is trained to the target (or the step cap) for every seed.
+The oracle for an objective is the shape whose *median over seeds* is best among the
+shapes that reached the target on every seed; its median figure is the reference
+Seraph is compared with. A grid this coarse is a lower bound on a true oracle.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any, Iterable
+
+from optimizers.baselines.rl_common import train_shape
+from optimizers.seraph.models import RunShape
+from optimizers.seraph.profiling import Workload
+
+
+def run_grid(
+    workload: Workload, shapes: Iterable[RunShape], *, target_reward: float, seeds: Iterable[int]
+) -> list[dict[str, Any]]:
+    rows = []
+    for s in shapes:
+        for seed in seeds:
+            rows.append({"method": "grid", "seed": seed, **train_shape(workload, s, target_reward=target_reward, seed=seed)})
+    return rows
+
+
+def oracle(rows: list[dict[str, Any]], objective: str) -> dict[str, Any] | None:
+    """The grid shape with the best median (over seeds) time or cost to the target."""
+    key = {"cost": "cost_usd", "speed": "lambda_time_s"}[objective]
+    by_shape: dict[tuple[int, int, int], list[dict[str, Any]]] = {}
+    for r in rows:
+        c = r["config"]
+        by_shape.setdefault((c["actors"], c["memory_mb"], c["batch"]), []).append(r)
+    best = None
+    for shape, runs in by_shape.items():
+        if not all(r["reached"] for r in runs):
+            continue
+        med = statistics.median(r[key] for r in runs)
+        if best is None or med < best["median"]:
+            best = {
+                "config": dict(zip(("actors", "memory_mb", "batch"), shape)),
+                "median": med,
+                "objective": objective,
+                "median_cost_usd": statistics.median(r["cost_usd"] for r in runs),
+                "median_lambda_time_s": statistics.median(r["lambda_time_s"] for r in runs),
+                "seeds": len(runs),
+            }
+    return best

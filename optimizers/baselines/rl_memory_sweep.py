@@ -1,0 +1,97 @@
+"""Memory-only sweep in the manner of AWS Lambda Power Tuning.
+
+Actors and batch stay at the static default (2 actors, 4,000 steps). For each memory
+size the rollout function is invoked twice with the initial policy (the first call
+after a memory change is a cold start, so, like Power Tuning's trimmed mean, we keep
+the warm one), priced as Power Tuning prices it (billed duration x memory x GB-s
+rate; requests and the learner are not part of its figure), and the strategy picks
+one: ``cost`` (cheapest, ties by speed), ``speed`` (fastest, ties by cost) or
+``balanced`` (w * cost / max + (1 - w) * duration / max). Then a full training run
+at that memory. The sweep's own invocations are its tuning cost.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from optimizers.baselines.rl_common import train_shape
+from optimizers.baselines.rl_static import STATIC_DEFAULT
+from optimizers.seraph.models import RunShape
+from optimizers.seraph.planner import DEFAULT_MEMORY_SWEEP
+from optimizers.seraph.profiling import Workload
+
+
+def _events(workload: Workload, shape: RunShape, seed: int) -> list[dict[str, Any]]:
+    from serverless.envs import inspect_env
+    from serverless.policy import encode_weights, export_numpy
+    from serverless.ppo import PPOConfig, PPOLearner
+
+    ppo = PPOConfig.from_dict(dict(workload.ppo))
+    learner = PPOLearner(inspect_env(workload.env_id, hidden=tuple(ppo.hidden)), ppo, seed=seed)
+    weights = base64.b64encode(encode_weights(export_numpy(learner.model))).decode("ascii")
+    per = shape.batch // shape.actors
+    return [
+        {
+            "env_id": workload.env_id,
+            "num_steps": per,
+            "seed": seed * 1000 + i,
+            "policy_spec": learner.spec.to_dict(),
+            "actor_id": i,
+            "weights_npz_b64": weights,
+        }
+        for i in range(shape.actors)
+    ]
+
+
+def sweep(
+    workload: Workload, backend_obj: Any, *, seed: int, memories: tuple[int, ...] = DEFAULT_MEMORY_SWEEP
+) -> tuple[list[dict[str, Any]], float, float]:
+    """Per memory: warm cost (USD, Power Tuning's formula) and duration (s) of one batch."""
+    from serverless.pricing import PriceTable
+
+    prices = PriceTable.load()
+    rate = prices.gb_second_price(workload.architecture)
+    rows, spent, spent_s = [], 0.0, 0.0
+    events = _events(workload, STATIC_DEFAULT, seed)
+    for m in memories:
+        for attempt in range(2):
+            batch = backend_obj.invoke(events, m, concurrency=STATIC_DEFAULT.actors)
+            billed = sum(inv.billing.billed_ms for inv in batch.invocations)
+            cost = billed / 1000.0 * m / 1024.0 * rate
+            spent += cost + prices.request_cost(len(batch.invocations))
+            spent_s += batch.lambda_s
+            if attempt == 1:
+                rows.append({"memory_mb": m, "cost_usd": cost, "duration_s": batch.lambda_s})
+    return rows, spent, spent_s
+
+
+def pick(rows: list[dict[str, Any]], objective: str, weight: float = 0.5) -> int:
+    if objective == "cost":
+        best = min(rows, key=lambda r: (r["cost_usd"], r["duration_s"]))
+    elif objective == "speed":
+        best = min(rows, key=lambda r: (r["duration_s"], r["cost_usd"]))
+    else:
+        mc = max(r["cost_usd"] for r in rows) or 1.0
+        md = max(r["duration_s"] for r in rows) or 1.0
+        best = min(rows, key=lambda r: weight * r["cost_usd"] / mc + (1 - weight) * r["duration_s"] / md)
+    return int(best["memory_mb"])
+
+
+def run_memory_sweep(
+    workload: Workload, *, target_reward: float, seed: int, objective: str, backend_obj: Any, weight: float = 0.5
+) -> dict[str, Any]:
+    rows, spent, spent_s = sweep(workload, backend_obj, seed=seed)
+    m = pick(rows, objective, weight)
+    shape = RunShape(STATIC_DEFAULT.actors, m, STATIC_DEFAULT.batch)
+    out = train_shape(workload, shape, target_reward=target_reward, seed=seed)  # a fresh backend: no warm carry-over
+    return {
+        "method": f"memory_sweep_{objective}",
+        "sweep": rows,
+        "tuning_cost_usd": spent,
+        "tuning_lambda_s": spent_s,
+        **out,
+        "training_cost_usd": out["cost_usd"],
+        "cost_usd": out["cost_usd"] + spent,
+        "lambda_time_s": out["lambda_time_s"] + spent_s,
+    }

@@ -1,0 +1,75 @@
+"""Optuna TPE over Seraph's space, with the same trial budget as Seraph's profiling.
+
+Each trial runs the proposed shape for two iterations through the trainer (the first
+warms the actors; the second is measured) and scores it by what can be measured
+without a model of training dynamics: cost per env step (``cost``), Lambda-clock
+time per env step (``speed``) or their normalised blend (``balanced``). Trials stop
+once their total modelled cost reaches the budget (Seraph's pilot cost); the best
+shape is then trained to the target. The trials' cost is the tuning overhead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from optimizers.baselines.rl_common import probe_shapes, train_shape
+from optimizers.seraph.models import RunShape
+from optimizers.seraph.planner import SearchSpace
+from optimizers.seraph.profiling import Workload
+
+
+def run_optuna(
+    workload: Workload,
+    space: SearchSpace,
+    *,
+    target_reward: float,
+    seed: int,
+    objective: str,
+    budget_usd: float,
+    backend_obj: Any,
+    weight: float = 0.5,
+    max_trials: int = 40,
+) -> dict[str, Any]:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=seed))
+    spent, spent_s, trials = 0.0, 0.0, []
+    ref: tuple[float, float] | None = None
+    while spent < budget_usd and len(trials) < max_trials:
+        t = study.ask()
+        batch = t.suggest_categorical("batch", list(space.batches))
+        wanted = t.suggest_categorical("actors", list(space.actors))
+        # too many actors for the batch: use the most the batch allows (fixed choices keep TPE's model valid)
+        actors = max([a for a in space.actors if a <= wanted and batch / a >= space.min_steps_per_actor], default=1)
+        memory = t.suggest_categorical("memory_mb", list(space.memories))
+        shape = RunShape(actors, memory, batch)
+        views, summ = probe_shapes(workload, [shape, shape], seed=seed, backend_obj=backend_obj)
+        spent += summ["cost_usd"]
+        spent_s += summ["lambda_time_s"]
+        warm = views[-1]
+        cost_step = (warm.cost_usd - views[0].cost_usd) / batch
+        time_step = warm.iteration_lambda_s / batch
+        if ref is None:
+            ref = (cost_step, time_step)
+        if objective == "cost":
+            value = cost_step
+        elif objective == "speed":
+            value = time_step
+        else:
+            value = weight * cost_step / ref[0] + (1 - weight) * time_step / ref[1]
+        study.tell(t, value)
+        trials.append({**shape.as_dict(), "value": value, "trial_cost_usd": summ["cost_usd"]})
+    best_trial = min(trials, key=lambda r: r["value"])
+    best = RunShape(best_trial["actors"], best_trial["memory_mb"], best_trial["batch"])
+    out = train_shape(workload, best, target_reward=target_reward, seed=seed)  # a fresh backend: no warm carry-over
+    return {
+        "method": f"optuna_tpe_{objective}",
+        "trials": trials,
+        "tuning_cost_usd": spent,
+        "tuning_lambda_s": spent_s,
+        **out,
+        "training_cost_usd": out["cost_usd"],
+        "cost_usd": out["cost_usd"] + spent,
+        "lambda_time_s": out["lambda_time_s"] + spent_s,
+    }
