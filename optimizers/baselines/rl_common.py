@@ -79,3 +79,29 @@ def probe_shapes(
     res = train(spec, backend=backend_obj, controller=ctl, progress=False)
     views = [view(r) for r in res.iterations]
     return views, summary(res)
+
+
+def train_after_tuning(
+    workload: Workload,
+    shape: RunShape,
+    *,
+    method: str,
+    target_reward: float,
+    seed: int,
+    tuning_cost_usd: float,
+    tuning_lambda_s: float,
+    details: dict[str, Any],
+) -> dict[str, Any]:
+    """Train the tuned shape on a fresh backend (no warm actors carried over from the
+    tuning probes) and charge the tuning to the totals."""
+    out = train_shape(workload, shape, target_reward=target_reward, seed=seed)
+    return {
+        "method": method,
+        **details,
+        "tuning_cost_usd": tuning_cost_usd,
+        "tuning_lambda_s": tuning_lambda_s,
+        **out,
+        "training_cost_usd": out["cost_usd"],
+        "cost_usd": out["cost_usd"] + tuning_cost_usd,
+        "lambda_time_s": out["lambda_time_s"] + tuning_lambda_s,
+    }

@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from optimizers.baselines.rl_common import train_shape
+from optimizers.baselines.rl_common import train_after_tuning
 from optimizers.baselines.rl_static import STATIC_DEFAULT
 from optimizers.seraph.models import RunShape
 from optimizers.seraph.planner import DEFAULT_MEMORY_SWEEP
@@ -84,14 +84,7 @@ def run_memory_sweep(
     rows, spent, spent_s = sweep(workload, backend_obj, seed=seed)
     m = pick(rows, objective, weight)
     shape = RunShape(STATIC_DEFAULT.actors, m, STATIC_DEFAULT.batch)
-    out = train_shape(workload, shape, target_reward=target_reward, seed=seed)  # a fresh backend: no warm carry-over
-    return {
-        "method": f"memory_sweep_{objective}",
-        "sweep": rows,
-        "tuning_cost_usd": spent,
-        "tuning_lambda_s": spent_s,
-        **out,
-        "training_cost_usd": out["cost_usd"],
-        "cost_usd": out["cost_usd"] + spent,
-        "lambda_time_s": out["lambda_time_s"] + spent_s,
-    }
+    return train_after_tuning(
+        workload, shape, method=f"memory_sweep_{objective}", target_reward=target_reward, seed=seed,
+        tuning_cost_usd=spent, tuning_lambda_s=spent_s, details={"sweep": rows},
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from optimizers.baselines.rl_common import probe_shapes, train_shape
+from optimizers.baselines.rl_common import probe_shapes, train_after_tuning
 from optimizers.seraph.models import RunShape
 from optimizers.seraph.planner import SearchSpace
 from optimizers.seraph.profiling import Workload
@@ -62,14 +62,7 @@ def run_optuna(
         trials.append({**shape.as_dict(), "value": value, "trial_cost_usd": summ["cost_usd"]})
     best_trial = min(trials, key=lambda r: r["value"])
     best = RunShape(best_trial["actors"], best_trial["memory_mb"], best_trial["batch"])
-    out = train_shape(workload, best, target_reward=target_reward, seed=seed)  # a fresh backend: no warm carry-over
-    return {
-        "method": f"optuna_tpe_{objective}",
-        "trials": trials,
-        "tuning_cost_usd": spent,
-        "tuning_lambda_s": spent_s,
-        **out,
-        "training_cost_usd": out["cost_usd"],
-        "cost_usd": out["cost_usd"] + spent,
-        "lambda_time_s": out["lambda_time_s"] + spent_s,
-    }
+    return train_after_tuning(
+        workload, best, method=f"optuna_tpe_{objective}", target_reward=target_reward, seed=seed,
+        tuning_cost_usd=spent, tuning_lambda_s=spent_s, details={"trials": trials},
+    )
