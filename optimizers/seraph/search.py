@@ -148,13 +148,13 @@ def choose(cands: Sequence[Candidate], objective: Objective, constraints: Constr
             parts.append(f"the deadline of {d:.0f} s cannot be met: the fastest plan needs {fastest.time_s:.0f} s (modelled)")
         if b is not None and cheapest.cost_usd > b:
             binding.append("budget_usd")
-            parts.append(f"the budget of ${b:.4f} cannot be met: the cheapest plan costs ${cheapest.cost_usd:.4f} (modelled)")
+            parts.append(f"the budget of ${b:.6g} cannot be met: the cheapest plan costs ${cheapest.cost_usd:.6g} (modelled)")
         if not binding:  # each alone is feasible, together they are not
             binding = ["deadline_s", "budget_usd"]
             within_d = min((c for c in cands if c.time_s <= d), key=lambda c: c.cost_usd)  # type: ignore[operator]
             parts.append(
                 f"the deadline and the budget cannot both be met: within {d:.0f} s the cheapest plan costs "
-                f"${within_d.cost_usd:.4f} (budget ${b:.4f})"
+                f"${within_d.cost_usd:.6g} (budget ${b:.6g})"
             )
         return SearchOutcome(None, False, binding, "infeasible: " + "; ".join(parts), fastest, cheapest, front)
     best = min(ok, key=key)

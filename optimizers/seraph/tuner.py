@@ -177,6 +177,9 @@ def tune_and_train(
 
         run_dir = new_run_dir("seraph")
     ckpt = None if plan_only else Path(run_dir) / "checkpoint"
+    import serverless.presets  # noqa: F401  (imported before the clocks start: module import
+    import serverless.pricing  # noqa: F401   time is not planning time)
+
     t0 = time.perf_counter()
     pilot = profile_workload(
         workload, backend, reuse=not reprofile, seed=seed, checkpoint_dir=ckpt, backend_obj=backend_obj, progress=progress
