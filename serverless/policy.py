@@ -106,49 +106,55 @@ class NumpyPolicy:
 
     spec: PolicySpec
     arrays: dict[str, np.ndarray]
-    _actor: list[tuple[np.ndarray, np.ndarray]] = field(init=False, repr=False)
-    _critic: list[tuple[np.ndarray, np.ndarray]] = field(init=False, repr=False)
+    _layers: list[tuple[np.ndarray, np.ndarray]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         layers = len(self.spec.hidden) + 1
         try:
-            self._actor = [(self.arrays[f"actor.{i}.w"], self.arrays[f"actor.{i}.b"]) for i in range(layers)]
-            self._critic = [(self.arrays[f"critic.{i}.w"], self.arrays[f"critic.{i}.b"]) for i in range(layers)]
+            actor = [(self.arrays[f"actor.{i}.w"], self.arrays[f"actor.{i}.b"]) for i in range(layers)]
+            critic = [(self.arrays[f"critic.{i}.w"], self.arrays[f"critic.{i}.b"]) for i in range(layers)]
         except KeyError as exc:
             raise ValueError(f"weights do not match the policy spec: missing {exc}") from None
-        if self._actor[0][0].shape[0] != self.spec.obs_dim:
-            raise ValueError(
-                f"weights expect obs_dim {self._actor[0][0].shape[0]}, policy spec says {self.spec.obs_dim}"
-            )
+        if actor[0][0].shape[0] != self.spec.obs_dim:
+            raise ValueError(f"weights expect obs_dim {actor[0][0].shape[0]}, policy spec says {self.spec.obs_dim}")
+        # Fuse the two networks into one of twice the width (first layer side by side,
+        # later layers block-diagonal): three small matmuls per step instead of six.
+        # Single-observation numpy is bound by per-call overhead, not by flops.
+        fused = [(np.hstack([actor[0][0], critic[0][0]]), np.concatenate([actor[0][1], critic[0][1]]))]
+        for (aw, ab), (cw, cb) in zip(actor[1:], critic[1:]):
+            w = np.zeros((aw.shape[0] + cw.shape[0], aw.shape[1] + cw.shape[1]), dtype=np.float32)
+            w[: aw.shape[0], : aw.shape[1]] = aw
+            w[aw.shape[0] :, aw.shape[1] :] = cw
+            fused.append((w, np.concatenate([ab, cb]).astype(np.float32)))
+        self._layers = [(w.astype(np.float32), b.astype(np.float32)) for w, b in fused]
         self._std = np.exp(self.arrays["log_std"]) if self.spec.action_kind == "continuous" else None
+        self._log_std_sum = float(np.sum(self.arrays["log_std"])) if self._std is not None else 0.0
 
-    @staticmethod
-    def _mlp(layers: list[tuple[np.ndarray, np.ndarray]], x: np.ndarray) -> np.ndarray:
-        for w, b in layers[:-1]:
+    def _forward(self, obs: np.ndarray) -> np.ndarray:
+        """[actor output..., value] for one observation."""
+        x = np.asarray(obs, dtype=np.float32)
+        for w, b in self._layers[:-1]:
             x = np.tanh(x @ w + b)
-        w, b = layers[-1]
+        w, b = self._layers[-1]
         return x @ w + b
 
     def value(self, obs: np.ndarray) -> float:
-        return float(self._mlp(self._critic, np.asarray(obs, dtype=np.float32))[0])
+        return float(self._forward(obs)[-1])
 
     def act(self, obs: np.ndarray, rng: np.random.Generator) -> tuple[Any, float, float]:
         """Sample an action: returns (action, log-probability, value estimate)."""
-        x = np.asarray(obs, dtype=np.float32)
-        value = float(self._mlp(self._critic, x)[0])
-        out = self._mlp(self._actor, x)
+        y = self._forward(obs)
+        value = float(y[-1])
+        out = y[:-1]
         if self.spec.action_kind == "discrete":
             z = out - out.max()
             p = np.exp(z)
             total = p.sum()
-            action = int(np.searchsorted(np.cumsum(p), rng.random() * total))
-            action = min(action, len(p) - 1)
-            logp = float(z[action] - np.log(total))
-            return action, logp, value
-        std = self._std
+            action = min(int(np.searchsorted(np.cumsum(p), rng.random() * total)), len(p) - 1)
+            return action, float(z[action] - np.log(total)), value
         noise = rng.standard_normal(out.shape[0]).astype(np.float32)
-        action = out + std * noise
-        logp = float(-0.5 * np.sum(noise**2) - np.sum(np.log(std)) - 0.5 * out.shape[0] * np.log(2 * np.pi))
+        action = out + self._std * noise
+        logp = float(-0.5 * np.dot(noise, noise) - self._log_std_sum - 0.5 * out.shape[0] * np.log(2 * np.pi))
         return action.astype(np.float32), logp, value
 
 
@@ -166,14 +172,4 @@ def __getattr__(name: str) -> Any:
 
 def export_numpy(model: Any) -> dict[str, np.ndarray]:
     """The model's parameters as float32 numpy arrays, named for :class:`NumpyPolicy`."""
-    from torch import nn
-
-    arrays: dict[str, np.ndarray] = {}
-    for head in ("actor", "critic"):
-        linears = [m for m in getattr(model, head) if isinstance(m, nn.Linear)]
-        for i, lin in enumerate(linears):
-            arrays[f"{head}.{i}.w"] = lin.weight.detach().cpu().numpy().T.astype(np.float32).copy()
-            arrays[f"{head}.{i}.b"] = lin.bias.detach().cpu().numpy().astype(np.float32).copy()
-    if hasattr(model, "log_std"):
-        arrays["log_std"] = model.log_std.detach().cpu().numpy().astype(np.float32).copy()
-    return arrays
+    return model.export_arrays()

@@ -63,7 +63,11 @@ class DutyCycleThrottle:
             # roll over to the period containing ``now``
             periods = int((now - self._period_end) // self.period_s) + 1
             self._period_end += periods * self.period_s
-            self._cpu_at_start = self.cpu_time()
+            cpu_now = self.cpu_time()
+            # CPU used beyond the quota (the stop lands a tick late) counts against
+            # the next period, so the long-run share stays exact
+            overrun = max(0.0, cpu_now - self._cpu_at_start - self.quota_s) if periods == 1 else 0.0
+            self._cpu_at_start = cpu_now - min(overrun, self.quota_s)
             return 0.0
         used = self.cpu_time() - self._cpu_at_start
         if used >= self.quota_s - 1e-9:  # within a nanosecond counts as spent

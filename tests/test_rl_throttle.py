@@ -95,3 +95,15 @@ def test_new_period_after_idle_time_starts_fresh() -> None:
 def test_bad_share_is_rejected() -> None:
     with pytest.raises(ValueError):
         DutyCycleThrottle(share=0.0, cpu_time=lambda: 0.0)
+
+
+def test_overrun_counts_against_the_next_period() -> None:
+    t = {"now": 0.0, "cpu": 0.0}
+    throttle = DutyCycleThrottle(share=0.25, cpu_time=lambda: t["cpu"], clock=lambda: t["now"], period_s=0.02)
+    throttle.start()
+    t["now"], t["cpu"] = 0.007, 0.007  # checked late: 2 ms over the 5 ms quota
+    assert throttle.check() == pytest.approx(0.013)
+    t["now"] = 0.020
+    assert throttle.check() == 0.0  # new period, 2 ms already spent
+    t["now"], t["cpu"] = 0.023, 0.010
+    assert throttle.check() == pytest.approx(0.017)  # 3 + 2 ms = the quota: pause to 0.040

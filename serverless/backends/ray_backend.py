@@ -92,6 +92,6 @@ class RayBackend:
         return InvokeBatch(invocations, wall_s, wall_s, "measured", concurrency, notes)
 
     def close(self) -> None:
-        """Leave Ray running if we joined a cluster; a local one we started is shut down."""
+        """Disconnect from Ray (a local instance we started stops; a joined cluster keeps running)."""
         if self._ray.is_initialized():
             self._ray.shutdown()
