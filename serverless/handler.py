@@ -33,8 +33,6 @@ float32 and ``last_value`` (scalar).
 
 from __future__ import annotations
 
-import base64
-import io
 import time
 
 _MODULE_T0 = time.perf_counter()
@@ -45,7 +43,7 @@ from typing import Any  # noqa: E402
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 
-from serverless.policy import NumpyPolicy, PolicySpec, decode_weights  # noqa: E402
+from serverless.policy import NumpyPolicy, PolicySpec, decode_b64, decode_weights, encode_b64  # noqa: E402
 
 # Import time of this module (numpy, gymnasium): part of a cold start's init.
 MODULE_INIT_MS = (time.perf_counter() - _MODULE_T0) * 1000.0
@@ -79,7 +77,7 @@ def reset_warm_state() -> None:
 
 def _load_weights(event: dict[str, Any]) -> dict[str, np.ndarray]:
     if "weights_npz_b64" in event:
-        return decode_weights(base64.b64decode(event["weights_npz_b64"]))
+        return decode_b64(event["weights_npz_b64"])
     if "weights_s3" in event:
         from serverless import s3_payload  # written by the AWS layer; needs boto3
 
@@ -109,12 +107,6 @@ def _actor_state(actor_id: int, env_id: str, seed: int) -> tuple[_ActorState, bo
     state = _ActorState(env_id=env_id, env=env, obs=np.asarray(obs, dtype=np.float32))
     _ACTORS[actor_id] = state
     return state, True
-
-
-def _encode_npz(arrays: dict[str, np.ndarray]) -> str:
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)
-    return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 def rollout(policy: NumpyPolicy, state: _ActorState, num_steps: int, rng: np.random.Generator) -> dict[str, Any]:
@@ -199,7 +191,7 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     t_roll = time.perf_counter()
     out = rollout(policy, state, int(event["num_steps"]), np.random.default_rng(seed))
     rollout_ms = (time.perf_counter() - t_roll) * 1000.0
-    payload = _encode_npz(out["arrays"])
+    payload = encode_b64(out["arrays"])
     total_ms = (time.perf_counter() - t0) * 1000.0
     return {
         "trajectories_npz_b64": payload,

@@ -8,7 +8,7 @@ whether the figures are "modelled from price table" (the local emulator and Ray)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from serverless.pricing import PriceTable

@@ -73,6 +73,7 @@ class PolicySpec:
         return PolicySpec(self.obs_dim, self.action_kind, self.act_dim, tuple(hidden), self.action_low, self.action_high)
 
 
+
 # --------------------------------------------------------------------------- numpy side
 
 def encode_weights(arrays: dict[str, np.ndarray]) -> bytes:
@@ -89,10 +90,12 @@ def decode_weights(blob: bytes) -> dict[str, np.ndarray]:
 
 
 def encode_b64(arrays: dict[str, np.ndarray]) -> str:
+    """Arrays -> base64 of their ``.npz`` (weights in events, trajectories in results)."""
     return base64.b64encode(encode_weights(arrays)).decode("ascii")
 
 
 def decode_b64(text: str) -> dict[str, np.ndarray]:
+    """The inverse of :func:`encode_b64`; never unpickles."""
     return decode_weights(base64.b64decode(text))
 
 

@@ -25,8 +25,6 @@ is priced for that time.
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 import math
 import sys
@@ -41,7 +39,7 @@ import numpy as np
 from serverless.backends.base import InvokeBatch
 from serverless.backends.validation import check_memory_mb
 from serverless.ledger import BILLED, MODELLED, CostLedger
-from serverless.policy import PolicySpec, encode_weights, export_numpy
+from serverless.policy import PolicySpec, decode_b64, decode_weights, encode_b64, export_numpy
 from serverless.ppo import PPOConfig, PPOLearner, compute_gae
 from serverless.presets import DEFAULT_ACTORS, DEFAULT_MEMORY_MB
 from serverless.pricing import ARCHITECTURES, PriceTable
@@ -215,16 +213,13 @@ class TrainResult:
 def decode_trajectories(result: dict[str, Any]) -> dict[str, np.ndarray]:
     """A handler result's trajectories (npz, never pickle)."""
     if "trajectories_npz_b64" in result:
-        blob = base64.b64decode(result["trajectories_npz_b64"])
-    elif "trajectories_s3" in result:
+        return decode_b64(result["trajectories_npz_b64"])
+    if "trajectories_s3" in result:
         from serverless import s3_payload
 
         ref = result["trajectories_s3"]
-        blob = s3_payload.get_bytes(ref["bucket"], ref["key"])
-    else:
-        raise ValueError("result has neither 'trajectories_npz_b64' nor 'trajectories_s3'")
-    with np.load(io.BytesIO(blob), allow_pickle=False) as data:
-        return {k: data[k] for k in data.files}
+        return decode_weights(s3_payload.get_bytes(ref["bucket"], ref["key"]))
+    raise ValueError("result has neither 'trajectories_npz_b64' nor 'trajectories_s3'")
 
 
 def assemble_batch(results: list[dict[str, Any]], gamma: float, lam: float) -> dict[str, np.ndarray]:
@@ -416,7 +411,7 @@ def train(
             t_iter = time.perf_counter()
             batch_steps = min(run.batch, spec.max_steps - env_steps)
             this_run = replace(run, batch=max(batch_steps, run.actors)) if batch_steps < run.batch else run
-            weights_b64 = base64.b64encode(encode_weights(export_numpy(learner.model))).decode("ascii")
+            weights_b64 = encode_b64(export_numpy(learner.model))
             spec_dict = learner.spec.to_dict()
             events = [
                 {

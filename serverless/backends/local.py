@@ -139,6 +139,7 @@ class LocalBackend:
         self._workers: list[_Worker] = []
         self._memory_mb: int | None = None
         self._pool: ThreadPoolExecutor | None = None
+        self._pool_size = 0
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ workers
@@ -148,10 +149,11 @@ class LocalBackend:
         for i, w in enumerate(self._workers[:n]):
             if not w.alive():  # a crashed instance is replaced by a cold one
                 self._workers[i] = _Worker()
-        if self._pool is None or self._pool._max_workers < n:  # noqa: SLF001
+        if self._pool is None or self._pool_size < n:
             if self._pool is not None:
                 self._pool.shutdown()
-            self._pool = ThreadPoolExecutor(max_workers=max(n, 1), thread_name_prefix="trainwise-local")
+            self._pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="trainwise-local")
+            self._pool_size = n
         return self._workers[:n]
 
     def _reset_all(self) -> None:
