@@ -43,7 +43,10 @@ def intune(config: str = "configs/demo.yaml", run_dir: str | None = None, refres
     optimizers = [ing.optimizer, *[b for b in ing.baselines if b != ing.optimizer]]
     settings = ing.model_dump(mode="json")
     tuned = [
-        tune_ingestion(name, data, profile, settings, progress_key=f"{spec.name}-intune-progress", position=(i, len(optimizers)))
+        tune_ingestion(
+            name, data, profile, settings,
+            progress_key=f"{spec.name}-intune-progress", position=(i, len(optimizers)), required=(name == ing.optimizer),
+        )
         for i, name in enumerate(optimizers)
     ]
     verified = measure_configurations(data, tuned, settings)

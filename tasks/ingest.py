@@ -89,14 +89,20 @@ def _pipeline(data_path: str, cpu_budget: int | None, batch_size: int) -> Any:
     **EXTERNAL_RETRIES,
 )
 def profile_pipeline(workload: dict[str, Any]) -> dict[str, Any]:
-    """Measure the pipeline's per-stage costs and fit the simulator to them (JSON)."""
-    from ingestion import calibrate
-
-    spec = _pipeline(workload["data_path"], workload["cpu_budget"], workload["batch_size"])
+    """Time each prefix of the pipeline and a few parallel configurations, and fit the
+    simulator to them (``ingestion.calibrate``); return the calibration as JSON. Prefect's
+    cache decides whether to profile, so the library's own file cache is bypassed here
+    (``use_cache=False``) and refreshed."""
+    from ingestion.calibrate import calibrate
     from ingestion.node import Node
 
-    model = calibrate.calibrate(spec, Node(**_node(workload["cpu_budget"])))
-    return model.to_json()
+    spec = _pipeline(workload["data_path"], workload["cpu_budget"], workload["batch_size"])
+    cal = calibrate(spec, Node(**_node(workload["cpu_budget"])), use_cache=False)
+    get_run_logger().info(
+        "calibrated the pipeline simulator in %s s; fit error %s on %d points",
+        fmt(cal.calibration_s), fmt(cal.fit_error), len(cal.fit_points),
+    )
+    return cal.to_json()
 
 
 def _calibration_loader(profile: dict[str, Any]) -> Any:
@@ -104,9 +110,9 @@ def _calibration_loader(profile: dict[str, Any]) -> Any:
     called only by the optimizers that use a model (plumber, intune)."""
 
     def load() -> Any:
-        from ingestion.simulator import PipelineModel
+        from ingestion.calibrate import Calibration
 
-        return PipelineModel.from_json(profile)
+        return Calibration.from_json(profile)
 
     return load
 
@@ -119,10 +125,12 @@ def tune_ingestion(
     ing: dict[str, Any],
     progress_key: str,
     position: tuple[int, int] = (0, 1),
+    required: bool = True,
 ) -> dict[str, Any]:
     """Run one optimizer (InTune or a baseline) within the time budget on the live
     pipeline; return its chosen configuration and what it measured while searching.
-    (Verification, with the same longer protocol for every optimizer, is a separate task.)"""
+    (Verification, with the same longer protocol for every optimizer, is a separate task.)
+    A baseline that finds nothing (``required=False``) is reported as failed, not fatal."""
     import inspect
 
     from ingestion.node import Node
@@ -142,17 +150,23 @@ def tune_ingestion(
     kwargs: dict[str, Any] = {}
     if "on_trial" in inspect.signature(tune_pipeline).parameters:
         kwargs["on_trial"] = on_trial
-    result = tune_pipeline(
-        _pipeline(data["path"], ing["cpu_budget"], ing["batch_size"]),
-        Node(**_node(ing["cpu_budget"])),
-        optimizer,
-        time_budget_s=budget,
-        seed=int(ing["seed"]),
-        final=None,
-        calibration=_calibration_loader(profile),
-        progress=False,
-        **kwargs,
-    )
+    try:
+        result = tune_pipeline(
+            _pipeline(data["path"], ing["cpu_budget"], ing["batch_size"]),
+            Node(**_node(ing["cpu_budget"])),
+            optimizer,
+            time_budget_s=budget,
+            seed=int(ing["seed"]),
+            final=None,
+            calibration=_calibration_loader(profile),
+            progress=False,
+            **kwargs,
+        )
+    except UserError as exc:
+        if required:
+            raise
+        get_run_logger().warning("baseline %s failed: %s", optimizer, exc)
+        return {"optimizer": optimizer, "config": None, "error": str(exc)}
     progress.update((index + 1) / count, f"{optimizer}: done, best trial {fmt(result.get('rows_per_s'))} rows/s")
     search = result.get("search", {})
     return {
@@ -184,6 +198,8 @@ def measure_configurations(data: dict[str, Any], chosen: list[dict[str, Any]], i
     out = []
     with MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb) as worker:
         for c in chosen:
+            if not c.get("config"):
+                continue  # a baseline that found nothing
             m = worker.measure(c["config"], **protocol)
             get_run_logger().info("verified %s: %s rows/s (measured)", c["optimizer"], fmt(m.rows_per_s))
             out.append(
@@ -217,7 +233,10 @@ def render_intune_section(
 
     out = Path(run_dir)
     live = {v["optimizer"]: v for v in verified}
-    base = next((live[b]["rows_per_s"] for b in ing["baselines"] if b == "autotune" and b in live), None)
+    # The reference for the ratio column: tf.data's AUTOTUNE if it ran, else the first baseline.
+    ref = next((b for b in ["autotune", *ing["baselines"]] if b in live and b != ing["optimizer"]), None)
+    ratio_col = f"vs_{ref}" if ref else "vs_baseline"
+    base = live[ref]["rows_per_s"] if ref else None
     rows = []
     for t in tuned:
         v = live.get(t["optimizer"], {})
@@ -227,17 +246,17 @@ def render_intune_section(
                 "tuning_rows_per_s": t.get("rows_per_s"),
                 "tuning_label": t.get("label"),
                 "verified_rows_per_s": v.get("rows_per_s"),
-                "vs_autotune": (v.get("rows_per_s") or 0.0) / base if base else None,
+                ratio_col: v["rows_per_s"] / base if base and v.get("rows_per_s") is not None else None,
                 "trials": t.get("trials"),
                 "tuning_s": t.get("tuning_s"),
                 "peak_rss_mb": v.get("peak_rss_mb"),
-                "config": json.dumps(t.get("config"), sort_keys=True),
+                "config": json.dumps(t.get("config"), sort_keys=True) if t.get("config") else f"failed: {t.get('error')}",
             }
         )
     plot = throughput_png(rows, out / "intune" / "throughput.png", title="rows/s per optimizer")
     table_artifact(f"{name}-intune-optimizers", rows, "InTune vs baselines: rows/s while tuning and verified live")
     chosen = next(r for r in rows if r["optimizer"] == ing["optimizer"])
-    cols = ["optimizer", "verified_rows_per_s", "vs_autotune", "tuning_rows_per_s", "tuning_label", "trials", "tuning_s", "peak_rss_mb"]
+    cols = ["optimizer", "verified_rows_per_s", ratio_col, "tuning_rows_per_s", "tuning_label", "trials", "tuning_s", "peak_rss_mb"]
     md = f"""
 **Tuned:** the CPU split across the DLRM tf.data pipeline's stages (read, parse, transform
 parallelism; shuffle and prefetch buffers) on {_node(ing['cpu_budget'])['vcpus']} threads, batch {ing['batch_size']},
@@ -246,7 +265,7 @@ data `{data['path']}` ({fmt(data.get('manifest', {}).get('rows'))} rows, {'reuse
 **Profile:** {'cached (reused)' if profile_cached else 'measured (not cached)'}.
 
 **Chosen configuration ({ing['optimizer']}):** `{chosen['config']}`, verified on the live pipeline at
-{fmt(chosen['verified_rows_per_s'])} rows/s (measured){f", {chosen['vs_autotune']:.2f}x tf.data AUTOTUNE" if chosen['vs_autotune'] else ''}.
+{fmt(chosen['verified_rows_per_s'])} rows/s (measured){f", {chosen[ratio_col]:.2f}x {ref}" if chosen.get(ratio_col) else ''}.
 
 Each optimizer had {fmt(ing['time_budget_s'])} s; "tuning" figures are what it saw while searching (labelled
 simulated or measured); "verified" figures are all measured afresh on the live pipeline

@@ -9,6 +9,8 @@ flooding the API.
 from __future__ import annotations
 
 import time
+from collections import deque
+from typing import Any, Callable
 from uuid import UUID
 
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
@@ -44,3 +46,39 @@ class Progress:
     def done(self, description: str) -> None:
         self._last = 0.0
         self.update(1.0, description)
+
+
+class ReportingBackend:
+    """A function backend that reports each batch of rollouts, then delegates.
+
+    Wraps any backend of the ``serverless.backends`` interface (``invoke``/``close``),
+    so a training run shows progress without the trainer knowing about Prefect: after
+    every batch it calls ``on_batch(env_steps_so_far, mean_recent_return)``, the mean
+    over the last ``window`` finished episodes (the trainer's own "reached" window).
+    """
+
+    def __init__(self, inner: Any, on_batch: Callable[[int, float | None], None], window: int = 20) -> None:
+        self.inner = inner
+        self.name = getattr(inner, "name", "backend")
+        self.on_batch = on_batch
+        self.env_steps = 0
+        self.returns: deque[float] = deque(maxlen=window)
+
+    def invoke(self, events: list[dict[str, Any]], memory_mb: int, concurrency: int | None = None) -> Any:
+        batch = self.inner.invoke(events, memory_mb, concurrency)
+        for inv in batch.invocations:
+            if inv.result:
+                self.env_steps += int(inv.result.get("env_steps", 0))
+                self.returns.extend(float(r) for r in inv.result.get("episode_returns", []))
+        mean = sum(self.returns) / len(self.returns) if self.returns else None
+        try:
+            self.on_batch(self.env_steps, mean)
+        except Exception:  # progress display must never break training
+            pass
+        return batch
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __getattr__(self, item: str) -> Any:  # anything else the trainer asks of the backend
+        return getattr(self.inner, item)

@@ -15,7 +15,7 @@ from typing import Any
 from prefect import get_run_logger, task
 
 from tasks.caching import PROFILE_CACHE_POLICY
-from tasks.progress import Progress
+from tasks.progress import Progress, ReportingBackend
 from tasks.report import fmt, md_table, section, table_artifact
 from tasks.retry import EXTERNAL_RETRIES
 from trainwise.errors import UserError
@@ -72,44 +72,46 @@ def plan_rl_configuration(profile: dict[str, Any], rl: dict[str, Any]) -> dict[s
 @task(name="train-rl-on-functions", **EXTERNAL_RETRIES)
 def train_rl_on_functions(profile: dict[str, Any], rl: dict[str, Any], run_dir: str, progress_key: str) -> dict[str, Any]:
     """Train to the target with PPO, rollouts on the backend's functions, re-planning
-    every few iterations; a progress artifact follows the run."""
-    import inspect
-
+    every few iterations. A progress artifact follows the run: the backend is wrapped
+    so every batch of rollouts reports its env steps and finished episodes."""
     from optimizers import seraph
     from optimizers.seraph.profiles import save_profile
+    from serverless.backends import make_backend
 
     # Hand Seraph exactly the profile Prefect cached (idempotent write to its cache file).
     save_profile(seraph.Profile.from_dict(profile))
     progress = Progress(progress_key, f"Seraph: training {rl['env_id']} to {rl['target_reward']:g}")
-    kwargs: dict[str, Any] = {}
-    if "on_iteration" in inspect.signature(seraph.tune_and_train).parameters:
+    cap = seraph.workload_for(rl["env_id"], rl["max_steps"], rl["architecture"]).max_steps
+    target = float(rl["target_reward"])
 
-        def on_iteration(it: dict[str, Any]) -> None:
-            ret = it.get("mean_return")
-            done = (ret or 0.0) / rl["target_reward"] if rl["target_reward"] > 0 else 0.0
-            progress.update(
-                min(done, 0.99),
-                f"{it.get('env_steps', 0):,} env steps, mean return {fmt(ret)} of {rl['target_reward']:g}, "
-                f"cost {fmt(it.get('cost_usd'))} USD (modelled)",
-            )
+    def on_batch(env_steps: int, mean_return: float | None) -> None:
+        by_reward = mean_return / target if mean_return is not None and target > 0 else 0.0
+        progress.update(
+            min(max(by_reward, 0.0), 0.99),
+            f"{env_steps:,} env steps of at most {cap:,}; mean return of the last 20 episodes {fmt(mean_return)} "
+            f"(target {target:g})",
+        )
 
-        kwargs["on_iteration"] = on_iteration
-    result = seraph.tune_and_train(
-        env_id=rl["env_id"],
-        target_reward=rl["target_reward"],
-        objective=rl["objective"],
-        weight=rl["weight"],
-        deadline_s=rl["deadline_s"],
-        budget_usd=rl["budget_usd"],
-        backend=rl["backend"],
-        architecture=rl["architecture"],
-        seed=rl["seed"],
-        max_steps=rl["max_steps"],
-        replan_every=rl["replan_every"],
-        retune=rl["retune"],
-        run_dir=Path(run_dir) / "seraph",
-        **kwargs,
-    )
+    backend = ReportingBackend(make_backend(rl["backend"]), on_batch)
+    try:
+        result = seraph.tune_and_train(
+            env_id=rl["env_id"],
+            target_reward=rl["target_reward"],
+            objective=rl["objective"],
+            weight=rl["weight"],
+            deadline_s=rl["deadline_s"],
+            budget_usd=rl["budget_usd"],
+            backend=rl["backend"],
+            architecture=rl["architecture"],
+            seed=rl["seed"],
+            max_steps=rl["max_steps"],
+            replan_every=rl["replan_every"],
+            retune=rl["retune"],
+            run_dir=Path(run_dir) / "seraph",
+            backend_obj=backend,
+        )
+    finally:
+        backend.close()
     if not result.get("profile", {}).get("reused", True):
         get_run_logger().warning("Seraph profiled again inside training (its profile cache did not match)")
     achieved = result.get("achieved", {})

@@ -18,7 +18,7 @@ TINY: dict[str, Any] = {
         "data": {"rows": 4000},
         "optimizer": "intune",
         "baselines": ["naive"],
-        "time_budget_s": 3,
+        "time_budget_s": 8,
         "batch_size": 256,
         "verify_window_s": 0.5,
         "verify_repeats": 1,

@@ -69,6 +69,7 @@ def _prefect_defaults() -> None:
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     os.environ.setdefault("PREFECT_LOGGING_LOG_PRINTS", "true")
     os.environ.setdefault("MPLBACKEND", "Agg")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up banners hide the run's log
 
 
 def run_handler(args: argparse.Namespace) -> dict[str, Any]:
