@@ -80,7 +80,12 @@ def _seraph(env: str, seed: int, objective: str, target: float, max_steps: int |
     }
 
 
-def run_env(env: str, seeds: list[int], quick: bool, max_steps: int | None, partial: Path | None = None) -> dict[str, Any]:
+METHODS = ("static", "seraph", "memory_sweep", "optuna", "grid")
+
+
+def run_env(
+    env: str, seeds: list[int], quick: bool, max_steps: int | None, partial: Path | None = None, methods: tuple[str, ...] = METHODS
+) -> dict[str, Any]:
     from optimizers.baselines.rl_grid import oracle, run_grid
     from optimizers.baselines.rl_memory_sweep import run_memory_sweep
     from optimizers.baselines.rl_optuna import run_optuna
@@ -103,26 +108,32 @@ def run_env(env: str, seeds: list[int], quick: bool, max_steps: int | None, part
 
     runs = _Runs()
     for seed in seeds:
-        _log(f"{env} seed {seed}: static default")
-        runs.append({"seed": seed, **run_static(workload, target_reward=target, seed=seed)})
-        for objective in ("cost", "speed"):
-            for cached in (False, True):
-                _log(f"{env} seed {seed}: seraph {objective}{' (cached profile)' if cached else ''}")
-                runs.append({"seed": seed, **_seraph(env, seed, objective, target, max_steps, cached)})
-        pilot_cost = next(r["pilot_cost_usd"] for r in runs if r["method"] == "seraph_cost" and r["seed"] == seed)
+        if "static" in methods:
+            _log(f"{env} seed {seed}: static default")
+            runs.append({"seed": seed, **run_static(workload, target_reward=target, seed=seed)})
+        if "seraph" in methods:
+            for objective in ("cost", "speed"):
+                for cached in (False, True):
+                    _log(f"{env} seed {seed}: seraph {objective}{' (cached profile)' if cached else ''}")
+                    runs.append({"seed": seed, **_seraph(env, seed, objective, target, max_steps, cached)})
+        if "memory_sweep" not in methods and "optuna" not in methods:
+            continue
+        pilot_cost = next((r["pilot_cost_usd"] for r in runs if r["method"] == "seraph_cost" and r["seed"] == seed), None)
         probe = make_backend("local")
         try:
-            for objective in ("cost",) if quick else ("cost", "speed"):
+            for objective in (() if "memory_sweep" not in methods else ("cost",) if quick else ("cost", "speed")):
                 _log(f"{env} seed {seed}: memory sweep {objective}")
                 runs.append({"seed": seed, **run_memory_sweep(workload, target_reward=target, seed=seed, objective=objective, backend_obj=probe)})
-            for objective in ("cost", "speed"):
+            for objective in ("cost", "speed") if "optuna" in methods and pilot_cost is not None else ():
                 _log(f"{env} seed {seed}: optuna {objective} (trial budget ${pilot_cost:.6f})")
                 runs.append({"seed": seed, **run_optuna(workload, space, target_reward=target, seed=seed, objective=objective, budget_usd=pilot_cost, backend_obj=probe)})
         finally:
             probe.close()
     grid_shapes = GRID_LUNAR if env.startswith("LunarLander") else (GRID_QUICK if quick else GRID_FULL)
-    _log(f"{env}: grid of {len(grid_shapes)} shapes x {len(seeds)} seeds")
-    grid = run_grid(workload, grid_shapes, target_reward=target, seeds=seeds)
+    grid: list[dict[str, Any]] = []
+    if "grid" in methods:
+        _log(f"{env}: grid of {len(grid_shapes)} shapes x {len(seeds)} seeds")
+        grid = run_grid(workload, grid_shapes, target_reward=target, seeds=seeds)
     return {"env": env, "target_reward": target, "workload": workload.key_dict(), "runs": list(runs), "grid": grid,
             "oracle": {o: oracle(grid, o) for o in ("cost", "speed")}}
 
@@ -205,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--quick", action="store_true", help="small grid (7 shapes), memory sweep for cost only")
     ap.add_argument("--max-steps", type=int, default=None)
+    ap.add_argument("--methods", default=",".join(METHODS), help=f"subset of {','.join(METHODS)}")
     ap.add_argument("--json-out", type=Path, default=None)
     args = ap.parse_args(argv)
     envs = [e for e in args.envs.split(",") if e]
@@ -215,10 +227,14 @@ def main(argv: list[str] | None = None) -> int:
         seeds = [int(s) for s in args.seeds.split(",") if s]
     except ValueError:
         ap.error(f"--seeds must be comma-separated integers, got {args.seeds!r}")
+    methods = tuple(m for m in args.methods.split(",") if m)
+    bad = [m for m in methods if m not in METHODS]
+    if bad:
+        ap.error(f"unknown method(s) {bad}; allowed: {', '.join(METHODS)}")
     results = []
     for env in envs:
         partial = None if args.json_out is None else args.json_out.with_suffix(f".{env}.partial.json")
-        res = run_env(env, seeds, args.quick, args.max_steps, partial)
+        res = run_env(env, seeds, args.quick, args.max_steps, partial, methods)
         res["summary"] = summarise(res)
         print_table(env, res["summary"], res["oracle"])
         results.append(res)

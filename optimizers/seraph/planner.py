@@ -18,11 +18,10 @@ reward still missing (see :meth:`Planner.remaining_fraction`).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from optimizers.seraph.models import CostModel, PerformanceModel, Prices, ProgressModel, RunShape, all_shapes
+from optimizers.seraph.models import CostModel, Observation, PerformanceModel, Prices, ProgressModel, RunShape, all_shapes
 from optimizers.seraph.noise_scale import NoiseScaleTracker
 from optimizers.seraph.profiles import Profile
 from optimizers.seraph.search import Candidate, Constraints, Objective, SearchOutcome, choose, score_shapes
@@ -174,9 +173,13 @@ class Planner:
     first_return: float | None = None
     last_return: float | None = None
     last_front: list[Candidate] = field(default_factory=list)
+    recent_window: int = 30  # run iterations that join the profile when the model is refitted
+    run_observations: list[Observation] = field(default_factory=list)
+    predictions: dict[int, dict[str, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.perf = PerformanceModel.fit(self.profile.observations)
+        self.profile_perf = self.perf  # as fitted to the profile alone (reported in the plan)
         self.cost = CostModel(self.perf, self.prices)
         self.space = SearchSpace(
             self.space.actors,
@@ -228,9 +231,17 @@ class Planner:
         return self.space.min_steps_per_actor
 
     def observe(self, record: Any) -> None:
-        from optimizers.seraph.records import view
+        """Log what the current model predicted for this iteration, then learn from it."""
+        from optimizers.seraph.records import observation, view
 
         r = view(record)
+        self.predictions[r.iteration] = {
+            "predicted_s": self.perf.iteration_s(r.shape),
+            "predicted_cost_usd": self.cost.iteration_cost(r.shape),
+            "measured_s": r.iteration_lambda_s,
+        }
+        if not r.cold:
+            self.run_observations.append(observation(record))
         self.env_steps = r.env_steps
         self.spent_s += r.iteration_lambda_s
         self.spent_usd = r.cost_usd
@@ -258,7 +269,18 @@ class Planner:
             return 0.1
         return min(max((self.target_reward - self.last_return) / gap, 0.1), 1.0)
 
+    def refit(self) -> None:
+        """Refit the performance model on the profile plus the run's recent iterations, so
+        the predictions follow the machine as it is now (load from other jobs included)."""
+        recent = self.run_observations[-self.recent_window :]
+        if recent:
+            perf = PerformanceModel._fit_once([*self.profile.observations, *recent])
+            perf.fit_error = self.profile_perf.fit_error
+            self.perf = perf
+            self.cost = CostModel(self.perf, self.prices)
+
     def replan(self, current: RunShape) -> tuple[SearchOutcome, Candidate, Callable[[RunShape], Candidate]]:
+        self.refit()
         full = self.progress_model()
         rest = full.scaled(self.remaining_fraction(full, current.batch))
         left = Constraints(
@@ -283,6 +305,3 @@ class Planner:
     def objective_value(self, cand: Candidate) -> float:
         return objective_key(self.objective, self.last_front)(cand)
 
-
-def clamp_batch_to_space(batch: int, space: SearchSpace) -> int:
-    return min(space.batches, key=lambda b: abs(math.log(b) - math.log(max(batch, 1))))

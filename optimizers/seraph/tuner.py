@@ -83,18 +83,29 @@ def make_planner(
 
 
 def phases_from_records(records: list[Any], planner: Planner, cost_before: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Group consecutive iterations by shape; predicted (model) vs measured per phase."""
+    """Group consecutive iterations by shape; predicted vs measured per phase.
+
+    The prediction for an iteration is the one the controller's model made *before*
+    it ran (refitted at each re-plan); without a controller, the profile's model.
+    The check also reports the profile-only model's error, for comparison.
+    """
     phases: list[dict[str, Any]] = []
     errors: list[float] = []
+    static_errors: list[float] = []
+    per_iteration: list[list[float]] = []
     prev_cost = cost_before
     for rec in records:
         r = view(rec)
-        pred_t = planner.perf.iteration_s(r.shape)
-        pred_c = planner.cost.iteration_cost(r.shape)
+        static_t = planner.profile_perf.iteration_s(r.shape)
+        online = planner.predictions.get(r.iteration)
+        pred_t = online["predicted_s"] if online else static_t
+        pred_c = online["predicted_cost_usd"] if online else planner.cost.iteration_cost(r.shape)
         meas_c = r.cost_usd - prev_cost
         prev_cost = r.cost_usd
         if r.iteration_lambda_s > 0:
             errors.append(abs(pred_t - r.iteration_lambda_s) / r.iteration_lambda_s)
+            static_errors.append(abs(static_t - r.iteration_lambda_s) / r.iteration_lambda_s)
+        per_iteration.append([r.iteration, round(pred_t, 4), round(r.iteration_lambda_s, 4), round(r.learner_s, 4), int(r.cold)])
         if not phases or phases[-1]["config"] != r.shape.as_dict():
             phases.append(
                 {
@@ -121,8 +132,10 @@ def phases_from_records(records: list[Any], planner: Planner, cost_before: float
         ph["measured_wall_s"] += r.wall_s
     check = {
         "iteration_time_median_abs_error": float(np.median(errors)) if errors else None,
+        "iteration_time_median_abs_error_profile_model": float(np.median(static_errors)) if static_errors else None,
         "iterations_checked": len(errors),
-        "note": "predicted iteration time (model fitted to the profile) vs the trainer's Lambda-clock iteration time",
+        "note": "predicted iteration time (made before the iteration ran) vs the trainer's Lambda-clock iteration time",
+        "per_iteration": {"columns": ["iteration", "predicted_s", "measured_s", "learner_s", "cold"], "rows": per_iteration},
     }
     return phases, check
 
