@@ -44,6 +44,9 @@ class PPOConfig:
     target_kl: float | None = None
     hidden: tuple[int, ...] = (64, 64)
     adam_eps: float = 1e-5
+    # torch intra-op threads for the learner; None leaves the process setting alone.
+    # 1 by default: for a 64x64 MLP, threads cost more than they give.
+    torch_threads: int | None = 1
 
     def __post_init__(self) -> None:
         self.hidden = tuple(int(h) for h in self.hidden)
@@ -74,6 +77,7 @@ class PPOConfig:
             (self.epochs >= 1, "epochs must be >= 1"),
             (self.minibatch_size >= 1, "minibatch_size must be >= 1"),
             (all(h >= 1 for h in self.hidden) and len(self.hidden) >= 1, "hidden must be one or more positive widths"),
+            (self.torch_threads is None or self.torch_threads >= 1, "torch_threads must be >= 1 or None"),
         ]
         for ok, message in checks:
             if not ok:
@@ -150,7 +154,8 @@ class PPOLearner:
 
         from serverless.torch_policy import ActorCritic
 
-        torch.set_num_threads(1)  # a 64x64 MLP: threads cost more than they give
+        if self.config.torch_threads is not None:
+            torch.set_num_threads(self.config.torch_threads)
         torch.manual_seed(self.seed)
         self.config.validate()
         self.spec = self.spec.with_hidden(self.config.hidden)
