@@ -129,3 +129,59 @@ def test_bad_input_fails_cleanly(home, capsys, extra, needle):
 def test_unknown_env_fails_cleanly(home, capsys):
     rc, cap = _cli(["--env", "CartPool-v1", "--target-reward", "475", "--objective", "cost"], capsys)
     assert rc == 2 and "CartPole-v1" in cap.err
+
+
+def _planner(objective="cost", constraints=None):
+    from optimizers.seraph.planner import Reference
+    from optimizers.seraph.search import Constraints, Objective
+    from optimizers.seraph.profiling import PilotOutcome
+    from optimizers.seraph.tuner import make_planner
+
+    workload = workload_for("CartPole-v1", None)
+    return make_planner(
+        PilotOutcome(_synthetic_profile(workload), reused=True), workload, Objective(objective),
+        constraints or Constraints(), target_reward=475,
+    )
+
+
+def _record(iteration, env_steps, shape, cost, ret=None, grad_noise=None):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        iteration=iteration, env_steps=env_steps, run=SimpleNamespace(**shape.as_dict()), wall_s=0.3, lambda_s=0.05,
+        learner_s=0.2, rollout={"measured_wall_s": 0.08, "invocations": shape.actors, "billed_ms_total": 30 * shape.actors,
+        "cold_starts": 0}, cost_usd=cost, mean_return=ret, grad_noise=grad_noise,
+    )
+
+
+def test_replan_under_a_spent_deadline_heads_for_the_fastest_shape():
+    from optimizers.seraph.search import Constraints
+
+    planner = _planner("cost", Constraints(deadline_s=1.0))
+    current = RunShape(1, 1769, 512)
+    for i in range(3):
+        planner.observe(_record(i, 512 * (i + 1), current, 1e-5 * (i + 1)))
+    assert planner.spent_s > 0 and len(planner.predictions) == 3
+    outcome, now, score = planner.replan(current)
+    assert not outcome.feasible and "deadline_s" in outcome.binding
+    assert outcome.best == outcome.fastest  # salvage: the best achievable time
+    assert score(current).shape == current
+
+
+def test_remaining_fraction_falls_back_to_the_reward_gap():
+    planner = _planner()
+    progress = planner.progress_model()
+    planner.env_steps = int(progress.env_steps(512) * 2)  # spent twice the estimate
+    planner.first_return, planner.last_return = 20.0, 400.0
+    assert planner.remaining_fraction(progress, 512) == pytest.approx((475 - 400) / (475 - 20))
+    planner.env_steps = 0
+    assert planner.remaining_fraction(progress, 512) == pytest.approx(1.0)
+
+
+def test_live_noise_probes_replace_the_profile_value():
+    planner = _planner()
+    assert planner.b_noise == 50.0  # the profile's, until the run has probes
+    noise = {"b_small": 64, "small_sqnorms": [2.0, 2.2, 1.8], "b_big": 512, "big_sqnorm": 1.05}
+    for i in range(3):
+        planner.observe(_record(i, 512 * (i + 1), RunShape(1, 1769, 512), 1e-5, grad_noise=noise))
+    assert planner.tracker.count == 3 and planner.b_noise != 50.0
