@@ -66,12 +66,17 @@ def first_run(workspace: dict[str, Path]) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def second_run(first_run: dict[str, Any], workspace: dict[str, Path]) -> dict[str, Any]:
-    _, result = _run("optimize", _config(workspace["root"], "tiny", TINY))
+    # The same workload, with the branches forced to run at once: the cache keys depend on
+    # the rl/ingestion sections only, so this must still hit both profiles.
+    _, result = _run("optimize", _config(workspace["root"], "tiny-parallel", {**TINY, "concurrency": "parallel"}))
     return result
 
 
 def test_first_run_measures_profiles_and_reports(first_run: dict[str, Any]) -> None:
     assert first_run["profile_cache"] == {"seraph": False, "intune": False}
+    from tasks.branches import MIN_CORES_FOR_PARALLEL, usable_cores
+
+    assert first_run["parallel"] is (usable_cores() >= MIN_CORES_FOR_PARALLEL)  # concurrency: auto
     run_dir = Path(first_run["run_dir"])
     report = Path(first_run["report"]).read_text()
     assert report.startswith("# trainwise optimize: tiny")
@@ -111,6 +116,8 @@ def test_artifacts_have_keys_and_contents(first_run: dict[str, Any]) -> None:
 
 def test_second_run_reuses_profiles_and_keeps_the_first(first_run: dict[str, Any], second_run: dict[str, Any]) -> None:
     assert second_run["profile_cache"] == {"seraph": True, "intune": True}
+    assert second_run["parallel"] is True
+    assert {"seraph", "intune"} == set(second_run["sections"])
     assert "cached (reused" in Path(second_run["report"]).read_text()
     assert second_run["run_dir"] != first_run["run_dir"]
     first_report = Path(first_run["report"]).read_text()

@@ -1,0 +1,101 @@
+"""Task helpers that need no Prefect server: retry classification, the branch
+concurrency decision, the progress-reporting backend, report rendering helpers and
+the profile cache policy's hardware part."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from serverless.backends.base import BillingRecord, Invocation, InvokeBatch
+from tasks import branches
+from tasks.progress import ReportingBackend
+from tasks.report import _for_artifact, fmt, md_table
+from tasks.retry import is_transient, retry_if_transient
+from trainwise.errors import UserError
+
+
+def test_only_transient_failures_are_retried() -> None:
+    assert is_transient(ConnectionError("reset by peer"))
+    assert is_transient(TimeoutError())
+    assert is_transient(RuntimeError("worker lost"))
+    assert not is_transient(UserError("bad memory size"))
+    assert not is_transient(ValueError("bug"))
+
+    class _State:
+        def __init__(self, exc: BaseException) -> None:
+            self.data = exc
+
+    assert retry_if_transient(None, None, _State(OSError("disk busy"))) is True
+    assert retry_if_transient(None, None, _State(UserError("no"))) is False
+
+
+@pytest.mark.parametrize(
+    ("mode", "cores", "n", "parallel"),
+    [
+        ("auto", 2, 2, False),
+        ("auto", 4, 2, True),
+        ("auto", 16, 1, False),
+        ("parallel", 2, 2, True),
+        ("sequential", 16, 2, False),
+    ],
+)
+def test_branch_concurrency_decision(monkeypatch: pytest.MonkeyPatch, mode: str, cores: int, n: int, parallel: bool) -> None:
+    monkeypatch.setattr(branches, "usable_cores", lambda: cores)
+    got, why = branches.branches_in_parallel(mode, n)  # type: ignore[arg-type]
+    assert got is parallel
+    assert why
+
+
+class _Inner:
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def invoke(self, events: list[dict[str, Any]], memory_mb: int, concurrency: int | None = None) -> InvokeBatch:
+        bill = BillingRecord(billed_ms=10, duration_ms=9.5, init_ms=0.0, memory_mb=memory_mb)
+        invs = [Invocation({"env_steps": e["num_steps"], "episode_returns": [float(e["num_steps"])]}, bill) for e in events]
+        invs.append(Invocation(None, BillingRecord(10, 10.0, 0.0, memory_mb, error="boom")))
+        return InvokeBatch(invs, wall_s=0.1, lambda_s=0.1, lambda_s_label="modelled", concurrency=len(events))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_reporting_backend_counts_steps_and_returns_then_delegates() -> None:
+    seen: list[tuple[int, float | None]] = []
+    inner = _Inner()
+    backend = ReportingBackend(inner, lambda steps, ret: seen.append((steps, ret)), window=2)
+    batch = backend.invoke([{"num_steps": 10}, {"num_steps": 30}], 1769, 2)
+    assert len(batch.invocations) == 3  # passed through unchanged, errors included
+    backend.invoke([{"num_steps": 50}], 1769)
+    assert seen == [(40, 20.0), (90, 40.0)]  # window of 2 episodes: (30 + 50) / 2
+    backend.close()
+    assert inner.closed
+
+
+def test_reporting_backend_survives_a_failing_callback() -> None:
+    def broken(steps: int, ret: float | None) -> None:
+        raise RuntimeError("API down")
+
+    ReportingBackend(_Inner(), broken).invoke([{"num_steps": 5}], 512)
+
+
+def test_report_helpers(tmp_path: Path) -> None:
+    assert fmt(None) == "-" and fmt(True) == "yes" and fmt(12345.6) == "12,346" and fmt(0.000123456) == "0.0001235"
+    table = md_table([{"a": 1, "b": "x|y"}], ["a", "b"])
+    assert table.splitlines() == ["| a | b |", "|---|---|", "| 1 | x\\|y |"]
+    md = _for_artifact("see ![reward](seraph/reward.png) here", tmp_path)
+    assert md == f"see [reward]({(tmp_path / 'seraph/reward.png').as_uri()}) here"
+
+
+def test_hardware_is_part_of_the_profile_cache_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tasks import caching
+
+    policy = caching.HardwareFingerprint()
+    here = policy.compute_key(None, {}, {})  # type: ignore[arg-type]
+    monkeypatch.setattr(caching.paths, "hardware_fingerprint", lambda: "another-machine")
+    assert policy.compute_key(None, {}, {}) != here  # type: ignore[arg-type]
