@@ -1,0 +1,119 @@
+"""Small helpers shared by the benchmarks: timing, machine load, tables, ratios.
+
+Kept generic on purpose (no RL or ingestion knowledge here) so every benchmark in
+``benchmarks/`` can print the same kind of table and record the same facts about
+the machine it ran on. Timing runs are expected to be launched under
+``flock /tmp/trainwise-bench.lock`` (see each benchmark's docstring); this module
+cannot enforce that, but :func:`machine_state` records the load average before and
+after a measurement so a result taken on a busy machine shows it.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+BENCH_LOCK = "/tmp/trainwise-bench.lock"
+
+
+@dataclass
+class Stopwatch:
+    """Measured wall-clock seconds of a ``with`` block (``time.perf_counter``)."""
+
+    seconds: float = 0.0
+    _start: float = field(default=0.0, repr=False)
+
+    def __enter__(self) -> Stopwatch:
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self._start
+
+
+def machine_state() -> dict[str, Any]:
+    """Load averages (1, 5, 15 min) and CPU count: how busy the box was."""
+    one, five, fifteen = os.getloadavg()
+    return {"loadavg_1m": round(one, 2), "loadavg_5m": round(five, 2), "loadavg_15m": round(fifteen, 2),
+            "cpu_count": os.cpu_count()}
+
+
+@contextmanager
+def recording_load(into: dict[str, Any]) -> Iterator[None]:
+    """Store the machine state before and after the block in ``into``."""
+    into["load_before"] = machine_state()
+    try:
+        yield
+    finally:
+        into["load_after"] = machine_state()
+
+
+def set_torch_threads(n: int) -> dict[str, int]:
+    """Give torch ``n`` intra-op threads (and 1 inter-op thread); return what took effect.
+
+    Called once per process before any framework runs, so every framework measured in
+    that process gets the same setting.
+    """
+    import torch
+
+    torch.set_num_threads(n)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # already set, or parallel work already started
+        pass
+    return {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()}
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    """``numerator / denominator`` rounded to 3 places, or None when either is missing or 0."""
+    if not numerator or not denominator:
+        return None
+    return round(numerator / denominator, 3)
+
+
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
+def fmt(value: Any, digits: int = 1) -> str:
+    """Human formatting for table cells: thousands separators, fixed decimals, '-' for None."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str | None = None,
+                digits: int = 1, stream: Any = None) -> None:
+    """Print a plain-text table with right-aligned numeric columns."""
+    stream = stream or sys.stdout
+    cells = [[fmt(v, digits) for v in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    numeric = [all(isinstance(row[i], (int, float)) or row[i] is None for row in rows) for i in range(len(headers))]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric))
+
+    if title:
+        print(title, file=stream)
+    print(line(headers), file=stream)
+    print("  ".join("-" * w for w in widths), file=stream)
+    for row in cells:
+        print(line(row), file=stream)
+    stream.flush()
+
+
+def progress(message: str) -> None:
+    """One line of progress on stderr (keeps stdout for the result table)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)

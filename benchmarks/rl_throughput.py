@@ -1,0 +1,400 @@
+"""PPO training throughput: trainwise's trainer vs RLlib (new API stack) vs Stable-Baselines3.
+
+Measures env steps per second of *training* (sampling plus learning) for each framework,
+side by side in one process, one after another (never concurrently), on the same env
+with the same PPO hyperparameters, and prints the ratios:
+
+* ``ratio``     = trainwise steps/s over RLlib steps/s     (issue bar: >= 3)
+* ``ratio_sb3`` = trainwise steps/s over SB3 steps/s       (issue bar: >= 1.2)
+
+How each framework is timed (the same way for all three):
+
+1. Build the trainer (imports, Ray start-up, env and network construction): not timed.
+2. Run one warm-up iteration (one batch of ``batch`` env steps plus its update): not timed.
+3. Run ``--iterations`` more iterations; time from the end of the warm-up iteration to
+   the end of the last one; throughput = env steps sampled in those iterations / time.
+
+Every framework gets the same torch thread setting (``--torch-threads``, set once for the
+process before anything runs), the same 2 cores, batch 4000 (4 envs or actors x 1000
+steps), minibatch 128, 10 epochs, separate 64x64 tanh MLPs for policy and value, and
+the same loss coefficients (see :class:`SharedPPO`). Each framework's exact configuration
+is written to the JSON next to its figure.
+
+Run timing measurements under the shared lock, e.g.::
+
+    flock /tmp/trainwise-bench.lock .venv/bin/python benchmarks/rl_throughput.py --json-out thr.json
+
+With several ``--env`` values the JSON has one entry per env under ``envs`` and the
+top-level ``ratio`` / ``ratio_sb3`` are the minimum across envs (the worst case); with a
+single env they are that env's ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import Stopwatch, print_table, progress, ratio, recording_load, set_torch_threads  # noqa: E402
+
+ENVS = ("CartPole-v1", "LunarLander-v3")
+FRAMEWORKS = ("trainwise", "rllib", "sb3")
+BARS = {"ratio": 3.0, "ratio_sb3": 1.2}
+
+
+@dataclass(frozen=True)
+class SharedPPO:
+    """The PPO hyperparameters every framework is configured with.
+
+    Sizes come from the issue (batch 4000, minibatch 128, 10 epochs, 64x64 MLP, 4 envs or
+    actors); the loss coefficients are the common PPO defaults (CleanRL's and SB3's), set
+    explicitly in RLlib too, whose own defaults differ (lr 5e-5, lambda 1.0, clip 0.3, a
+    KL penalty and a shared policy/value encoder).
+    """
+
+    batch: int = 4000
+    minibatch: int = 128
+    epochs: int = 10
+    hidden: tuple[int, ...] = (64, 64)
+    parallel_envs: int = 4
+    lr: float = 3e-4
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip: float = 0.2
+    ent_coef: float = 0.0
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+
+    @property
+    def steps_per_env(self) -> int:
+        return self.batch // self.parallel_envs
+
+
+@dataclass
+class Measurement:
+    """One framework on one env: measured figures plus the exact configuration used."""
+
+    framework: str
+    env_id: str
+    timed_env_steps: int
+    timed_s: float
+    iteration_s: list[float]
+    warmup_env_steps: int
+    warmup_s: float
+    setup_s: float
+    config: dict[str, Any]
+    load: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    torch_threads: dict[str, int] = field(default_factory=dict)  # main process, set before the run
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.timed_env_steps / self.timed_s
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["env_steps_per_s"] = round(self.steps_per_s, 1)
+        out["label"] = "measured"
+        return out
+
+
+class IterationClock:
+    """Records (time, cumulative env steps) at the end of each training iteration."""
+
+    def __init__(self) -> None:
+        self.marks: list[tuple[float, int]] = []
+
+    def mark(self, env_steps: int) -> None:
+        self.marks.append((time.perf_counter(), env_steps))
+
+    def measurement(self, framework: str, env_id: str, start: float, setup_s: float,
+                    config: dict[str, Any], iterations: int, load: dict[str, Any],
+                    notes: list[str] | None = None) -> Measurement:
+        """Split the marks into the warm-up iteration (first) and the timed ones."""
+        if len(self.marks) < iterations + 1:
+            raise RuntimeError(f"{framework}: expected {iterations + 1} iterations, saw {len(self.marks)}")
+        (t_warm, steps_warm), (t_end, steps_end) = self.marks[0], self.marks[iterations]
+        times = [start] + [t for t, _ in self.marks[: iterations + 1]]
+        return Measurement(
+            framework=framework, env_id=env_id,
+            timed_env_steps=steps_end - steps_warm, timed_s=t_end - t_warm,
+            iteration_s=[round(b - a, 3) for a, b in zip(times[1:], times[2:])],
+            warmup_env_steps=steps_warm, warmup_s=round(t_warm - start, 3), setup_s=round(setup_s, 3),
+            config=config, load=load, notes=notes or [],
+        )
+
+
+# ---------------------------------------------------------------------------------------
+# Stable-Baselines3
+# ---------------------------------------------------------------------------------------
+
+def measure_sb3(env_id: str, hp: SharedPPO, iterations: int, seed: int) -> Measurement:
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+
+    clock = IterationClock()
+
+    class _Marks(BaseCallback):
+        # The end of rollout k's update is the start of rollout k+1; the last iteration
+        # ends when learn() returns (marked below).
+        def _on_rollout_start(self) -> None:
+            if self.model.num_timesteps > 0:
+                clock.mark(int(self.model.num_timesteps))
+
+        def _on_step(self) -> bool:
+            return True
+
+    load: dict[str, Any] = {}
+    with Stopwatch() as setup:
+        vec_env = make_vec_env(env_id, n_envs=hp.parallel_envs, seed=seed)  # DummyVecEnv: in-process
+        kwargs = dict(
+            n_steps=hp.steps_per_env, batch_size=hp.minibatch, n_epochs=hp.epochs, learning_rate=hp.lr,
+            gamma=hp.gamma, gae_lambda=hp.gae_lambda, clip_range=hp.clip, ent_coef=hp.ent_coef,
+            vf_coef=hp.vf_coef, max_grad_norm=hp.max_grad_norm, normalize_advantage=True,
+            policy_kwargs=dict(net_arch=dict(pi=list(hp.hidden), vf=list(hp.hidden)), activation_fn=torch.nn.Tanh),
+            device="cpu", seed=seed, verbose=0,
+        )
+        model = PPO("MlpPolicy", vec_env, **kwargs)
+    config = {"algo": "stable_baselines3.PPO", "policy": "MlpPolicy",
+              "vec_env": f"make_vec_env({env_id!r}, n_envs={hp.parallel_envs}) -> DummyVecEnv",
+              **{k: v for k, v in kwargs.items() if k != "policy_kwargs"},
+              "net_arch": {"pi": list(hp.hidden), "vf": list(hp.hidden)}, "activation_fn": "Tanh",
+              "clip_range_vf": None, "target_kl": None}
+    with recording_load(load):
+        start = time.perf_counter()
+        model.learn(total_timesteps=hp.batch * (iterations + 1), callback=_Marks())
+        clock.mark(int(model.num_timesteps))
+    vec_env.close()
+    return clock.measurement("sb3", env_id, start, setup.seconds, config, iterations, load)
+
+
+# ---------------------------------------------------------------------------------------
+# RLlib (new API stack: RLModule + Learner + EnvRunner + ConnectorV2)
+# ---------------------------------------------------------------------------------------
+
+def measure_rllib(env_id: str, hp: SharedPPO, iterations: int, seed: int) -> Measurement:
+    import ray
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+
+    clock = IterationClock()
+    load: dict[str, Any] = {}
+    with Stopwatch() as setup:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        model_config = DefaultModelConfig(fcnet_hiddens=list(hp.hidden), fcnet_activation="tanh",
+                                          vf_share_layers=False)
+        training = dict(
+            train_batch_size_per_learner=hp.batch, minibatch_size=hp.minibatch, num_epochs=hp.epochs,
+            lr=hp.lr, gamma=hp.gamma, lambda_=hp.gae_lambda, clip_param=hp.clip,
+            entropy_coeff=hp.ent_coef, vf_loss_coeff=hp.vf_coef, grad_clip=hp.max_grad_norm,
+            grad_clip_by="global_norm", use_kl_loss=False, vf_clip_param=float("inf"),
+        )
+        config = (
+            PPOConfig()
+            .environment(env_id)
+            .framework("torch")
+            .env_runners(num_env_runners=1, num_envs_per_env_runner=hp.parallel_envs,
+                         gym_env_vectorize_mode="sync", num_cpus_per_env_runner=1)
+            .learners(num_learners=0)
+            .training(**training)
+            .rl_module(model_config=model_config)
+            .debugging(seed=seed)
+        )
+        algo = config.build_algo()
+    described = {
+        "algo": "ray.rllib PPO (new API stack)", "api_stack": "new (RLModule/Learner, EnvRunner/ConnectorV2)",
+        "enable_rl_module_and_learner": config.enable_rl_module_and_learner,
+        "enable_env_runner_and_connector_v2": config.enable_env_runner_and_connector_v2,
+        "ray.init": {"num_cpus": 2, "include_dashboard": False},
+        "num_env_runners": 1, "num_envs_per_env_runner": hp.parallel_envs, "gym_env_vectorize_mode": "sync",
+        "num_learners": 0, "rollout_fragment_length": config.get_rollout_fragment_length(),
+        **{k: (None if isinstance(v, float) and math.isinf(v) else v) for k, v in training.items()},
+        "vf_clip_param_note": "inf (no value clipping, as SB3's default)",
+        "model_config": {"fcnet_hiddens": list(hp.hidden), "fcnet_activation": "tanh", "vf_share_layers": False},
+    }
+    try:
+        with recording_load(load):
+            start = time.perf_counter()
+            for _ in range(iterations + 1):
+                result = algo.train()
+                clock.mark(int(result["env_runners"]["num_env_steps_sampled_lifetime"]))
+    finally:
+        algo.stop()
+        ray.shutdown()
+    notes = ["learner runs in the driver process (num_learners=0); sampling runs in one EnvRunner actor process"]
+    return clock.measurement("rllib", env_id, start, setup.seconds, described, iterations, load, notes)
+
+
+# ---------------------------------------------------------------------------------------
+# trainwise (the project's trainer, local backend)
+# ---------------------------------------------------------------------------------------
+
+def measure_trainwise(env_id: str, hp: SharedPPO, iterations: int, seed: int) -> Measurement:
+    from serverless.backends.local import LocalBackend
+    from serverless.ppo import PPOConfig
+    from serverless.trainer import IterationRecord, RunConfig, TrainSpec, train
+
+    clock = IterationClock()
+
+    class _Marks:
+        """A controller that never changes the configuration; it only timestamps iterations."""
+
+        def after_iteration(self, record: IterationRecord) -> RunConfig | None:
+            clock.mark(record.env_steps)
+            return None
+
+    load: dict[str, Any] = {}
+    with Stopwatch() as setup:
+        ppo = PPOConfig(
+            learning_rate=hp.lr, anneal_lr=False, gamma=hp.gamma, gae_lambda=hp.gae_lambda, clip_coef=hp.clip,
+            clip_vloss=False, ent_coef=hp.ent_coef, vf_coef=hp.vf_coef, max_grad_norm=hp.max_grad_norm,
+            epochs=hp.epochs, minibatch_size=hp.minibatch, norm_adv=True, target_kl=None, hidden=hp.hidden,
+        )
+        run = RunConfig(actors=hp.parallel_envs, memory_mb=1769, batch=hp.batch)
+        # target_reward is out of reach so every run does exactly iterations + 1 batches;
+        # no checkpoints (the other frameworks write none either).
+        spec = TrainSpec(env_id=env_id, target_reward=1e12, max_steps=hp.batch * (iterations + 1),
+                         run=run, ppo=ppo, seed=seed, backend="local", checkpoint_every=0)
+        backend = LocalBackend()
+    config = {
+        "algo": "trainwise serverless.trainer.train (PPO actor-learner)",
+        "backend": "local (Lambda emulator: persistent worker processes, one per core)",
+        "backend_workers": backend.max_workers, "run": run.to_dict(), "ppo": ppo.to_dict(),
+        "memory_mb_note": "1769 MB = one full vCPU, so the duty-cycle throttle is off",
+    }
+    try:
+        with recording_load(load):
+            start = time.perf_counter()
+            result = train(spec, backend=backend, controller=_Marks(), progress=False)
+    finally:
+        backend.close()
+    notes = [f"stop_reason={result.stop_reason}", *result.notes]
+    return clock.measurement("trainwise", env_id, start, setup.seconds, config, iterations, load, notes)
+
+
+def torch_intra_op_threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+MEASURERS: dict[str, Callable[[str, SharedPPO, int, int], Measurement]] = {
+    "trainwise": measure_trainwise, "rllib": measure_rllib, "sb3": measure_sb3,
+}
+
+
+# ---------------------------------------------------------------------------------------
+# CLI
+# ---------------------------------------------------------------------------------------
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env", action="append", choices=ENVS, dest="envs",
+                        help="env to measure; repeat for several (default: both)")
+    parser.add_argument("--iterations", type=int, default=5,
+                        help="timed iterations per framework after one warm-up iteration (default 5)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: 1 timed iteration, CartPole-v1 only unless --env is given")
+    parser.add_argument("--frameworks", default=",".join(FRAMEWORKS),
+                        help=f"comma-separated subset of {','.join(FRAMEWORKS)} (ratios need trainwise)")
+    parser.add_argument("--torch-threads", type=int, default=1,
+                        help="torch intra-op threads for every framework's process (default 1)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json-out", type=Path, help="write the result as JSON here")
+    args = parser.parse_args(argv)
+    frameworks = [f.strip() for f in args.frameworks.split(",") if f.strip()]
+    unknown = sorted(set(frameworks) - set(FRAMEWORKS))
+    if unknown or not frameworks:
+        parser.error(f"--frameworks: unknown {unknown}; allowed: {', '.join(FRAMEWORKS)}")
+    if args.iterations < 1:
+        parser.error("--iterations must be >= 1")
+    if args.torch_threads < 1:
+        parser.error("--torch-threads must be >= 1")
+    args.frameworks = frameworks
+    if args.quick:
+        args.iterations = 1
+    if not args.envs:
+        args.envs = ["CartPole-v1"] if args.quick else list(ENVS)
+    return args
+
+
+def _env_summary(measurements: dict[str, Measurement]) -> dict[str, Any]:
+    def sps(name: str) -> float | None:
+        return measurements[name].steps_per_s if name in measurements else None
+
+    return {
+        "env_steps_per_s": {name: round(m.steps_per_s, 1) for name, m in measurements.items()},
+        "ratio": ratio(sps("trainwise"), sps("rllib")),
+        "ratio_sb3": ratio(sps("trainwise"), sps("sb3")),
+        "frameworks": {name: m.to_dict() for name, m in measurements.items()},
+    }
+
+
+def _worst(per_env: dict[str, dict[str, Any]], key: str) -> float | None:
+    values = [entry[key] for entry in per_env.values()]
+    return None if any(v is None for v in values) else min(values)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    threads = set_torch_threads(args.torch_threads)
+    hp = SharedPPO()
+    per_env: dict[str, dict[str, Any]] = {}
+    for env_id in args.envs:
+        measurements: dict[str, Measurement] = {}
+        for name in args.frameworks:
+            progress(f"{env_id}: {name}: 1 warm-up + {args.iterations} timed iterations of {hp.batch} steps")
+            applied = set_torch_threads(args.torch_threads)  # again: a framework may have changed it
+            measurements[name] = MEASURERS[name](env_id, hp, args.iterations, args.seed)
+            measurements[name].torch_threads = {**applied, "intra_op_after_run": torch_intra_op_threads()}
+            progress(f"{env_id}: {name}: {measurements[name].steps_per_s:,.0f} env steps/s")
+        per_env[env_id] = _env_summary(measurements)
+
+    rows = []
+    for env_id, entry in per_env.items():
+        for name, m in entry["frameworks"].items():
+            rows.append([env_id, name, m["timed_env_steps"], m["timed_s"], m["env_steps_per_s"], m["setup_s"]])
+    print_table(["env", "framework", "timed env steps", "timed s", "env steps/s", "setup s (untimed)"], rows,
+                title=f"PPO training throughput (measured; {args.iterations} timed iterations after 1 warm-up, "
+                      f"torch threads {threads['intra_op']})")
+    print()
+    print_table(["env", "trainwise/RLlib", "trainwise/SB3"],
+                [[env_id, e["ratio"], e["ratio_sb3"]] for env_id, e in per_env.items()], digits=2,
+                title=f"Ratios (bars: RLlib >= {BARS['ratio']}, SB3 >= {BARS['ratio_sb3']})")
+
+    payload = {
+        "benchmark": "rl_throughput",
+        "ratio": _worst(per_env, "ratio"),
+        "ratio_sb3": _worst(per_env, "ratio_sb3"),
+        "ratio_definition": "trainwise env steps/s over RLlib's (ratio) and over SB3's (ratio_sb3); "
+                            "with several envs the top-level ratios are the minimum across envs",
+        "bars": BARS,
+        "envs": per_env,
+        "shared_hyperparameters": asdict(hp),
+        "iterations": args.iterations,
+        "warmup_iterations": 1,
+        "torch_threads": threads,
+        "timing": "measured wall clock, sequential in one process; setup and the warm-up iteration excluded",
+    }
+    payload["bars_met"] = {k: (payload[k] is not None and payload[k] >= bar) for k, bar in BARS.items()}
+    if args.json_out:
+        from trainwise.results import write_json
+
+        write_json(args.json_out, payload)
+        progress(f"wrote {args.json_out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
