@@ -11,13 +11,14 @@ fingerprint (rows, seed, format): generating it again would give the same bytes.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 from prefect import get_run_logger, task
 
 from tasks.caching import PROFILE_CACHE_POLICY
-from tasks.progress import Progress
+from tasks.progress import Progress, ReportingWorker
 from tasks.report import fmt, md_table, section, table_artifact
 from tasks.retry import EXTERNAL_RETRIES
 from trainwise import paths
@@ -131,42 +132,45 @@ def tune_ingestion(
     pipeline; return its chosen configuration and what it measured while searching.
     (Verification, with the same longer protocol for every optimizer, is a separate task.)
     A baseline that finds nothing (``required=False``) is reported as failed, not fatal."""
-    import inspect
-
+    from ingestion.measure import MeasureWorker
     from ingestion.node import Node
     from ingestion.tuning import tune_pipeline
 
     index, count = position
     budget = float(ing["time_budget_s"])
     progress = Progress(progress_key, f"InTune: tuning with {optimizer} ({index + 1}/{count})")
+    started = time.monotonic()
 
-    def on_trial(trial: Any) -> None:
-        m = trial.measurement
+    def report(m: Any) -> None:
+        elapsed = time.monotonic() - started
         progress.update(
-            (index + min(trial.elapsed_s / budget, 1.0)) / count,
-            f"{optimizer} ({index + 1}/{count}): {fmt(trial.elapsed_s)} s, last {fmt(m.rows_per_s)} rows/s ({m.label})",
+            (index + min(elapsed / budget, 1.0)) / count,
+            f"{optimizer} ({index + 1}/{count}): {fmt(elapsed)} s of {fmt(budget)}, last {fmt(m.rows_per_s)} rows/s ({m.label})",
         )
 
-    kwargs: dict[str, Any] = {}
-    if "on_trial" in inspect.signature(tune_pipeline).parameters:
-        kwargs["on_trial"] = on_trial
+    spec = _pipeline(data["path"], ing["cpu_budget"], ing["batch_size"])
+    node = Node(**_node(ing["cpu_budget"]))
+    # Every trial goes through this worker, so each measurement updates the progress artifact.
+    worker = ReportingWorker(MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb), report)
     try:
         result = tune_pipeline(
-            _pipeline(data["path"], ing["cpu_budget"], ing["batch_size"]),
-            Node(**_node(ing["cpu_budget"])),
+            spec,
+            node,
             optimizer,
             time_budget_s=budget,
             seed=int(ing["seed"]),
             final=None,
             calibration=_calibration_loader(profile),
             progress=False,
-            **kwargs,
+            worker=worker,
         )
     except UserError as exc:
         if required:
             raise
         get_run_logger().warning("baseline %s failed: %s", optimizer, exc)
         return {"optimizer": optimizer, "config": None, "error": str(exc)}
+    finally:
+        worker.close()
     progress.update((index + 1) / count, f"{optimizer}: done, best trial {fmt(result.get('rows_per_s'))} rows/s")
     search = result.get("search", {})
     return {

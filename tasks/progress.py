@@ -82,3 +82,28 @@ class ReportingBackend:
 
     def __getattr__(self, item: str) -> Any:  # anything else the trainer asks of the backend
         return getattr(self.inner, item)
+
+
+class ReportingWorker:
+    """A pipeline measurement worker (``ingestion.measure.MeasureWorker``) that reports
+    each measurement, then returns it: ``on_measure(measurement)``. Like
+    :class:`ReportingBackend`, it lets a tuning run show progress while the library
+    stays unaware of Prefect."""
+
+    def __init__(self, inner: Any, on_measure: Callable[[Any], None]) -> None:
+        self.inner = inner
+        self.on_measure = on_measure
+
+    def measure(self, config: Any, **kwargs: Any) -> Any:
+        m = self.inner.measure(config, **kwargs)
+        try:
+            self.on_measure(m)
+        except Exception:  # progress display must never break tuning
+            pass
+        return m
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __getattr__(self, item: str) -> Any:
+        return getattr(self.inner, item)

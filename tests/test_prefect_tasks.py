@@ -99,3 +99,24 @@ def test_hardware_is_part_of_the_profile_cache_key(monkeypatch: pytest.MonkeyPat
     here = policy.compute_key(None, {}, {})  # type: ignore[arg-type]
     monkeypatch.setattr(caching.paths, "hardware_fingerprint", lambda: "another-machine")
     assert policy.compute_key(None, {}, {}) != here  # type: ignore[arg-type]
+
+
+def test_reporting_worker_reports_each_measurement() -> None:
+    from optimizers.base import Measurement
+    from tasks.progress import ReportingWorker
+
+    class _Worker:
+        closed = False
+
+        def measure(self, config: dict[str, int], **kw: Any) -> Measurement:
+            return Measurement(rows_per_s=float(config["x"]) * kw.get("scale", 1))
+
+        def close(self) -> None:
+            self.closed = True
+
+    inner, seen = _Worker(), []
+    worker = ReportingWorker(inner, lambda m: seen.append(m.rows_per_s))
+    assert worker.measure({"x": 3}, scale=2).rows_per_s == 6.0
+    assert seen == [6.0]
+    worker.close()
+    assert inner.closed
