@@ -223,3 +223,9 @@ def test_cli_bad_input_is_a_clean_error(tmp_path: Path, args: list[str]) -> None
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and "error" in proc.stderr
     assert not out.exists()
+
+
+def test_continuous_env_trains_end_to_end(tmp_path: Path) -> None:
+    result = train(_spec(tmp_path, env_id="Pendulum-v1", max_steps=512), backend=InProcessBackend(), progress=False)
+    assert result.env_steps == 512 and result.config["policy_spec"]["action_kind"] == "continuous"
+    assert all(np.isfinite(r.ppo_stats["policy_loss"]) for r in result.iterations)
