@@ -1,0 +1,277 @@
+"""Calibrate the simulator from a short profile of the real pipeline.
+
+Steps (about 30-40 s on the built-in DLRM pipeline; cached afterwards):
+
+1. **Per-stage cost from prefix timings.** With every parallelism knob at its smallest value
+   (0 = sequential where allowed, so the whole pipeline runs in one thread) each prefix of the
+   pipeline (read, read+shuffle, ...) is timed (``ingestion.measure.profile_stages`` via the
+   measurement worker). In one thread, a prefix's time per row is the sum of its stages' times,
+   so stage ``k`` costs ``1/r_k - 1/r_{k-1}`` seconds per row. If the batch knob has more than
+   one value, the prefixes are also timed at the smallest batch to split each batched stage's
+   cost into a per-row and a per-call part (``t(B) = a + b / B``).
+2. **Element sizes.** One element of each prefix is pulled in this process and its tensors'
+   bytes divided by its rows give each stage's output bytes per row (buffer memory).
+3. **Contention.** A few whole-pipeline configurations that use parallel stages are measured;
+   the simulator's oversubscription overhead and burstiness are fitted to them (least squares
+   on log throughput), and the base memory is taken from the measured resident memory.
+
+The result is a :class:`Calibration` (the model plus what it was fitted from, and its error on
+the fitting points), cached as JSON under ``trainwise.paths.cache_dir("profiles")`` keyed by the
+pipeline's data reference, its knob space and the hardware fingerprint.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping
+
+from ingestion.knobs import Config, KnobSpace
+from ingestion.node import Node
+from ingestion.simulator import PipelineModel, model_from_space, simulate
+from optimizers.base import Measurement
+from trainwise.errors import UserError
+
+Evaluate = Callable[[Config], Measurement]
+MIN_STAGE_S = 2e-8  # a floor for a stage's cost per row (timing noise can make a difference negative)
+
+
+@dataclass
+class Calibration:
+    """A calibrated :class:`PipelineModel` and the evidence it came from."""
+
+    model: PipelineModel
+    profile_config: Config
+    prefix_rows_per_s: dict[str, float]
+    fit_points: list[dict[str, Any]] = field(default_factory=list)
+    calibration_s: float = 0.0
+    cached: bool = False
+    key: str = ""
+
+    @property
+    def fit_error(self) -> float | None:
+        """Mean absolute relative error of the model on the points it was fitted to."""
+        errs = [abs(p["simulated"] - p["measured"]) / p["measured"] for p in self.fit_points if p["measured"] > 0]
+        return sum(errs) / len(errs) if errs else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.model.to_json(),
+            "profile_config": self.profile_config,
+            "prefix_rows_per_s": self.prefix_rows_per_s,
+            "fit_points": self.fit_points,
+            "calibration_s": self.calibration_s,
+            "key": self.key,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "Calibration":
+        return cls(
+            model=PipelineModel.from_json(data["model"]),
+            profile_config={k: int(v) for k, v in data["profile_config"].items()},
+            prefix_rows_per_s={k: float(v) for k, v in data["prefix_rows_per_s"].items()},
+            fit_points=list(data.get("fit_points", [])),
+            calibration_s=float(data.get("calibration_s", 0.0)),
+            cached=True,
+            key=str(data.get("key", "")),
+        )
+
+
+def sequential_config(space: KnobSpace) -> Config:
+    """Every CPU knob at its smallest value (0 = inline if allowed), other knobs at their default."""
+    config = space.initial()
+    for k in space.cpu_knobs:
+        config[k.name] = k.values[0]
+    return config
+
+
+def stage_costs_from_prefixes(stages: list[str], prefix_rows_per_s: Mapping[str, float]) -> dict[str, float]:
+    """Seconds per row of each stage from single-thread prefix rates.
+
+    A longer prefix cannot take less time per row than a shorter one, but timing noise and the
+    measuring harness (short prefixes are re-batched for timing) can make it look so. So the
+    time of prefix ``k`` is taken as the least time of any prefix at least as long (a monotone
+    envelope), and stage ``k`` costs the difference to the previous prefix.
+    """
+    totals = [1.0 / prefix_rows_per_s[s] if prefix_rows_per_s[s] > 0 else math.inf for s in stages]
+    envelope = [min(totals[i:]) for i in range(len(totals))]
+    costs: dict[str, float] = {}
+    previous = 0.0
+    for stage, total in zip(stages, envelope):
+        costs[stage] = max(MIN_STAGE_S, total - previous)
+        previous = total
+    return costs
+
+
+def split_per_call(
+    cost_big: Mapping[str, float], cost_small: Mapping[str, float], big: int, small: int
+) -> dict[str, tuple[float, float]]:
+    """Per stage (per-row, per-call) seconds from costs per row at two batch sizes."""
+    out = {}
+    for stage, t_big in cost_big.items():
+        t_small = cost_small.get(stage, t_big)
+        per_call = max(0.0, (t_small - t_big) / (1.0 / small - 1.0 / big))
+        per_row = max(MIN_STAGE_S, t_big - per_call / big)
+        out[stage] = (per_row, per_call)
+    return out
+
+
+def element_bytes_per_row(spec: Any, config: Config) -> dict[str, float]:
+    """Bytes per row of each prefix's output (one element pulled in this process)."""
+    import tensorflow as tf
+
+    out: dict[str, float] = {}
+    for stage in spec.stages:
+        element = next(iter(spec.build_upto(config, stage)))
+        tensors = tf.nest.flatten(element)
+        rows = int(tensors[0].shape[0]) if tensors[0].shape.rank else 1
+        nbytes = 0
+        for t in tensors:
+            if t.dtype == tf.string:
+                nbytes += int(tf.reduce_sum(tf.strings.length(t)).numpy()) + 8 * int(tf.size(t))
+            else:
+                nbytes += int(tf.size(t)) * t.dtype.size
+        out[stage] = nbytes / max(1, rows)
+    return out
+
+
+def fit_contention(
+    model: PipelineModel, node: Node, points: list[tuple[Config, Measurement]]
+) -> PipelineModel:
+    """Fit oversubscription overhead and burstiness to measured points (grid least squares)."""
+    usable = [(c, m) for c, m in points if not m.oom and m.rows_per_s > 0]
+    if not usable:
+        return model
+    best, best_err = model, math.inf
+    for overhead in (0.0, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0):
+        for burst in (0.0, 0.05, 0.1, 0.2, 0.3):
+            candidate = replace(model, oversub_overhead=overhead, burstiness=burst)
+            err = sum(math.log(simulate(candidate, c, node).rows_per_s / m.rows_per_s) ** 2 for c, m in usable)
+            if err < best_err - 1e-12:
+                best, best_err = candidate, err
+    return best
+
+
+def contention_configs(model: PipelineModel, space: KnobSpace, node: Node, count: int = 3) -> list[Config]:
+    """Whole-pipeline configurations to fit contention on: the model's best, then varied ones."""
+    base = sequential_config(space)
+    ranked = sorted(space.grid(), key=lambda c: -simulate(model, c, node).score) if space.grid_size() <= 5000 else []
+    chosen: list[Config] = []
+    # The model's best, then the best ones that differ from those chosen in their CPU split.
+    for c in ranked:
+        split = tuple(c[k.name] for k in space.cpu_knobs)
+        if all(split != tuple(o[k.name] for k in space.cpu_knobs) for o in chosen):
+            chosen.append(c)
+        if len(chosen) >= count:
+            break
+    if not chosen:
+        for k in space.cpu_knobs:
+            c = dict(base)
+            c[k.name] = max(v for v in k.values if v <= space.cpu_budget)
+            if space.is_valid(c):
+                chosen.append(c)
+    return chosen[:count]
+
+
+def cache_key(spec: Any, node: Node) -> str:
+    from trainwise.paths import fingerprint, hardware_fingerprint
+
+    ref = spec.reference() if getattr(spec, "portable", False) else {"name": spec.name}
+    knobs = [(k.name, k.kind, k.stage, list(k.values)) for k in spec.space.knobs]
+    return f"{spec.name}-{fingerprint({'ref': ref, 'knobs': knobs, 'node': node.__dict__, 'hw': hardware_fingerprint()})}"
+
+
+def calibrate(
+    spec: Any,
+    node: Node,
+    *,
+    time_budget_s: float | None = None,
+    use_cache: bool = True,
+    evaluate: Evaluate | None = None,
+    window_s: float = 1.0,
+    contention_points: int = 3,
+) -> Calibration:
+    """Profile ``spec`` briefly and return the calibrated simulator model (cached).
+
+    ``evaluate`` measures a whole configuration (default: a measurement worker). The profile
+    needs ``spec.stages`` and ``spec.build_upto``; without them the model keeps the uninformed
+    per-stage costs and only the contention fit uses the pipeline.
+    """
+    from trainwise.paths import cache_dir
+
+    key = cache_key(spec, node)
+    path = cache_dir("profiles") / f"{key}.json"
+    if use_cache and path.exists():
+        try:
+            return Calibration.from_json(json.loads(path.read_text()))
+        except (ValueError, KeyError, TypeError):
+            pass  # a stale or damaged cache entry: recalibrate
+    started = time.monotonic()
+    space: KnobSpace = spec.space
+    config = sequential_config(space)
+    worker = None
+    if evaluate is None:
+        from ingestion.measure import MeasureWorker, measure_in_process
+
+        if spec.portable:
+            worker = MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb)
+            evaluate = lambda c, **kw: worker.measure(c, **kw)  # noqa: E731
+        else:
+            evaluate = lambda c, **kw: measure_in_process(spec, c, **kw)  # noqa: E731
+    try:
+        has_prefixes = bool(getattr(spec, "stages", ())) and getattr(spec, "build_upto", None) is not None
+        costs: dict[str, dict[str, float]] = {}
+        prefix: dict[str, float] = {}
+        base = evaluate(config, warmup_s=0.5, window_s=window_s, repeats=1, stage_profile=has_prefixes)
+        if has_prefixes:
+            prefix = dict(base.extra.get("stage_rows_per_s", {}))
+            stages = [s for s in spec.stages if s in prefix]
+            per_row = stage_costs_from_prefixes(stages, prefix)
+            batch = next((k for k in space.knobs if k.kind == "batch"), None)
+            if batch is not None and len(batch.values) > 1 and config[batch.name] != batch.values[0]:
+                small_cfg = {**config, batch.name: batch.values[0]}
+                small = evaluate(small_cfg, warmup_s=0.5, window_s=window_s, repeats=1, stage_profile=True)
+                split = split_per_call(per_row, stage_costs_from_prefixes(stages, small.extra["stage_rows_per_s"]),
+                                       config[batch.name], batch.values[0])
+                costs = {s: {"cpu_s_per_row": a, "cpu_s_per_call": b * 1.0} for s, (a, b) in split.items()}
+            else:
+                costs = {s: {"cpu_s_per_row": t} for s, t in per_row.items()}
+            try:
+                sizes = element_bytes_per_row(spec, config)
+            except Exception:  # noqa: BLE001  sizes are a refinement; the profile stands without them
+                sizes = {}
+            for s, b in sizes.items():
+                costs.setdefault(s, {})["bytes_per_row"] = b
+        model = model_from_space(space, costs=costs, name=spec.name, source="calibrated")
+        model = replace(model, base_mb=max(50.0, base.peak_rss_mb - (memory_mb_of(model, config) - model.base_mb)))
+        points: list[tuple[Config, Measurement]] = [(config, base)]
+        for c in contention_configs(model, space, node, contention_points):
+            if time_budget_s is not None and time.monotonic() - started > 0.8 * time_budget_s:
+                break
+            points.append((c, evaluate(c, warmup_s=0.5, window_s=window_s, repeats=1)))
+        # Scale all costs so the sequential point matches exactly, then fit contention.
+        if base.rows_per_s > 0:
+            scale = simulate(model, config, node).rows_per_s / base.rows_per_s
+            model = replace(model, stages=tuple(replace(s, cpu_s_per_row=s.cpu_s_per_row * scale,
+                                                         cpu_s_per_call=s.cpu_s_per_call * scale) for s in model.stages))
+        model = fit_contention(model, node, points)
+    finally:
+        if worker is not None:
+            worker.close()
+    fit_points = [
+        {"config": c, "measured": m.rows_per_s, "simulated": simulate(model, c, node).rows_per_s, "oom": m.oom}
+        for c, m in points
+    ]
+    result = Calibration(model, config, prefix, fit_points, round(time.monotonic() - started, 2), False, key)
+    from trainwise.results import write_json
+
+    write_json(path, result.to_json(), with_environment=False)
+    return result
+
+
+def memory_mb_of(model: PipelineModel, config: Mapping[str, int]) -> float:
+    from ingestion.simulator import memory_mb
+
+    return memory_mb(model, config)[0]

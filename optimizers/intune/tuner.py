@@ -1,0 +1,240 @@
+"""InTune as an ask/tell optimizer: a model-best start, then masked agent steps on live measurements.
+
+1. **Start**: the best configuration according to the belief model (the calibrated simulator):
+   exhaustive on the model when the grid is small, otherwise the agent planning greedily on the
+   model (a rollout on the simulator costs microseconds per step).
+2. **Live steps**: from the best configuration measured so far, the agent ranks the valid actions
+   (mask: in the space, within the CPU budget, predicted memory under the margin, never an
+   out-of-memory configuration, never one already measured) and the tuner proposes the top one.
+   A measured improvement above ``min_gain`` moves the current configuration; otherwise it stays.
+3. **Online fine-tuning**: every live transition goes into the agent's replay buffer with its
+   reward, and the agent takes a few gradient steps, so it adapts to the real pipeline.
+4. **Stop**: when the agent ranks "stop" first after ``patience`` steps without improvement, when
+   no valid unmeasured neighbour is left, after ``max_steps`` live measurements, or when the next
+   measurement would not fit in ``finish_share`` of the time budget.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from ingestion.knobs import KnobSpace
+from ingestion.node import Node
+from ingestion.simulator import PipelineModel, simulate
+from optimizers.base import Config, Measurement
+from optimizers.intune.agent import MaskedDQN
+from optimizers.intune.env import ACTIONS, STOP, Masker, apply_action, observe
+
+
+def model_best(
+    model: PipelineModel,
+    space: KnobSpace,
+    node: Node,
+    masker: Masker,
+    agent: MaskedDQN | None = None,
+    *,
+    exhaustive_limit: int = 4000,
+    plan_steps: int = 200,
+) -> tuple[Config, str]:
+    """The model's best safe configuration and how it was found."""
+    if space.grid_size() <= exhaustive_limit:
+        best, best_x = space.initial(), -math.inf
+        for config in space.grid():
+            if not masker.safe(config):
+                continue
+            x = simulate(model, config, node).score
+            if x > best_x:
+                best, best_x = config, x
+        return best, "exhaustive search on the calibrated simulator"
+    # Plan on the model: greedy agent steps with steepest-ascent fallback, never revisiting.
+    current = space.initial()
+    cur_m = simulate(model, current, node)
+    start_x = max(cur_m.rows_per_s, 1e-9)
+    seen = {Masker.key(current)}
+    for t in range(plan_steps):
+        targets = masker.targets(current)
+        candidates = [(i, c) for i, c in enumerate(targets) if c is not None and i != STOP and Masker.key(c) not in seen]
+        if not candidates:
+            break
+        scored = []
+        for i, c in candidates:
+            seen.add(Masker.key(c))
+            scored.append((simulate(model, c, node).score, i, c))
+        x, _, c = max(scored, key=lambda s: s[0])
+        if agent is not None and x <= cur_m.rows_per_s:
+            # no neighbour improves on the model: let the agent pick a move to escape, once
+            obs = observe(space, node, model, current, cur_m, start_rows_per_s=start_x, best_rows_per_s=cur_m.rows_per_s,
+                          progress=t / plan_steps, improved=False)
+            ranked = [a for a in agent.ranked(obs, masker.mask(current)) if a != STOP]
+            if not ranked:
+                break
+            c = targets[ranked[0]]
+            assert c is not None
+            x2 = simulate(model, c, node).score
+            if x2 <= cur_m.rows_per_s:
+                break
+            x = x2
+        elif x <= cur_m.rows_per_s:
+            break
+        current, cur_m = c, simulate(model, c, node)
+    return current, "steepest ascent on the calibrated simulator"
+
+
+class InTuneOptimizer:
+    """Ask/tell InTune (see the module docstring)."""
+
+    name = "intune"
+
+    def __init__(
+        self,
+        space: KnobSpace,
+        node: Node,
+        belief: PipelineModel,
+        agent: MaskedDQN,
+        *,
+        start: Config | None = None,
+        start_source: str = "given",
+        time_budget_s: float | None = None,
+        finish_share: float = 0.85,
+        max_steps: int = 60,
+        patience: int = 10,
+        min_gain: float = 0.01,
+        finetune_steps: int = 4,
+        memory_margin: float = 0.85,
+        clock: Callable[[], float] = time.monotonic,
+        on_finish: Callable[["InTuneOptimizer"], None] | None = None,
+    ):
+        self.space, self.node, self.belief, self.agent = space, node, belief, agent
+        self.masker = Masker(space, node, belief, memory_margin)
+        if start is None:
+            start, start_source = model_best(belief, space, node, self.masker, agent)
+        self.start, self.start_source = dict(start), start_source
+        self.time_budget_s, self.finish_share = time_budget_s, finish_share
+        self.max_steps, self.patience, self.min_gain = max_steps, patience, min_gain
+        self.finetune_steps = finetune_steps
+        self.clock, self.on_finish = clock, on_finish
+        self.visited: dict[tuple, Measurement] = {}
+        self.current: Config | None = None
+        self.current_m: Measurement | None = None
+        self.start_x = 1e-9
+        self.pending: tuple[np.ndarray, int] | None = None
+        self.no_improve = 0
+        self.steps = 0
+        self.t0: float | None = None
+        self.durations: list[float] = []
+        self.last_ask: float | None = None
+        self.finished: str | None = None
+        self.history: list[dict[str, Any]] = []
+
+    # -- ask/tell ---------------------------------------------------------------------------
+    def ask(self) -> Config | None:
+        now = self.clock()
+        if self.t0 is None:
+            self.t0 = now
+        if self.finished:
+            return None
+        self.last_ask = now
+        if self.current is None:
+            return dict(self.start)
+        reason = self._stop_reason(now)
+        if reason:
+            return self._finish(reason)
+        obs = self._obs(self.current, self.current_m, improved=self.no_improve == 0)
+        mask = self.masker.mask(self.current, exclude=self.visited.keys())
+        ranked = self.agent.ranked(obs, mask)
+        moves = [a for a in ranked if a != STOP]
+        if not moves:
+            return self._finish("no valid unmeasured neighbour left")
+        if ranked[0] == STOP and self.no_improve >= self.patience:
+            return self._finish("agent chose stop")
+        action = moves[0]
+        target = apply_action(self.space, self.current, ACTIONS[action])
+        assert target is not None
+        self.pending = (obs, action)
+        return target
+
+    def tell(self, config: Config, measurement: Measurement) -> None:
+        now = self.clock()
+        if self.last_ask is not None:
+            self.durations.append(now - self.last_ask)
+        key = Masker.key(config)
+        self.visited[key] = measurement
+        self._learn_memory(config, measurement)
+        if measurement.oom:
+            self.masker.forbidden.add(key)
+        self.history.append({"config": dict(config), "rows_per_s": measurement.rows_per_s, "oom": measurement.oom})
+        if self.current is None:
+            self.current, self.current_m = dict(config), measurement
+            self.start_x = max(measurement.rows_per_s, 1e-9)
+            return
+        self.steps += 1
+        old_x = max(self.current_m.rows_per_s, 1e-9)
+        x = max(measurement.rows_per_s, 1e-9)
+        if self.pending is not None:
+            obs, action = self.pending
+            reward = -10.0 if measurement.oom else math.log(x / old_x)
+            next_obs = self._obs(config, measurement, improved=x > old_x)
+            next_mask = self.masker.mask(config) if not measurement.oom else np.eye(len(ACTIONS), dtype=bool)[STOP]
+            self.agent.remember(obs, action, reward, next_obs, measurement.oom, next_mask)
+            if self.finetune_steps:
+                self.agent.learn(self.finetune_steps, min_size=8)
+            self.pending = None
+        if not measurement.oom and x > old_x * (1.0 + self.min_gain):
+            self.current, self.current_m = dict(config), measurement
+            self.no_improve = 0
+        else:
+            self.no_improve += 1
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _obs(self, config: Mapping[str, int], m: Measurement | None, improved: bool) -> np.ndarray:
+        assert m is not None
+        best = max((v.rows_per_s for v in self.visited.values()), default=m.rows_per_s)
+        return observe(self.space, self.node, self.belief, config, m, start_rows_per_s=self.start_x,
+                       best_rows_per_s=max(best, 1e-9), progress=self.steps / self.max_steps, improved=improved)
+
+    def _learn_memory(self, config: Mapping[str, int], m: Measurement) -> None:
+        """Scale the model's memory prediction up if the pipeline measures more than modelled."""
+        from ingestion.simulator import memory_mb
+
+        if m.label == "measured" and m.peak_rss_mb > 0:
+            modelled = memory_mb(self.belief, config)[0]
+            self.masker.memory_scale = max(self.masker.memory_scale, m.peak_rss_mb / max(modelled, 1e-9))
+
+    def _stop_reason(self, now: float) -> str | None:
+        if self.steps >= self.max_steps:
+            return "step limit"
+        if self.time_budget_s is not None and self.t0 is not None and self.durations:
+            expected = float(np.mean(self.durations[-5:]))
+            if now - self.t0 + expected > self.finish_share * self.time_budget_s:
+                return "time budget"
+        return None
+
+    def _finish(self, reason: str) -> None:
+        self.finished = reason
+        if self.on_finish is not None:
+            self.on_finish(self)
+        return None
+
+    @property
+    def best(self) -> tuple[Config, Measurement] | None:
+        if not self.visited:
+            return None
+        key, m = max(self.visited.items(), key=lambda kv: kv[1].score)
+        return dict(key), m
+
+    def report(self) -> dict[str, Any]:
+        best = self.best
+        return {
+            "optimizer": self.name,
+            "start": self.start,
+            "start_source": self.start_source,
+            "live_steps": self.steps,
+            "stopped_by": self.finished,
+            "best_config": None if best is None else best[0],
+            "best_rows_per_s": None if best is None else best[1].rows_per_s,
+            "agent": self.agent.info,
+        }

@@ -1,0 +1,131 @@
+"""Simulator behaviour: processor sharing, out-of-memory, monotonic in cores, inline stages."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ingestion.knobs import Knob, KnobSpace
+from ingestion.node import Node
+from ingestion.simulator import (
+    SIM_NODES,
+    PipelineModel,
+    StageModel,
+    dlrm_like_space,
+    memory_mb,
+    model_from_space,
+    random_pipeline,
+    simulate,
+)
+
+
+def one_stage(cpu_s: float = 1e-3, wait_s: float = 0.0, values=(1, 2, 4, 8, 16)) -> tuple[PipelineModel, KnobSpace]:
+    model = PipelineModel("one", (StageModel("work", cpu_s, wait_s_per_row=wait_s, threads_knob="t"),), burstiness=0.0,
+                          oversub_overhead=0.0)
+    space = KnobSpace((Knob("t", tuple(values), kind="cpu", stage="work"),), cpu_budget=max(values))
+    return model, space
+
+
+def test_cpu_bound_stage_scales_with_threads_until_cores_then_is_shared():
+    model, _ = one_stage(cpu_s=1e-3)
+    node = Node("n4", vcpus=4, ram_gib=8)
+    rates = {t: simulate(model, {"t": t}, node).rows_per_s for t in (1, 2, 4, 8, 16)}
+    assert rates[2] == pytest.approx(2 * rates[1])
+    assert rates[4] == pytest.approx(4000.0)
+    # more threads than cores: processor sharing gives each a share, the total stays at 4 cores
+    assert rates[8] == pytest.approx(4000.0)
+    assert simulate(model, {"t": 8}, node).extra["cpu_share_per_thread"] == pytest.approx(0.5)
+
+
+def test_oversubscription_overhead_lowers_throughput():
+    model, _ = one_stage(cpu_s=1e-3)
+    from dataclasses import replace
+
+    node = Node("n4", vcpus=4, ram_gib=8)
+    costly = replace(model, oversub_overhead=0.1)
+    assert simulate(costly, {"t": 16}, node).rows_per_s < simulate(costly, {"t": 4}, node).rows_per_s
+
+
+def test_io_bound_stage_gains_from_threads_beyond_cores():
+    model, _ = one_stage(cpu_s=1e-4, wait_s=9e-4)  # 10% CPU
+    node = Node("n2", vcpus=2, ram_gib=8)
+    assert simulate(model, {"t": 8}, node).rows_per_s > 3 * simulate(model, {"t": 2}, node).rows_per_s
+
+
+@pytest.mark.parametrize("vcpus", [8, 32, 64, 96])
+def test_monotonic_in_cores_on_a_parallel_bound_stage(vcpus):
+    model, _ = one_stage(cpu_s=1e-3, values=tuple(range(1, 97)))
+    node = Node("n", vcpus=vcpus, ram_gib=64)
+    rates = [simulate(model, {"t": t}, node).rows_per_s for t in range(1, vcpus + 1)]
+    assert all(b >= a for a, b in zip(rates, rates[1:]))
+    assert rates[-1] == pytest.approx(vcpus * 1000.0)
+    # and more cores never hurt the same configuration
+    small, big = Node("a", vcpus=4, ram_gib=64), Node("b", vcpus=8, ram_gib=64)
+    assert simulate(model, {"t": 8}, big).rows_per_s > simulate(model, {"t": 8}, small).rows_per_s
+
+
+def test_two_stages_share_cores_and_bottleneck_is_reported():
+    model = PipelineModel(
+        "two",
+        (StageModel("a", 1e-3, threads_knob="a"), StageModel("b", 3e-3, threads_knob="b")),
+        burstiness=0.0, oversub_overhead=0.0,
+    )
+    node = Node("n4", vcpus=4, ram_gib=8)
+    balanced = simulate(model, {"a": 1, "b": 3}, node)
+    assert balanced.rows_per_s == pytest.approx(1000.0)
+    assert simulate(model, {"a": 3, "b": 1}, node).extra["bottleneck"] == "b"
+    # 4 + 12 threads on 4 cores: the total CPU demand X * (1e-3 + 3e-3) cannot exceed 4 cores
+    crowded = simulate(model, {"a": 4, "b": 12}, node)
+    assert crowded.rows_per_s * 4e-3 <= 4.0 + 1e-6
+
+
+def test_out_of_memory_over_the_ram_budget():
+    node = SIM_NODES[8]  # 16 GiB, budget 8 GiB
+    space = dlrm_like_space(node)
+    model = random_pipeline(np.random.default_rng(3), "transform")
+    small = {**space.initial(), "batch_size": 256, "prefetch": 1}
+    big = {**space.initial(), "batch_size": 8192, "prefetch": 64, "transform_threads": 4}
+    m_small, m_big = simulate(model, small, node), simulate(model, big, node)
+    assert not m_small.oom and m_small.rows_per_s > 0
+    assert memory_mb(model, big)[0] > node.ram_budget_mb
+    assert m_big.oom and m_big.rows_per_s == 0 and m_big.score == float("-inf")
+    assert m_small.label == "simulated"
+
+
+def test_memory_grows_with_buffers_and_batch():
+    model = random_pipeline(np.random.default_rng(0), "parse")
+    space = dlrm_like_space(SIM_NODES[8])
+    base = space.initial()
+    assert memory_mb(model, {**base, "prefetch": 8})[0] > memory_mb(model, {**base, "prefetch": 2})[0]
+    assert memory_mb(model, {**base, "batch_size": 4096})[0] > memory_mb(model, {**base, "batch_size": 1024})[0]
+
+
+def test_inline_stages_run_in_one_thread():
+    """Thread knob 0 (tf.data sequential) folds the stage into the puller's single thread."""
+    space = KnobSpace(
+        (Knob("ra", (0, 1, 2), kind="cpu", stage="read"), Knob("pa", (0, 1, 2), kind="cpu", stage="parse")),
+        cpu_budget=2,
+    )
+    model = model_from_space(space, costs={"read": {"cpu_s_per_row": 1e-3}, "parse": {"cpu_s_per_row": 1e-3}},
+                             burstiness=0.0, oversub_overhead=0.0)
+    node = Node("n2", vcpus=2, ram_gib=8)
+    assert simulate(model, {"ra": 0, "pa": 0}, node).rows_per_s == pytest.approx(500.0)  # 2 ms per row, one thread
+    assert simulate(model, {"ra": 0, "pa": 2}, node).rows_per_s == pytest.approx(1000.0)  # read in parse's runner
+    assert simulate(model, {"ra": 0, "pa": 2}, node).extra["bottleneck"] in ("read", "parse")
+
+
+def test_model_json_round_trip():
+    model = random_pipeline(np.random.default_rng(1), "read")
+    again = PipelineModel.from_json(model.to_json())
+    assert again == model
+
+
+def test_prefix_costs_are_differences_with_a_monotone_envelope():
+    from ingestion.calibrate import stage_costs_from_prefixes
+
+    # single-thread prefix rates: 1/r = 2, 5, 15 microseconds per row
+    costs = stage_costs_from_prefixes(["a", "b", "c"], {"a": 5e5, "b": 2e5, "c": 1e5 / 1.5})
+    assert costs["a"] == pytest.approx(2e-6) and costs["b"] == pytest.approx(3e-6) and costs["c"] == pytest.approx(10e-6)
+    # a shorter prefix measured slower than a longer one is bounded by the longer one
+    noisy = stage_costs_from_prefixes(["a", "b", "c"], {"a": 1e5, "b": 2e5, "c": 1e5})
+    assert noisy["a"] == pytest.approx(5e-6) and noisy["b"] <= 1e-7 and noisy["c"] == pytest.approx(5e-6)
