@@ -22,7 +22,7 @@ def _cands(per_step_cost=1e-6, per_iter_cost=4e-3, b_noise=1000.0):
     def c(s):  # extra actors add a per-iteration cost, so speed costs money
         return per_step_cost * s.batch + per_iter_cost + 1e-3 * (s.actors - 1)
 
-    return score_shapes(shapes, t, c, progress.env_steps), progress
+    return score_shapes(shapes, t, c, lambda s: progress.env_steps(s.batch)), progress
 
 
 def test_cost_optimum_is_the_analytic_one():

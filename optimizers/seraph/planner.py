@@ -65,9 +65,10 @@ class Reference:
     env_steps: float
     batch: int
     source: str
+    actors: int = 4  # the trainer preset's actor count, used for the measured points
 
     def as_dict(self) -> dict[str, Any]:
-        return {"env_steps": self.env_steps, "batch": self.batch, "source": self.source}
+        return {"env_steps": self.env_steps, "batch": self.batch, "actors": self.actors, "source": self.source}
 
 
 # One measured or assumed point per built-in env: env steps to the usual target with the
@@ -173,6 +174,7 @@ class Planner:
     first_return: float | None = None
     last_return: float | None = None
     last_front: list[Candidate] = field(default_factory=list)
+    episode_steps: int = 0  # the env's episode time limit (see env_steps_to_target)
     recent_window: int = 30  # run iterations that join the profile when the model is refitted
     run_observations: list[Observation] = field(default_factory=list)
     predictions: dict[int, dict[str, float]] = field(default_factory=dict)
@@ -201,11 +203,28 @@ class Planner:
         return float(self.reference.batch)  # no measurement at all: assume B_noise near the reference batch
 
     def progress_model(self) -> ProgressModel:
-        return ProgressModel.calibrate(self.b_noise, self.reference.env_steps, self.reference.batch)
+        """E(B) calibrated on the reference point, net of its detection lag (see below)."""
+        ref = self.reference
+        e_ref = max(ref.env_steps - ref.actors * self.episode_steps, 0.5 * ref.env_steps)
+        return ProgressModel.calibrate(self.b_noise, e_ref, ref.batch)
 
     # ---------------------------------------------------------------- planning
+    def env_steps_to_target(self, progress: ProgressModel, s: RunShape) -> float:
+        """McCandlish's E(B), plus the steps it takes to *see* the target.
+
+        The trainer judges the target on completed episodes. When the policy becomes
+        good enough, each of the ``a`` actors still has an episode in flight that must
+        finish before good returns fill the reach window: about one episode per actor,
+        ``a * episode_steps`` env steps (the env's time limit, an upper bound). This is
+        what makes many short actor segments slower to the target than their rollout
+        time suggests (measured on CartPole: 16 actors needed ~40% more steps than 1).
+        """
+        return progress.env_steps(s.batch) + s.actors * self.episode_steps
+
     def _score(self, progress: ProgressModel, shapes: Sequence[RunShape]) -> list[Candidate]:
-        return score_shapes(shapes, self.perf.iteration_s, self.cost.iteration_cost, progress.env_steps)
+        return score_shapes(
+            shapes, self.perf.iteration_s, self.cost.iteration_cost, lambda s: self.env_steps_to_target(progress, s)
+        )
 
     def plan(self) -> Plan:
         """Plan the whole run from the profile."""

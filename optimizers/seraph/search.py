@@ -96,12 +96,12 @@ def score_shapes(
     shapes: Iterable[RunShape],
     iteration_time: Callable[[RunShape], float],
     iteration_cost: Callable[[RunShape], float],
-    env_steps_to_target: Callable[[int], float],
+    env_steps_to_target: Callable[[RunShape], float],
 ) -> list[Candidate]:
     """Predicted time and cost to the target for each shape."""
     out = []
     for s in shapes:
-        steps = env_steps_to_target(s.batch)
+        steps = env_steps_to_target(s)
         iters = max(1, math.ceil(steps / s.batch))
         out.append(Candidate(s, iters, iters * s.batch, iters * iteration_time(s), iters * iteration_cost(s)))
     return out

@@ -58,6 +58,17 @@ def prices_for(architecture: str, price_table: Path | None = None) -> Prices:
     )
 
 
+def episode_time_limit(env_id: str) -> int:
+    """The env's registered episode step limit (1,000 when it has none)."""
+    import gymnasium as gym
+
+    try:
+        limit = gym.spec(env_id).max_episode_steps
+    except Exception:  # an unregistered id was rejected earlier; be safe
+        limit = None
+    return int(limit) if limit else 1000
+
+
 def make_planner(
     pilot: PilotOutcome,
     workload: Workload,
@@ -72,6 +83,7 @@ def make_planner(
 
     ref = reference_for(workload.env_id, workload.max_steps, preset_for(workload.env_id).batch)
     return Planner(
+        episode_steps=episode_time_limit(workload.env_id),
         profile=pilot.profile,
         objective=objective,
         constraints=constraints,
