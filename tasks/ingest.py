@@ -59,13 +59,15 @@ def locate_or_generate_data(data: dict[str, Any]) -> dict[str, Any]:
 
 def pipeline_workload_of(ing: IngestSpec, data: dict[str, Any]) -> dict[str, Any]:
     """What a pipeline profile depends on (its cache key): the data (by manifest, so
-    regenerated identical data keeps its profile), the CPU budget and the batch size."""
+    regenerated identical data keeps its profile), the CPU budget, the batch size and the
+    profiling window."""
     manifest = {k: v for k, v in data.get("manifest", {}).items() if k != "out"}
     return {
         "data_path": data["path"],
         "data_manifest": paths.fingerprint(manifest) if manifest else None,
         "cpu_budget": ing.cpu_budget,
         "batch_size": ing.batch_size,
+        "window_s": ing.profile_window_s,
     }
 
 
@@ -98,7 +100,7 @@ def profile_pipeline(workload: dict[str, Any]) -> dict[str, Any]:
     from ingestion.node import Node
 
     spec = _pipeline(workload["data_path"], workload["cpu_budget"], workload["batch_size"])
-    cal = calibrate(spec, Node(**_node(workload["cpu_budget"])), use_cache=False)
+    cal = calibrate(spec, Node(**_node(workload["cpu_budget"])), use_cache=False, window_s=workload["window_s"])
     get_run_logger().info(
         "calibrated the pipeline simulator in %s s; fit error %s on %d points",
         fmt(cal.calibration_s), fmt(cal.fit_error), len(cal.fit_points),

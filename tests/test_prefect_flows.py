@@ -20,6 +20,7 @@ TINY: dict[str, Any] = {
         "baselines": ["naive"],
         "time_budget_s": 8,
         "batch_size": 256,
+        "profile_window_s": 0.3,
         "verify_window_s": 0.5,
         "verify_repeats": 1,
     },

@@ -92,6 +92,7 @@ class IngestSpec(_Strict):
         None, ge=1, le=20, description="measuring windows when verifying live, median counts (default: final protocol)"
     )
     batch_size: int = Field(4096, ge=1, description="the trainer's batch size (fixed; the pipeline's output)")
+    profile_window_s: float = Field(1.0, gt=0, le=60, description="measuring window of each profiling measurement (s)")
     seed: int = 0
 
     @field_validator("optimizer")
