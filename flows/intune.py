@@ -52,7 +52,6 @@ def intune(config: str = "configs/demo.yaml", run_dir: str | None = None, refres
     verified = measure_configurations(data, tuned, settings)
     section = render_intune_section(spec.name, settings, data, profile, tuned, verified, cached, str(out))
 
-    result: dict[str, Any] = {"section": section, "run_dir": str(out)}
-    if run_dir is None:
-        result |= render_report(spec.name, f"trainwise intune: {spec.name}", str(out), [section], config=config, extra={"flow": "intune"})
-    return result
+    if run_dir is not None:  # a branch of optimize: hand the section up
+        return {"section": section, "run_dir": str(out)}
+    return render_report(spec.name, f"trainwise intune: {spec.name}", str(out), [section], config=config, extra={"flow": "intune"})

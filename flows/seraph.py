@@ -38,7 +38,6 @@ def seraph(config: str = "configs/demo.yaml", run_dir: str | None = None, refres
     trained = train_rl_on_functions(profile, settings, str(out), progress_key=f"{spec.name}-seraph-progress")
     section = render_seraph_section(spec.name, settings, profile, trained.get("plan", plan), trained, cached, str(out))
 
-    result: dict[str, Any] = {"section": section, "run_dir": str(out)}
-    if run_dir is None:
-        result |= render_report(spec.name, f"trainwise seraph: {spec.name}", str(out), [section], config=config, extra={"flow": "seraph"})
-    return result
+    if run_dir is not None:  # a branch of optimize: hand the section up
+        return {"section": section, "run_dir": str(out)}
+    return render_report(spec.name, f"trainwise seraph: {spec.name}", str(out), [section], config=config, extra={"flow": "seraph"})
