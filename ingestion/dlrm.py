@@ -125,11 +125,17 @@ def _par(value: int) -> int | None:
 
 
 def read_stage(files: list[str], fmt: str, *, cycle_length: int, parallelism: int, block_length: int = 1) -> "tf.data.Dataset":
-    """Interleave records from the shards, endlessly."""
+    """Interleave records from the shards, endlessly.
+
+    The effective read parallelism is ``min(parallelism, cycle_length)``: tf.data cannot
+    read more files at once than it has open.
+    """
     import tensorflow as tf
 
     reader = tf.data.TextLineDataset if fmt == "tsv" else tf.data.TFRecordDataset
     cycle = tf.data.AUTOTUNE if cycle_length == AUTOTUNE else min(int(cycle_length), len(files))
+    if cycle_length != AUTOTUNE and parallelism != AUTOTUNE:
+        parallelism = min(parallelism, cycle)  # tf.data refuses more parallel calls than open files
     return (
         tf.data.Dataset.from_tensor_slices(files)
         .repeat()
@@ -138,7 +144,7 @@ def read_stage(files: list[str], fmt: str, *, cycle_length: int, parallelism: in
             cycle_length=cycle,
             block_length=block_length,
             num_parallel_calls=_par(parallelism),
-            deterministic=False,
+            deterministic=False if parallelism else None,
         )
     )
 
@@ -348,9 +354,11 @@ def build_dlrm_pipeline(
     stages: list[tuple[str, Any]] = [
         ("shuffle", lambda d: d.shuffle(c["shuffle_buffer"]) if c.get("shuffle_buffer", 0) > 0 else d),
         ("batch", lambda d: d.batch(c.get("batch_size", 4096), drop_remainder=True)),
-        ("parse", lambda d: d.map(parse, num_parallel_calls=_par(c.get("parse_parallelism", 0)), deterministic=False)),
+        ("parse", lambda d: d.map(parse, num_parallel_calls=_par(c.get("parse_parallelism", 0)),
+                                  deterministic=False if c.get("parse_parallelism", 0) else None)),
         ("transform", lambda d: d.map(lambda b: transform_batch(b, sizes, DEFAULT_BUCKET_BOUNDARIES if bucketize else None),
-                                      num_parallel_calls=_par(c.get("transform_parallelism", 0)), deterministic=False)),
+                                      num_parallel_calls=_par(c.get("transform_parallelism", 0)),
+                                      deterministic=False if c.get("transform_parallelism", 0) else None)),
         ("prefetch", lambda d: d.prefetch(_prefetch(c.get("prefetch_buffer", 1)))),
     ]
     if upto != "read":
@@ -380,28 +388,26 @@ def _prefetch(value: int) -> int:
     return tf.data.AUTOTUNE if value == AUTOTUNE else int(value)
 
 
-def count_bad_rows(data_dir: str | os.PathLike[str], fmt: str | None = None, *, limit_files: int | None = None) -> dict[str, int]:
-    """Count malformed TSV lines (wrong field count or a non-integer dense field).
-
-    Used by ``--on-bad-row skip`` to report how many rows it skips (never silently).
-    TFRecord shards are checked for readability only (a corrupt record raises).
+def count_bad_rows(data_dir: str | os.PathLike[str], fmt: str | None = None) -> dict[str, Any]:
+    """Count malformed TSV lines: those not matching :data:`TSV_ROW_REGEX` (the same test
+    the pipeline's ``on_bad_row="skip"`` applies). Returns rows, bad_rows and the first bad
+    ``file:line``. TFRecord shards are not scanned (records carry CRCs; a corrupt one
+    stops the pipeline with an error).
     """
-    import tensorflow as tf
+    import re
 
     files, fmt = list_shards(data_dir, fmt)
-    files = files[:limit_files] if limit_files else files
-    total = bad = 0
     if fmt != "tsv":
-        for f in files:
-            total += sum(1 for _ in tf.data.TFRecordDataset(f))
-        return {"rows": total, "bad_rows": 0}
+        return {"rows": None, "bad_rows": 0, "first_bad": None}
+    pattern = re.compile(TSV_ROW_REGEX.encode())
+    total = bad = 0
+    first: str | None = None
     for f in files:
         with open(f, "rb") as fh:
-            for line in fh:
+            for lineno, line in enumerate(fh, 1):
                 total += 1
-                fields = line.rstrip(b"\n").split(b"\t")
-                if len(fields) != 1 + NUM_DENSE + NUM_CAT or not all(
-                    (not v) or v.lstrip(b"-").isdigit() for v in fields[: 1 + NUM_DENSE]
-                ):
+                if pattern.fullmatch(line.rstrip(b"\n")) is None:
                     bad += 1
-    return {"rows": total, "bad_rows": bad}
+                    if first is None:
+                        first = f"{f}:{lineno}"
+    return {"rows": total, "bad_rows": bad, "first_bad": first}

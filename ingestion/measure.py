@@ -211,8 +211,11 @@ class MeasureWorker:
         proc.stdin.flush()
         hello = self._read(proc, timeout_s=120)
         if hello is None or not hello.get("ready"):
+            code = self._exit_code(proc)
             self._kill(proc)
-            raise UserError(f"measurement worker failed to start: {hello.get('error') if hello else 'no answer'}")
+            if code == _OOM_EXIT:
+                raise _OutOfMemory()
+            raise UserError(f"measurement worker failed to start: {hello.get('error') if hello else f'exit {code}'}")
         return proc
 
     @staticmethod
@@ -225,6 +228,14 @@ class MeasureWorker:
         if not result or not result[0]:
             return None
         return json.loads(result[0])
+
+    @staticmethod
+    def _exit_code(proc: subprocess.Popen[str]) -> int | None:
+        """The worker's exit code once its output ended (None if it is still running: a hang)."""
+        try:
+            return proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return None
 
     @staticmethod
     def _kill(proc: subprocess.Popen[str]) -> None:
@@ -259,7 +270,11 @@ class MeasureWorker:
         stage_profile: bool = False,
     ) -> Measurement:
         if self._proc is None or self._proc.poll() is not None:
-            self._proc = self._start()
+            try:
+                self._proc = self._start()
+            except _OutOfMemory:
+                self.restarts += 1
+                return self._failed(config, "memory limit")
         request = {"config": dict(config), "warmup_s": warmup_s, "window_s": window_s, "repeats": repeats,
                    "stage_profile": stage_profile}
         assert self._proc.stdin is not None
@@ -268,20 +283,31 @@ class MeasureWorker:
         budget = 60 + warmup_s + window_s * repeats * (1 + (len(self.spec.stages) if stage_profile else 0))
         answer = self._read(self._proc, timeout_s=budget)
         if answer is None:
-            code = self._proc.poll()
+            code = self._exit_code(self._proc)
             self._kill(self._proc)
             self._proc = None
             self.restarts += 1
             reason = "memory limit" if code == _OOM_EXIT else ("timeout" if code is None else f"worker exit {code}")
-            return Measurement(rows_per_s=0.0, peak_rss_mb=float(self.memory_limit_mb or 0.0), oom=True,
-                               label="measured", extra={"failure": reason, "config": dict(config)})
+            return self._failed(config, reason)
         if "error" in answer:
-            raise UserError(f"pipeline failed for configuration {dict(config)}: {answer['error']}")
+            # A configuration the pipeline rejects is worth nothing, like one that runs out of
+            # memory; the search goes on (the tuner reports the reason if nothing works).
+            return self._failed(config, f"pipeline error: {answer['error']}")
         return Measurement(rows_per_s=answer["rows_per_s"], peak_rss_mb=answer["peak_rss_mb"], oom=False,
                            label="measured", extra=answer["extra"])
 
 
+    def _failed(self, config: Mapping[str, int], reason: str) -> Measurement:
+        """A configuration that ran out of memory, hung or crashed the worker: worth nothing."""
+        return Measurement(rows_per_s=0.0, peak_rss_mb=float(self.memory_limit_mb or 0.0), oom=True,
+                           label="measured", extra={"failure": reason, "config": dict(config)})
+
+
 _OOM_EXIT = 75
+
+
+class _OutOfMemory(Exception):
+    """The worker passed its memory limit before it was ready."""
 
 
 def measure(

@@ -1,0 +1,275 @@
+"""InTune vs baselines on the real tf.data DLRM pipeline, side by side in one run.
+
+    flock /tmp/trainwise-bench.lock .venv/bin/python benchmarks/ingestion.py \\
+        --formats tsv,tfrecord --json-out runs/ingestion-bench.json
+
+For each data format (synthetic Criteo, 200,000 rows by default, generated once under
+``.trainwise/bench-data``):
+
+1. every optimizer tunes the same pipeline on this machine with the same measurement
+   (``ingestion.tuning.tune_pipeline``: live trials in one worker subprocess);
+   searchers get ``--time-budget-s`` (180 s), the grid gets as long as it needs;
+2. **side by side**: every optimizer's chosen configuration is re-measured in
+   round-robin rounds in one worker (so load changes on a shared machine hit all of
+   them alike), ``--rounds`` rounds of (warm-up 4 s, 3 windows of 3 s); the median over
+   rounds is the optimizer's rows/s, reported also as ratios to AUTOTUNE and to the grid
+   oracle (the best configuration of the exhaustive grid);
+3. **simulator error**: the calibrated simulator's throughput for every grid
+   configuration against the grid's live measurement (|sim - measured| / measured);
+4. the simulated part (other node sizes) from ``benchmarks.ingestion_sim.run_simulated``.
+
+Figures from the live pipeline are labelled ``measured``; the simulator's ``simulated``.
+The bars checked at the end: InTune >= 1.5x AUTOTUNE, >= 0.95x the oracle, found within
+180 s; simulator error over the grid below 15%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._common import machine_state, print_table, progress, ratio  # noqa: E402
+
+ALL = ("naive", "heuristic", "autotune", "plumber", "hillclimb", "optuna", "intune", "grid")
+SEARCHERS = ("hillclimb", "optuna", "intune")
+
+
+def _ensure_data(root: Path, fmt: str, rows: int, seed: int) -> Path:
+    from ingestion.datagen import MANIFEST, generate
+
+    d = root / f"criteo-{rows}-{fmt}-seed{seed}"
+    if not (d / MANIFEST).exists():
+        progress(f"generating {rows:,} rows of {fmt} into {d}")
+        generate(rows, fmt, d, seed=seed)
+    return d
+
+
+def _calibration(spec: Any, node: Any) -> Any:
+    from ingestion.calibrate import calibrate
+
+    return calibrate(spec, node)
+
+
+def _model_of(calibration: Any) -> Any:
+    """The simulator's PipelineModel inside whatever ``calibrate`` returned."""
+    from ingestion.simulator import PipelineModel
+
+    if isinstance(calibration, PipelineModel):
+        return calibration
+    for attr in ("model", "pipeline_model"):
+        if isinstance(getattr(calibration, attr, None), PipelineModel):
+            return getattr(calibration, attr)
+    if isinstance(calibration, dict) and isinstance(calibration.get("model"), PipelineModel):
+        return calibration["model"]
+    raise TypeError(f"cannot find a PipelineModel in the calibration ({type(calibration).__name__})")
+
+
+def side_by_side(spec: Any, node: Any, chosen: dict[str, dict[str, int]], rounds: int) -> dict[str, dict[str, Any]]:
+    """Measure every chosen configuration in round-robin rounds; medians per optimizer."""
+    from ingestion.measure import MeasureWorker
+    from ingestion.tuning import FINAL_PROTOCOL
+
+    runs: dict[str, list[Any]] = {name: [] for name in chosen}
+    with MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb) as w:
+        for r in range(rounds):
+            for name, config in chosen.items():
+                m = w.measure(config, **FINAL_PROTOCOL.as_kwargs())
+                runs[name].append(m)
+                progress(f"  round {r + 1}/{rounds} {name}: {m.rows_per_s:,.0f} rows/s, {m.peak_rss_mb:,.0f} MB")
+    out = {}
+    for name, ms in runs.items():
+        rates = [m.rows_per_s for m in ms]
+        out[name] = {
+            "rows_per_s": statistics.median(rates),
+            "rows_per_s_rounds": rates,
+            "spread": (max(rates) - min(rates)) / statistics.median(rates) if statistics.median(rates) else None,
+            "peak_rss_mb": max(m.peak_rss_mb for m in ms),
+            "pipeline_rss_mb": max(float(m.extra.get("pipeline_rss_mb", 0.0)) for m in ms),
+            "label": "measured",
+        }
+    return out
+
+
+def simulator_error(spec: Any, node: Any, calibration: Any, grid_history: list[dict[str, Any]]) -> dict[str, Any]:
+    """|simulated - measured| / measured over the grid's live trials."""
+    from ingestion.simulator import simulate
+
+    model = _model_of(calibration)
+    errors = []
+    pairs = []
+    for t in grid_history:
+        if t["oom"] or t["rows_per_s"] <= 0:
+            continue
+        sim = simulate(model, t["config"], node)
+        err = abs(sim.rows_per_s - t["rows_per_s"]) / t["rows_per_s"]
+        errors.append(err)
+        pairs.append({"config": t["config"], "measured_rows_per_s": t["rows_per_s"],
+                      "simulated_rows_per_s": sim.rows_per_s, "rel_error": err})
+    measured_best = max(pairs, key=lambda p: p["measured_rows_per_s"]) if pairs else None
+    sim_best = max(pairs, key=lambda p: p["simulated_rows_per_s"]) if pairs else None
+    return {
+        "configs": len(errors),
+        "mean_rel_error": statistics.fmean(errors) if errors else None,
+        "median_rel_error": statistics.median(errors) if errors else None,
+        "max_rel_error": max(errors) if errors else None,
+        "sim_best_config_measured_rows_per_s": sim_best["measured_rows_per_s"] if sim_best else None,
+        "measured_best_rows_per_s": measured_best["measured_rows_per_s"] if measured_best else None,
+        "pairs": pairs,
+    }
+
+
+def run_format(fmt: str, args: argparse.Namespace, node: Any) -> dict[str, Any]:
+    from ingestion.dlrm import dlrm_spec
+    from ingestion.tuning import SEARCH_PROTOCOL, tune_pipeline
+    from trainwise.errors import UserError
+
+    data = _ensure_data(Path(args.data_root), fmt, args.rows, args.seed)
+    node_kw = {"name": node.name, "vcpus": node.vcpus, "ram_gib": node.ram_gib, "hourly_usd": node.hourly_usd}
+    spec = dlrm_spec(str(data), fmt, node_kw)
+    calibration_cache: dict[str, Any] = {}
+
+    def calibration() -> Any:
+        if "c" not in calibration_cache:
+            calibration_cache["c"] = _calibration(spec, node)
+        return calibration_cache["c"]
+
+    tuned: dict[str, dict[str, Any]] = {}
+    for name in args.optimizers:
+        budget = args.grid_budget_s if name == "grid" else args.time_budget_s
+        progress(f"[{fmt}] tuning with {name} (budget {budget:.0f} s)")
+        try:
+            tuned[name] = tune_pipeline(spec, node, name, time_budget_s=budget, seed=args.seed, final=None,
+                                        calibration=calibration, progress=args.verbose, search=SEARCH_PROTOCOL)
+        except UserError as exc:
+            progress(f"[{fmt}] {name} not run: {exc}")
+            tuned[name] = {"error": str(exc)}
+            continue
+        t = tuned[name]
+        progress(f"[{fmt}] {name}: {t['search']['trials']} trials in {t['tuning_s']:.0f} s -> {t['config']}")
+
+    chosen = {n: t["config"] for n, t in tuned.items() if "config" in t}
+    progress(f"[{fmt}] side by side: {len(chosen)} configurations x {args.rounds} rounds")
+    final = side_by_side(spec, node, chosen, args.rounds)
+
+    auto = final.get("autotune", {}).get("rows_per_s")
+    oracle = final.get("grid", {}).get("rows_per_s")
+    rows = []
+    for name, t in tuned.items():
+        if name not in final:
+            rows.append({"optimizer": name, "error": t.get("error")})
+            continue
+        f = final[name]
+        rows.append({
+            "optimizer": name,
+            "config": t["config"],
+            "rows_per_s": f["rows_per_s"],
+            "spread": f["spread"],
+            "peak_rss_mb": f["peak_rss_mb"],
+            "pipeline_rss_mb": f["pipeline_rss_mb"],
+            "vs_autotune": ratio(f["rows_per_s"], auto),
+            "vs_oracle": ratio(f["rows_per_s"], oracle),
+            "tuning_s": t["tuning_s"],
+            "trials": t["search"]["trials"],
+            "stopped_by": t["search"]["stopped_by"],
+            "label": "measured",
+        })
+    result: dict[str, Any] = {"format": fmt, "data": str(data), "rows": args.rows, "results": rows,
+                              "grid_size": spec.space.grid_size()}
+    if "grid" in tuned and "search" in tuned["grid"]:
+        try:
+            result["simulator_error"] = simulator_error(spec, node, calibration(), tuned["grid"]["search"]["history"])
+        except Exception as exc:  # the simulator is another helper's module; report, don't hide
+            result["simulator_error"] = {"error": f"{type(exc).__name__}: {exc}"}
+    result["search_history"] = {n: t.get("search", {}).get("history") for n, t in tuned.items()}
+    return result
+
+
+def check_bars(formats: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    bars = []
+    for f in formats:
+        by = {r["optimizer"]: r for r in f["results"] if "rows_per_s" in r}
+        it = by.get("intune")
+        if it:
+            bars.append({"format": f["format"], "bar": "intune >= 1.5x autotune", "value": it["vs_autotune"],
+                         "met": bool(it["vs_autotune"] and it["vs_autotune"] >= 1.5)})
+            bars.append({"format": f["format"], "bar": "intune >= 0.95x grid oracle", "value": it["vs_oracle"],
+                         "met": bool(it["vs_oracle"] and it["vs_oracle"] >= 0.95)})
+            bars.append({"format": f["format"], "bar": "intune found within 180 s", "value": it["tuning_s"],
+                         "met": it["tuning_s"] <= 180})
+        se = f.get("simulator_error", {})
+        if se.get("mean_rel_error") is not None:
+            bars.append({"format": f["format"], "bar": "simulator mean error over grid < 15%",
+                         "value": se["mean_rel_error"], "met": se["mean_rel_error"] < 0.15})
+    return bars
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--formats", default="tsv,tfrecord")
+    p.add_argument("--optimizers", default=",".join(ALL))
+    p.add_argument("--rows", type=int, default=200_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--time-budget-s", type=float, default=180.0)
+    p.add_argument("--grid-budget-s", type=float, default=1200.0)
+    p.add_argument("--rounds", type=int, default=2, help="side-by-side rounds (default 2)")
+    p.add_argument("--data-root", default=".trainwise/bench-data")
+    p.add_argument("--skip-sim", action="store_true", help="skip the simulated part (other node sizes)")
+    p.add_argument("--verbose", action="store_true", help="print every trial")
+    p.add_argument("--json-out", type=Path, default=None)
+    args = p.parse_args(argv)
+    args.optimizers = [o for o in args.optimizers.split(",") if o]
+    unknown = sorted(set(args.optimizers) - set(ALL))
+    if unknown:
+        p.error(f"unknown optimizer(s) {unknown}; allowed: {', '.join(ALL)}")
+
+    from ingestion.node import this_machine
+
+    node = this_machine()
+    out: dict[str, Any] = {"benchmark": "ingestion", "node": node.__dict__, "load_before": machine_state(),
+                           "time_budget_s": args.time_budget_s, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    formats = []
+    for fmt in [f for f in args.formats.split(",") if f]:
+        formats.append(run_format(fmt, args, node))
+        f = formats[-1]
+        print_table(
+            ["optimizer", "rows/s (measured)", "spread", "peak RSS MB", "x AUTOTUNE", "x oracle", "tuning s", "trials"],
+            [[r["optimizer"], r.get("rows_per_s"), r.get("spread"), r.get("peak_rss_mb"), r.get("vs_autotune"),
+              r.get("vs_oracle"), r.get("tuning_s"), r.get("trials")] for r in f["results"]],
+            title=f"\nReal DLRM pipeline, {fmt}, {args.rows:,} rows, {node.vcpus} vCPUs (measured, side by side)",
+            digits=2,
+        )
+        se = f.get("simulator_error", {})
+        if se.get("mean_rel_error") is not None:
+            print(f"simulator error over {se['configs']} grid configurations (simulated vs measured): mean "
+                  f"{se['mean_rel_error']:.1%}, median {se['median_rel_error']:.1%}, max {se['max_rel_error']:.1%}")
+        elif se:
+            print(f"simulator error: not computed ({se.get('error')})")
+    out["real"] = formats
+    if not args.skip_sim:
+        try:
+            from benchmarks.ingestion_sim import run_simulated
+
+            out["simulated"] = run_simulated(args)
+        except ImportError as exc:
+            out["simulated"] = {"error": f"simulated part not available: {exc}"}
+            progress(out["simulated"]["error"])
+    out["bars"] = check_bars(formats)
+    out["load_after"] = machine_state()
+    print_table(["format", "bar", "value", "met"], [[b["format"], b["bar"], b["value"], b["met"]] for b in out["bars"]],
+                title="\nBars", digits=3)
+    if args.json_out:
+        from trainwise.results import write_json
+
+        write_json(args.json_out, out)
+        progress(f"wrote {args.json_out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""Tuning a pipeline on the live machine: the loop behind ``trainwise ingest tune``.
+
+1. build the optimizer (its construction time counts as tuning time: a model-based
+   optimizer may profile the pipeline first);
+2. ask/tell under the time budget, every trial measured in one persistent worker
+   subprocess (:class:`~ingestion.measure.MeasureWorker`) with a short window;
+3. re-measure the chosen configuration with a longer, repeated window (the *final*
+   measurement). The reported ``rows_per_s`` and ``peak_rss_mb`` come from this final
+   measurement, never from the search's best trial: the best of many noisy short
+   trials is biased upwards, and every optimizer gets the same final protocol, so the
+   figures compare fairly.
+
+``tuning_s`` is wall time from step 1 to the end of step 2 (the final measurement is
+verification, not tuning).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ingestion.measure import MeasureWorker, measure_in_process
+from ingestion.node import Node
+from ingestion.pipeline import PipelineSpec
+from optimizers.base import Config, Measurement, Trial, run
+from trainwise.errors import UserError
+
+
+@dataclass(frozen=True)
+class MeasureProtocol:
+    """Warm-up, window and repeats of one measurement (seconds)."""
+
+    warmup_s: float
+    window_s: float
+    repeats: int
+
+    def as_kwargs(self) -> dict[str, Any]:
+        return {"warmup_s": self.warmup_s, "window_s": self.window_s, "repeats": self.repeats}
+
+
+SEARCH_PROTOCOL = MeasureProtocol(warmup_s=1.0, window_s=1.5, repeats=2)
+FINAL_PROTOCOL = MeasureProtocol(warmup_s=4.0, window_s=3.0, repeats=3)
+
+
+def _progress(trial: Trial) -> None:
+    m = trial.measurement
+    figure = "OOM/failed" if m.oom else f"{m.rows_per_s:,.0f} rows/s, {m.peak_rss_mb:,.0f} MB"
+    print(f"  [{trial.elapsed_s:6.1f}s] {figure}  {trial.config}", file=sys.stderr, flush=True)
+
+
+def tune_pipeline(
+    spec: PipelineSpec,
+    node: Node,
+    optimizer: str,
+    *,
+    time_budget_s: float,
+    seed: int = 0,
+    max_trials: int | None = None,
+    search: MeasureProtocol = SEARCH_PROTOCOL,
+    final: MeasureProtocol | None = FINAL_PROTOCOL,
+    calibration: Callable[[], Any] | None = None,
+    progress: bool = True,
+    worker: MeasureWorker | None = None,
+) -> dict[str, Any]:
+    """Tune ``spec`` on ``node`` with ``optimizer``; return the result dict (see module doc)."""
+    from optimizers.baselines import make_optimizer
+
+    if time_budget_s <= 0:
+        raise UserError(f"--time-budget-s must be positive, got {time_budget_s}")
+    own_worker = worker is None and spec.portable
+    w = MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb) if own_worker else worker
+    try:
+
+        def evaluate(config: Config) -> Measurement:
+            if w is not None:
+                return w.measure(config, **search.as_kwargs())
+            return measure_in_process(spec, config, **search.as_kwargs())
+
+        start = time.monotonic()
+        opt = make_optimizer(optimizer, spec, node, time_budget_s=time_budget_s, seed=seed, calibration=calibration)
+        remaining = max(0.0, time_budget_s - (time.monotonic() - start))
+        result = run(opt, evaluate, time_budget_s=remaining, max_trials=max_trials,
+                     on_trial=_progress if progress else None)
+        tuning_s = time.monotonic() - start
+        if result.best_config is None or result.best is None or result.best.oom:
+            reasons = sorted({str(t.measurement.extra.get("failure")) for t in result.trials if t.measurement.oom})
+            raise UserError(
+                f"optimizer {optimizer!r} found no configuration that runs within the node's memory budget "
+                f"({node.ram_budget_mb:,.0f} MB) in {tuning_s:.0f} s ({len(result.trials)} trials; failures: "
+                f"{'; '.join(reasons)[:500] or 'none'}); fix the pipeline, or raise --time-budget-s or the node's RAM"
+            )
+        chosen = dict(result.best_config)
+        final_m = result.best
+        if final is not None:
+            final_m = w.measure(chosen, **final.as_kwargs()) if w is not None else measure_in_process(spec, chosen, **final.as_kwargs())
+    finally:
+        if own_worker and w is not None:
+            w.close()
+    return {
+        "optimizer": optimizer,
+        "pipeline": spec.name,
+        "config": chosen,
+        "rows_per_s": final_m.rows_per_s,
+        "peak_rss_mb": final_m.peak_rss_mb,
+        "tuning_s": tuning_s,
+        "label": final_m.label,
+        "oom": final_m.oom,
+        "final_measurement": {"protocol": (final or search).as_kwargs(), **dict(final_m.extra)},
+        "search": {
+            "trials": len(result.trials),
+            "stopped_by": result.stopped_by,
+            "best_trial_rows_per_s": result.best.rows_per_s,
+            "protocol": search.as_kwargs(),
+            "time_budget_s": time_budget_s,
+            "history": [
+                {"config": t.config, "rows_per_s": t.measurement.rows_per_s, "peak_rss_mb": t.measurement.peak_rss_mb,
+                 "oom": t.measurement.oom, "label": t.measurement.label, "elapsed_s": t.elapsed_s}
+                for t in result.trials
+            ],
+        },
+        "node": {"name": node.name, "vcpus": node.vcpus, "ram_gib": node.ram_gib, "hourly_usd": node.hourly_usd},
+    }
