@@ -3,13 +3,16 @@
 1. **Start**: the best configuration according to the belief model (the calibrated simulator):
    exhaustive on the model when the grid is small, otherwise the agent planning greedily on the
    model (a rollout on the simulator costs microseconds per step).
-2. **Live steps**: from the best configuration measured so far, the agent ranks the valid actions
-   (mask: in the space, within the CPU budget, predicted memory under the margin, never an
-   out-of-memory configuration, never one already measured) and the tuner proposes the top one.
-   A measured improvement above ``min_gain`` moves the current configuration; otherwise it stays.
+2. **Live steps** (best-first, guided by the agent): take the best measured configuration that
+   has had fewer than ``branch`` moves tried from it; the agent ranks its valid actions (mask: in
+   the space, within the CPU budget, predicted memory under the margin, never an out-of-memory
+   configuration, never one already measured) and the tuner proposes the top one. Expanding the
+   second-best configurations too lets the search take two-step paths (move a unit of CPU, then
+   change the batch) that a single greedy step would reject.
 3. **Online fine-tuning**: every live transition goes into the agent's replay buffer with its
    reward, and the agent takes a few gradient steps, so it adapts to the real pipeline.
-4. **Stop**: when the agent ranks "stop" first after ``patience`` steps without improvement, when
+4. **Stop**: after ``patience`` live steps without improvement (or half that if the agent ranks
+   "stop" first at the best configuration), when
    no valid unmeasured neighbour is left, after ``max_steps`` live measurements, or when the next
    measurement would not fit in ``finish_share`` of the time budget.
 """
@@ -102,6 +105,11 @@ class InTuneOptimizer:
         finish_share: float = 0.85,
         max_steps: int = 60,
         patience: int = 10,
+        branch: int = 3,
+        model_weight: float = 1.0,
+        refit: bool = True,
+        max_jumps: int = 8,
+        jump_width: int = 8,
         min_gain: float = 0.01,
         finetune_steps: int = 4,
         memory_margin: float = 0.85,
@@ -115,13 +123,19 @@ class InTuneOptimizer:
         self.start, self.start_source = dict(start), start_source
         self.time_budget_s, self.finish_share = time_budget_s, finish_share
         self.max_steps, self.patience, self.min_gain = max_steps, patience, min_gain
+        self.branch, self.model_weight = branch, model_weight
+        self.prior, self.refit, self.max_jumps = belief, refit, max_jumps
+        self.jumps = 0
+        self.jump_width = jump_width
+        self.refit_factors: list[float] = []
+        self.expanded: dict[tuple, int] = {}
         self.finetune_steps = finetune_steps
         self.clock, self.on_finish = clock, on_finish
         self.visited: dict[tuple, Measurement] = {}
         self.current: Config | None = None
         self.current_m: Measurement | None = None
         self.start_x = 1e-9
-        self.pending: tuple[np.ndarray, int] | None = None
+        self.pending: tuple[np.ndarray, int, Measurement] | None = None
         self.no_improve = 0
         self.steps = 0
         self.t0: float | None = None
@@ -143,19 +157,31 @@ class InTuneOptimizer:
         reason = self._stop_reason(now)
         if reason:
             return self._finish(reason)
-        obs = self._obs(self.current, self.current_m, improved=self.no_improve == 0)
-        mask = self.masker.mask(self.current, exclude=self.visited.keys())
-        ranked = self.agent.ranked(obs, mask)
-        moves = [a for a in ranked if a != STOP]
-        if not moves:
-            return self._finish("no valid unmeasured neighbour left")
-        if ranked[0] == STOP and self.no_improve >= self.patience:
-            return self._finish("agent chose stop")
-        action = moves[0]
-        target = apply_action(self.space, self.current, ACTIONS[action])
-        assert target is not None
-        self.pending = (obs, action)
-        return target
+        jump = self._model_jump()
+        if jump is not None:
+            self.pending = None
+            self.jumps += 1
+            return jump
+        # Best-first: expand the best measured configuration that still has untried moves.
+        bases = sorted((kv for kv in self.visited.items() if not kv[1].oom), key=lambda kv: -kv[1].rows_per_s)
+        for rank, (key, m) in enumerate(bases):
+            if self.expanded.get(key, 0) >= self.branch:
+                continue
+            base = dict(key)
+            obs = self._obs(base, m, improved=self.no_improve == 0)
+            ranked = self._rank(base, obs, self.masker.mask(base, exclude=self.visited.keys()))
+            moves = [a for a in ranked if a != STOP]
+            if rank == 0 and ranked[0] == STOP and self.no_improve >= self.patience // 2:
+                return self._finish("agent chose stop")
+            if not moves:
+                self.expanded[key] = self.branch
+                continue
+            self.expanded[key] = self.expanded.get(key, 0) + 1
+            target = apply_action(self.space, base, ACTIONS[moves[0]])
+            assert target is not None
+            self.pending = (obs, moves[0], m)
+            return target
+        return self._finish("no valid unmeasured neighbour left")
 
     def tell(self, config: Config, measurement: Measurement) -> None:
         now = self.clock()
@@ -172,22 +198,111 @@ class InTuneOptimizer:
             self.start_x = max(measurement.rows_per_s, 1e-9)
             return
         self.steps += 1
-        old_x = max(self.current_m.rows_per_s, 1e-9)
         x = max(measurement.rows_per_s, 1e-9)
         if self.pending is not None:
-            obs, action = self.pending
-            reward = -10.0 if measurement.oom else math.log(x / old_x)
-            next_obs = self._obs(config, measurement, improved=x > old_x)
+            obs, action, base_m = self.pending
+            base_x = max(base_m.rows_per_s, 1e-9)
+            reward = -10.0 if measurement.oom else math.log(x / base_x)
+            next_obs = self._obs(config, measurement, improved=x > base_x)
             next_mask = self.masker.mask(config) if not measurement.oom else np.eye(len(ACTIONS), dtype=bool)[STOP]
             self.agent.remember(obs, action, reward, next_obs, measurement.oom, next_mask)
             if self.finetune_steps:
                 self.agent.learn(self.finetune_steps, min_size=8)
             self.pending = None
-        if not measurement.oom and x > old_x * (1.0 + self.min_gain):
+        self._refit()
+        assert self.current_m is not None
+        if not measurement.oom and x > max(self.current_m.rows_per_s, 1e-9) * (1.0 + self.min_gain):
             self.current, self.current_m = dict(config), measurement
             self.no_improve = 0
         else:
             self.no_improve += 1
+
+    def _refit(self) -> None:
+        """Re-fit the belief to the live measurements: one factor per parallel stage's costs plus a
+        global factor, by coordinate descent on squared log error with a weak prior at 1."""
+        points = [(dict(k), m.rows_per_s) for k, m in self.visited.items() if not m.oom and m.rows_per_s > 0]
+        if len(points) < 3 or not self.refit:
+            return
+        from dataclasses import replace
+
+        parallel = [i for i, st in enumerate(self.prior.stages) if st.threads_knob]
+        dims = [tuple(parallel)] + [(i,) for i in parallel]  # global first, then per stage
+        factors = [1.0] * len(dims)
+
+        def model_for(fs: list[float]) -> PipelineModel:
+            scale = [1.0] * len(self.prior.stages)
+            for f, group in zip(fs, dims):
+                for i in (range(len(scale)) if group == dims[0] else group):
+                    scale[i] *= f
+            return replace(self.prior, stages=tuple(
+                replace(st, cpu_s_per_row=st.cpu_s_per_row * k, cpu_s_per_call=st.cpu_s_per_call * k,
+                        wait_s_per_row=st.wait_s_per_row * k) for st, k in zip(self.prior.stages, scale)))
+
+        def loss(fs: list[float]) -> float:
+            model = model_for(fs)
+            err = sum(math.log(max(simulate(model, c, self.node).rows_per_s, 1e-9) / x) ** 2 for c, x in points)
+            return err + 0.02 * sum(math.log(f) ** 2 for f in fs)
+
+        best = loss(factors)
+        for _ in range(2):
+            for d in range(len(dims)):
+                for f in (0.5, 0.65, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0):
+                    trial = factors[:d] + [f] + factors[d + 1:]
+                    value = loss(trial)
+                    if value < best - 1e-12:
+                        best, factors = value, trial
+        self.belief = model_for(factors)
+        self.masker.belief = self.belief
+        self.refit_factors = factors
+
+    def _model_jump(self) -> Config | None:
+        """The refitted model's best unmeasured configuration within two moves of the best measured
+        one, if the model predicts it beats the best measurement by more than ``min_gain``."""
+        if not self.refit or self.jumps >= self.max_jumps:
+            return None
+        best = self.best
+        if best is None:
+            return None
+        base, base_m = best
+        seen = set(self.visited)
+        scored: dict[tuple, tuple[float, Config]] = {}
+
+        def consider(config: Config) -> float:
+            key = Masker.key(config)
+            if key not in scored:
+                scored[key] = (simulate(self.belief, config, self.node).score, config)
+            return scored[key][0]
+
+        first = [c for i, c in enumerate(self.masker.targets(base)) if c is not None and i != STOP]
+        first.sort(key=lambda c: -consider(c))
+        for c in first[: self.jump_width]:
+            for c2 in self.masker.targets(c):
+                if c2 is not None:
+                    consider(c2)
+        candidates = [(x, c) for key, (x, c) in scored.items() if key not in seen and key != Masker.key(base)]
+        if not candidates:
+            return None
+        x, config = max(candidates, key=lambda xc: xc[0])
+        base_pred = simulate(self.belief, base, self.node).rows_per_s
+        # compare on the model's own scale: predicted gain over the model's figure for the base
+        if x > max(base_pred, 1e-9) * (1.0 + self.min_gain):
+            return config
+        return None
+
+    def _rank(self, base: Config, obs: np.ndarray, mask: np.ndarray) -> list[int]:
+        """Valid actions, best first: the agent's Q-value plus ``model_weight`` times the
+        calibrated model's predicted log gain of the step (both are in log-throughput units)."""
+        q = self.agent.q_values(obs)
+        valid = np.flatnonzero(mask)
+        if self.model_weight:
+            base_x = max(simulate(self.belief, base, self.node).rows_per_s, 1e-9)
+            for a in valid:
+                if a == STOP:
+                    continue
+                target = apply_action(self.space, base, ACTIONS[a])
+                assert target is not None
+                q[a] += self.model_weight * math.log(max(simulate(self.belief, target, self.node).rows_per_s, 1e-9) / base_x)
+        return [int(a) for a in valid[np.argsort(-q[valid], kind="stable")]]
 
     # -- helpers ----------------------------------------------------------------------------
     def _obs(self, config: Mapping[str, int], m: Measurement | None, improved: bool) -> np.ndarray:
@@ -207,6 +322,8 @@ class InTuneOptimizer:
     def _stop_reason(self, now: float) -> str | None:
         if self.steps >= self.max_steps:
             return "step limit"
+        if self.no_improve >= self.patience:
+            return f"no improvement in {self.patience} live steps"
         if self.time_budget_s is not None and self.t0 is not None and self.durations:
             expected = float(np.mean(self.durations[-5:]))
             if now - self.t0 + expected > self.finish_share * self.time_budget_s:
@@ -233,6 +350,8 @@ class InTuneOptimizer:
             "start": self.start,
             "start_source": self.start_source,
             "live_steps": self.steps,
+            "model_jumps": self.jumps,
+            "refit_factors": self.refit_factors,
             "stopped_by": self.finished,
             "best_config": None if best is None else best[0],
             "best_rows_per_s": None if best is None else best[1].rows_per_s,
