@@ -176,11 +176,14 @@ class PPOLearner:
         return max(0.0, 1.0 - self.env_steps_seen / horizon)
 
     # ----------------------------------------------------------------- loss
-    def _loss(self, mb: dict[str, Any], clip: float) -> tuple[Any, dict[str, Any]]:
+    def _loss(self, mb: dict[str, Any], clip: float) -> tuple[Any, Any]:
+        """The PPO loss on one minibatch, and its statistics as one detached tensor
+        (policy loss, value loss, entropy, approx KL, clip fraction; entropy is NaN
+        when the bonus is off and it was not computed)."""
         import torch
 
         cfg = self.config
-        logp, entropy, value = self.model.evaluate(mb["obs"], mb["actions"])
+        logp, entropy, value = self.model.evaluate(mb["obs"], mb["actions"], with_entropy=bool(cfg.ent_coef))
         log_ratio = logp - mb["logprobs"]
         ratio = log_ratio.exp()
         adv = mb["advantages"]
@@ -192,20 +195,20 @@ class PPOLearner:
             v_loss = 0.5 * torch.max((value - mb["returns"]).pow(2), (v_clipped - mb["returns"]).pow(2)).mean()
         else:
             v_loss = 0.5 * (value - mb["returns"]).pow(2).mean()
-        if cfg.ent_coef:
+        loss = pg_loss + cfg.vf_coef * v_loss
+        if entropy is not None:
             ent = entropy.mean()
-            loss = pg_loss - cfg.ent_coef * ent + cfg.vf_coef * v_loss
-        else:  # no entropy bonus: keep it out of the backward pass (it is only reported)
-            ent = entropy.detach().mean()
-            loss = pg_loss + cfg.vf_coef * v_loss
+            loss = loss - cfg.ent_coef * ent
         with torch.no_grad():
-            info = {
-                "policy_loss": pg_loss.detach(),
-                "value_loss": v_loss.detach(),
-                "entropy": ent.detach(),
-                "approx_kl": ((ratio - 1) - log_ratio).mean().detach(),
-                "clipfrac": ((ratio - 1.0).abs() > clip).float().mean().detach(),
-            }
+            info = torch.stack(
+                [
+                    pg_loss,
+                    v_loss,
+                    ent if entropy is not None else torch.tensor(float("nan")),
+                    ((ratio - 1) - log_ratio).mean(),
+                    ((ratio - 1.0).abs() > clip).float().mean(),
+                ]
+            )
         return loss, info
 
     def _flat_grad(self) -> Any:
@@ -263,7 +266,7 @@ class PPOLearner:
             "returns": torch.as_tensor(batch["returns"], dtype=torch.float32),
         }
         stats: dict[str, Any] = {}
-        sums: dict[str, float] = {}
+        sums = torch.zeros(5)
         count = 0
         stopped_early = False
         params = list(self.model.parameters())
@@ -271,28 +274,37 @@ class PPOLearner:
             chunks = _minibatches(n, cfg.minibatch_size, self.rng)
             if epoch == 0 and probe_noise:
                 stats["grad_noise"] = self._probe_grad_noise(data, chunks, clip)
-            epoch_kl = []
+            # shuffle once per epoch, then take contiguous slices (views, no copies)
+            order = torch.from_numpy(np.concatenate(chunks))
+            shuffled = {k: v[order] for k, v in data.items()}
+            epoch_sums = torch.zeros(5)
+            start = 0
             for idx in chunks:
-                ti = torch.from_numpy(idx)
-                mb = {k: v[ti] for k, v in data.items()}
+                mb = {k: v[start : start + len(idx)] for k, v in shuffled.items()}
+                start += len(idx)
                 loss, info = self._loss(mb, clip)
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm, foreach=True)
                 self.optimizer.step()
-                for k, v in info.items():
-                    sums[k] = sums.get(k, 0.0) + float(v)
-                epoch_kl.append(float(info["approx_kl"]))
+                epoch_sums += info
                 count += 1
-            if cfg.target_kl is not None and np.mean(epoch_kl) > cfg.target_kl:
+            sums += epoch_sums
+            if cfg.target_kl is not None and float(epoch_sums[3]) / len(chunks) > cfg.target_kl:
                 stopped_early = True
                 break
+        means = (sums / max(count, 1)).tolist()
+        for name, value in zip(("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac"), means):
+            stats[name] = value
+        if not cfg.ent_coef:  # not computed during the update: report it once, at the new parameters
+            with torch.no_grad():
+                _, entropy, _ = self.model.evaluate(data["obs"], data["actions"], with_entropy=True)
+            stats["entropy"] = float(entropy.mean())
         self.env_steps_seen += n
         self.updates += 1
         values = batch["values"]
         returns = batch["returns"]
         var_y = float(np.var(returns))
-        stats.update({k: v / max(count, 1) for k, v in sums.items()})
         stats.update(
             {
                 "explained_variance": float("nan") if var_y == 0 else 1.0 - float(np.var(returns - values)) / var_y,

@@ -67,17 +67,23 @@ class ActorCritic(nn.Module):
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         return self._heads(obs)[1]
 
-    def evaluate(self, obs: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Log-probability of ``actions`` at ``obs``, the policy's entropy there, and the value."""
+    def evaluate(
+        self, obs: torch.Tensor, actions: torch.Tensor, with_entropy: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """Log-probability of ``actions`` at ``obs``, the policy's entropy there (None
+        when not asked for: it costs kernels in the forward and backward pass), and the value."""
         out, value = self._heads(obs)
+        entropy = None
         if self.spec.action_kind == "discrete":
             logp_all = torch.log_softmax(out, dim=-1)
             logp = logp_all.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
-            entropy = -(logp_all.exp() * logp_all).sum(-1)
+            if with_entropy:
+                entropy = -(logp_all.exp() * logp_all).sum(-1)
         else:
             z = (actions - out) / self.log_std.exp()
             logp = (-0.5 * z.pow(2) - self.log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-            entropy = (0.5 + 0.5 * math.log(2 * math.pi) + self.log_std).sum().expand(obs.shape[0])
+            if with_entropy:
+                entropy = (0.5 + 0.5 * math.log(2 * math.pi) + self.log_std).sum().expand(obs.shape[0])
         return logp, entropy, value
 
     def export_arrays(self) -> dict[str, np.ndarray]:
