@@ -178,10 +178,22 @@ def test_remaining_fraction_falls_back_to_the_reward_gap():
     assert planner.remaining_fraction(progress, 512) == pytest.approx(1.0)
 
 
-def test_live_noise_probes_replace_the_profile_value():
+def test_live_noise_growth_scales_the_fitted_noise_level():
     planner = _planner()
-    assert planner.b_noise == 50.0  # the profile's, until the run has probes
+    base = planner.b_noise  # fitted to CartPole's reference points; growth 1 before live probes
+    assert planner.noise_growth() == 1.0
+    # B_simple of these probes is ~76, above the profile's 50: growth ~1.5
     noise = {"b_small": 64, "small_sqnorms": [2.0, 2.2, 1.8], "b_big": 512, "big_sqnorm": 1.05}
     for i in range(3):
         planner.observe(_record(i, 512 * (i + 1), RunShape(1, 1769, 512), 1e-5, grad_noise=noise))
-    assert planner.tracker.count == 3 and planner.b_noise != 50.0
+    assert planner.tracker.count == 3
+    assert planner.noise_growth() == pytest.approx(1.52, rel=0.05)
+    assert planner.b_noise == pytest.approx(base * planner.noise_growth())
+
+
+def test_fit_progress_recovers_known_curve():
+    from optimizers.seraph.planner import fit_progress
+
+    pts = [(b, 10_000 * (1 + b / 800)) for b in (256, 1024, 4096)]
+    e_min, bn = fit_progress(pts)
+    assert e_min == pytest.approx(10_000, rel=0.03) and bn == pytest.approx(800, rel=0.03)

@@ -18,8 +18,11 @@ reward still missing (see :meth:`Planner.remaining_fraction`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from optimizers.seraph.models import CostModel, Observation, PerformanceModel, Prices, ProgressModel, RunShape, all_shapes
 from optimizers.seraph.noise_scale import NoiseScaleTracker
@@ -60,27 +63,49 @@ class SearchSpace:
 
 @dataclass(frozen=True)
 class Reference:
-    """Env steps to reach the target reward at one batch size, and where that came from."""
+    """Env steps to the target at one or more batch sizes, and where they came from."""
 
-    env_steps: float
-    batch: int
+    points: tuple[tuple[int, float], ...]  # (batch, env steps to target)
     source: str
     actors: int = 4  # the trainer preset's actor count, used for the measured points
 
+    @property
+    def batch(self) -> int:
+        return int(self.points[0][0])
+
+    @property
+    def env_steps(self) -> float:
+        return float(self.points[0][1])
+
     def as_dict(self) -> dict[str, Any]:
-        return {"env_steps": self.env_steps, "batch": self.batch, "actors": self.actors, "source": self.source}
+        return {"points": [list(p) for p in self.points], "actors": self.actors, "source": self.source}
 
 
-# One measured or assumed point per built-in env: env steps to the usual target with the
-# trainer's preset PPO settings and a step cap of 3x the preset's (the learning rate anneals
-# over the cap). See docs/seraph.md ("Reference points").
+def fit_progress(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
+    """(E_min, B_noise) of ``E(B) = E_min (1 + B / B_noise)`` fitted to measured points
+    (least squares on log E; B_noise on a log grid, E_min in closed form)."""
+    logs = [(b, math.log(e)) for b, e in points]
+    best: tuple[float, float, float] | None = None
+    for bn in np.logspace(0, 7, 701):
+        resid = [le - math.log(1 + b / bn) for b, le in logs]
+        lm = sum(resid) / len(resid)
+        err = sum((r - lm) ** 2 for r in resid)
+        if best is None or err < best[0]:
+            best = (err, float(bn), math.exp(lm))
+    assert best is not None
+    return best[2], best[1]
+
+
+# Measured or assumed points per built-in env: env steps to the usual target with the
+# trainer's preset PPO settings (4 actors) and a step cap of 3x the preset's (the learning
+# rate anneals over the cap). See docs/seraph.md ("Reference points").
 REFERENCES: dict[str, Reference] = {
     "CartPole-v1": Reference(
-        env_steps=28_700, batch=1024,
+        points=((256, 28_160), (1024, 28_672), (4000, 144_000)),
         source="measured: trainer preset, local backend, seed 0, max_steps 300k, target 475 (docs/seraph.md)",
     ),
     "LunarLander-v3": Reference(
-        env_steps=1_000_000, batch=16384,
+        points=((16384, 1_000_000),),
         source="assumed: the trainer preset's 1M-step budget (rl-baselines3-zoo's), target 200 (docs/seraph.md)",
     ),
 }
@@ -90,7 +115,7 @@ def reference_for(env_id: str, max_steps: int, batch: int) -> Reference:
     ref = REFERENCES.get(env_id)
     if ref is not None:
         return ref
-    return Reference(env_steps=max_steps / 2, batch=batch, source="assumed: half of max_steps")
+    return Reference(points=((batch, max_steps / 2),), source="assumed: half of max_steps")
 
 
 @dataclass
@@ -108,6 +133,7 @@ class Plan:
     candidates: list[Candidate]
     iteration_s: float | None = None
     iteration_cost_usd: float | None = None
+    noise: dict[str, Any] = field(default_factory=dict)
 
     @property
     def shape(self) -> RunShape | None:
@@ -137,7 +163,7 @@ class Plan:
             "fastest": self.outcome.fastest.as_dict(),
             "cheapest": self.outcome.cheapest.as_dict(),
             "pareto_front": [c.as_dict() for c in self.outcome.front],
-            "progress_model": {**self.progress.as_dict(), "reference": self.reference.as_dict()},
+            "progress_model": {**self.progress.as_dict(), "reference": self.reference.as_dict(), "noise": self.noise},
             "performance_model": self.perf.as_dict(),
             "prices": self.prices.as_dict(),
             "search_space": self.space.as_dict(),
@@ -193,9 +219,34 @@ class Planner:
 
     # ---------------------------------------------------------------- the noise scale
     @property
+    def live_b_simple(self) -> float | None:
+        return self.tracker.value if self.tracker.count >= 3 else None
+
+    def noise_growth(self) -> float:
+        """How much the live B_simple has grown since the pilot (1 to 4)."""
+        live, pilot = self.live_b_simple, self._b_noise_profile
+        if live is None or not pilot:
+            return 1.0
+        return min(max(live / pilot, 1.0), 4.0)
+
+    def _lagged_points(self) -> list[tuple[int, float]]:
+        lag = self.reference.actors * self.episode_steps
+        return [(int(b), max(e - lag, 0.5 * e)) for b, e in self.reference.points]
+
+    @property
     def b_noise(self) -> float:
-        """The run's smoothed B_simple once it has a few probes, else the profile's."""
-        live = self.tracker.value if self.tracker.count >= 3 else None
+        """The B_noise the progress model uses.
+
+        With two or more reference points: the level fitted to them, times the growth of
+        the live gradient noise scale since the pilot (McCandlish: it grows as training
+        proceeds). The raw B_simple of the PPO loss is not used as the level: on
+        CartPole it measures 2 to 13, while the measured steps-vs-batch curve is flat up
+        to ~1,000 (docs/seraph.md). With one reference point: the live (else pilot)
+        B_simple itself.
+        """
+        if len(self.reference.points) >= 2:
+            return fit_progress(self._lagged_points())[1] * self.noise_growth()
+        live = self.live_b_simple
         if live is not None:
             return live
         if self._b_noise_profile is not None:
@@ -203,10 +254,22 @@ class Planner:
         return float(self.reference.batch)  # no measurement at all: assume B_noise near the reference batch
 
     def progress_model(self) -> ProgressModel:
-        """E(B) calibrated on the reference point, net of its detection lag (see below)."""
-        ref = self.reference
-        e_ref = max(ref.env_steps - ref.actors * self.episode_steps, 0.5 * ref.env_steps)
-        return ProgressModel.calibrate(self.b_noise, e_ref, ref.batch)
+        """E(B), calibrated on the reference (net of its detection lag, see below)."""
+        pts = self._lagged_points()
+        if len(pts) >= 2:
+            e_min, _ = fit_progress(pts)
+            return ProgressModel(b_noise=self.b_noise, e_min=e_min)
+        b, e = pts[0]
+        return ProgressModel.calibrate(self.b_noise, e, b)
+
+    def noise_report(self) -> dict[str, Any]:
+        return {
+            "b_noise_used": self.b_noise,
+            "b_noise_source": "reference fit x live growth" if len(self.reference.points) >= 2 else "gradient noise scale",
+            "b_simple_pilot": self._b_noise_profile,
+            "b_simple_live": self.live_b_simple,
+            "growth": self.noise_growth(),
+        }
 
     # ---------------------------------------------------------------- planning
     def env_steps_to_target(self, progress: ProgressModel, s: RunShape) -> float:
@@ -235,6 +298,7 @@ class Planner:
         plan = Plan(
             self.objective, self.constraints, outcome, progress, self.reference, self.perf, self.prices, self.space, cands
         )
+        plan.noise = self.noise_report()
         if outcome.best is not None:
             plan.iteration_s = self.perf.iteration_s(outcome.best.shape)
             plan.iteration_cost_usd = self.cost.iteration_cost(outcome.best.shape)

@@ -49,6 +49,7 @@ def pilot_schedule(minibatch_size: int, memory_sweep: tuple[int, ...] = DEFAULT_
         RunShape(32, BASE_MEMORY_MB, 2 * small),
         RunShape(32, BASE_MEMORY_MB, 2 * small),
         RunShape(16, BASE_MEMORY_MB, 2 * small),
+        RunShape(8, BASE_MEMORY_MB, 4 * small),  # the largest batch: anchors the learner fit
         RunShape(8, BASE_MEMORY_MB, small),
         RunShape(4, BASE_MEMORY_MB, 2 * small),
         RunShape(2, BASE_MEMORY_MB, small),
