@@ -299,10 +299,8 @@ def _train(
     )
     res = train(spec, backend=backend_obj, controller=controller, probe_noise_every=2 if retune else 0, progress=progress)
     cost_before = float(pilot.profile.pilot["cost_usd"]) if resume else 0.0
-    if resume:  # the pilot's own iterations form phase "profiling"
-        pass
     phases, check = phases_from_records(res.iterations, planner, cost_before)
-    if resume:
+    if resume:  # the pilot's own iterations form phase "profiling"
         p = pilot.profile.pilot
         phases.insert(
             0,
