@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import machine_state, print_table, progress, ratio  # noqa: E402
 
-ALL = ("naive", "heuristic", "autotune", "plumber", "hillclimb", "optuna", "intune", "grid")
+ALL = ("naive", "heuristic", "autotune", "intune", "plumber", "hillclimb", "optuna", "grid")
 SEARCHERS = ("hillclimb", "optuna", "intune")
 
 

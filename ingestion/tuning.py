@@ -83,6 +83,12 @@ def tune_pipeline(
         remaining = max(0.0, time_budget_s - (time.monotonic() - start))
         result = run(opt, evaluate, time_budget_s=remaining, max_trials=max_trials,
                      on_trial=_progress if progress else None)
+        if not result.trials:
+            # The optimizer's set-up (calibration, agent loading) used the whole budget: measure
+            # its first proposal anyway rather than return nothing; tuning_s shows the overrun.
+            setup_s = time.monotonic() - start
+            result = run(opt, evaluate, max_trials=1, on_trial=_progress if progress else None)
+            result.stopped_by = f"time budget (optimizer set-up took {setup_s:.0f} s; one trial measured past it)"
         tuning_s = time.monotonic() - start
         if result.best_config is None or result.best is None or result.best.oom:
             reasons = sorted({str(t.measurement.extra.get("failure")) for t in result.trials if t.measurement.oom})
