@@ -130,8 +130,7 @@ def run_format(fmt: str, args: argparse.Namespace, node: Any) -> dict[str, Any]:
     from trainwise.errors import UserError
 
     data = _ensure_data(Path(args.data_root), fmt, args.rows, args.seed)
-    node_kw = {"name": node.name, "vcpus": node.vcpus, "ram_gib": node.ram_gib, "hourly_usd": node.hourly_usd}
-    spec = dlrm_spec(str(data), fmt, node_kw)
+    spec = dlrm_spec(str(data), fmt, node)
     calibration_cache: dict[str, Any] = {}
 
     def calibration() -> Any:

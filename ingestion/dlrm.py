@@ -271,7 +271,7 @@ DLRM_AUTOTUNABLE = ("read_parallelism", "cycle_length", "parse_parallelism", "tr
 def dlrm_spec(
     data_dir: str,
     fmt: str | None = None,
-    node: Mapping[str, Any] | None = None,
+    node: Node | Mapping[str, Any] | None = None,
     batch_sizes: tuple[int, ...] | list[int] = (4096,),
     on_bad_row: str = "error",
     bucketize: bool = False,
@@ -279,15 +279,15 @@ def dlrm_spec(
     """The built-in DLRM pipeline as a :class:`~ingestion.pipeline.PipelineSpec`.
 
     All arguments are JSON values, so a measurement worker can rebuild the same spec
-    (``node`` is a dict of :class:`~ingestion.node.Node` fields; None = this machine).
+    (``node`` is a :class:`~ingestion.node.Node` or a dict of its fields; None = this machine).
     """
     from ingestion.node import this_machine
     from ingestion.pipeline import PipelineSpec
 
     files, fmt = list_shards(data_dir, fmt)  # validate now, before any worker starts
-    n = Node(**node) if node else this_machine()
+    n = node if isinstance(node, Node) else (Node(**node) if node else this_machine())
     space = dlrm_knob_space(n, batch_sizes=tuple(batch_sizes))
-    kwargs = {"data_dir": str(data_dir), "fmt": fmt, "node": {"name": n.name, "vcpus": n.vcpus, "ram_gib": n.ram_gib,
+    kwargs = {"data_dir": str(data_dir), "fmt": fmt, "node": {"name": n.name, "vcpus": n.vcpus, "ram_gib": n.ram_gib, "ram_budget_share": n.ram_budget_share,
               "hourly_usd": n.hourly_usd}, "batch_sizes": list(batch_sizes), "on_bad_row": on_bad_row, "bucketize": bucketize}
 
     def build(config: Config) -> "tf.data.Dataset":

@@ -132,8 +132,7 @@ def tune_handler(args: argparse.Namespace) -> dict[str, Any]:
     from ingestion.dlrm import dlrm_spec
     from ingestion.tuning import tune_pipeline
 
-    node_kw = {"name": node.name, "vcpus": node.vcpus, "ram_gib": node.ram_gib, "hourly_usd": node.hourly_usd}
-    spec = dlrm_spec(str(data), fmt, node_kw, [args.batch_size], args.on_bad_row)
+    spec = dlrm_spec(str(data), fmt, node, [args.batch_size], args.on_bad_row)
     calibration = None
     if args.optimizer == "plumber":
         def calibration() -> Any:
@@ -182,8 +181,7 @@ def bench_handler(args: argparse.Namespace) -> dict[str, Any]:
     from ingestion.dlrm import AUTOTUNE, dlrm_spec
     from ingestion.measure import measure
 
-    node_kw = {"name": node.name, "vcpus": node.vcpus, "ram_gib": node.ram_gib, "hourly_usd": node.hourly_usd}
-    spec = dlrm_spec(str(data), fmt, node_kw, [int(config.get("batch_size", 4096))], args.on_bad_row)
+    spec = dlrm_spec(str(data), fmt, node, [int(config.get("batch_size", 4096))], args.on_bad_row)
     unknown = sorted(set(config) - set(spec.space.names))
     if unknown:
         raise UserError(f"unknown knob(s) {unknown} in --config; the knobs are {spec.space.names}")
