@@ -287,8 +287,10 @@ def dlrm_spec(
     files, fmt = list_shards(data_dir, fmt)  # validate now, before any worker starts
     n = node if isinstance(node, Node) else (Node(**node) if node else this_machine())
     space = dlrm_knob_space(n, batch_sizes=tuple(batch_sizes))
-    kwargs = {"data_dir": str(data_dir), "fmt": fmt, "node": {"name": n.name, "vcpus": n.vcpus, "ram_gib": n.ram_gib, "ram_budget_share": n.ram_budget_share,
-              "hourly_usd": n.hourly_usd}, "batch_sizes": list(batch_sizes), "on_bad_row": on_bad_row, "bucketize": bucketize}
+    node_fields = {"name": n.name, "vcpus": n.vcpus, "ram_gib": n.ram_gib, "hourly_usd": n.hourly_usd,
+                   "ram_budget_share": n.ram_budget_share}
+    kwargs = {"data_dir": str(data_dir), "fmt": fmt, "node": node_fields, "batch_sizes": list(batch_sizes),
+              "on_bad_row": on_bad_row, "bucketize": bucketize}
 
     def build(config: Config) -> "tf.data.Dataset":
         return build_dlrm_pipeline(data_dir, config, fmt=fmt, threadpool=None if _is_autotune(config) else n.vcpus,
