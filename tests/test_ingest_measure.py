@@ -92,3 +92,17 @@ def test_cli_gen_data_writes_json(tmp_path, capsys):
     assert code == 0
     doc = json.loads((tmp_path / "g.json").read_text())
     assert doc["rows"] == 30 and doc["format"] == "tsv" and "environment" in doc
+
+
+def test_cli_bench_measures_a_config_file(tmp_path, capsys):
+    datagen.generate(300, "tfrecord", tmp_path / "d", shards=2)
+    config = {"read_parallelism": 1, "cycle_length": 4, "shuffle_buffer": 1024, "batch_size": 16,
+              "parse_parallelism": 1, "transform_parallelism": 0, "prefetch_buffer": 1}
+    (tmp_path / "c.json").write_text(json.dumps(config))
+    code, err = _run_cli(["ingest", "bench", "--config", str(tmp_path / "c.json"), "--data", str(tmp_path / "d"),
+                          "--warmup-s", "0.05", "--window-s", "0.1", "--repeats", "2", "--json-out",
+                          str(tmp_path / "b.json")], capsys)
+    assert code == 0, err
+    doc = json.loads((tmp_path / "b.json").read_text())
+    assert doc["format"] == "tfrecord" and doc["rows_per_s"] > 0 and doc["peak_rss_mb"] > 0
+    assert doc["label"] == "measured" and len(doc["measurement"]["windows_rows_per_s"]) == 2
