@@ -1,0 +1,87 @@
+"""Calibration: recovers stage costs from prefix timings of a known pipeline; cached as JSON."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+
+from ingestion.calibrate import Calibration, calibrate
+from ingestion.knobs import Knob, KnobSpace
+from ingestion.node import Node
+from ingestion.simulator import model_from_space, simulate
+from optimizers.base import Measurement
+
+STAGES = ("read", "batch", "parse", "transform", "prefetch")
+
+
+def _space() -> KnobSpace:
+    par = (0, 1, 2, 4)
+    return KnobSpace(
+        (
+            Knob("read_par", par, kind="cpu", stage="read", default=0),
+            Knob("batch_size", (1024,), kind="batch", stage="batch", default=1024),
+            Knob("parse_par", par, kind="cpu", stage="parse", default=0),
+            Knob("transform_par", par, kind="cpu", stage="transform", default=0),
+            Knob("prefetch", (1, 4), kind="buffer", stage="prefetch", default=1),
+        ),
+        cpu_budget=4,
+        name="fake",
+    )
+
+
+def _truth(space: KnobSpace):
+    costs = {"read": 2e-6, "batch": 1e-7, "parse": 5e-6, "transform": 12e-6, "prefetch": 1e-7}
+    return model_from_space(space, costs={s: {"cpu_s_per_row": c, "bytes_per_row": 300.0} for s, c in costs.items()},
+                            burstiness=0.1, oversub_overhead=0.1, source="truth")
+
+
+def _fake_spec_and_evaluate(space: KnobSpace, node: Node):
+    truth = _truth(space)
+    calls = []
+
+    def evaluate(config, *, warmup_s, window_s, repeats, stage_profile=False):
+        calls.append(dict(config))
+        m = simulate(truth, config, node)
+        extra = {}
+        if stage_profile:  # single-thread prefix rates of the true pipeline
+            total, extra["stage_rows_per_s"] = 0.0, {}
+            for s in truth.stages:
+                total += s.cpu_s_per_row
+                extra["stage_rows_per_s"][s.name] = 1.0 / total
+        return Measurement(m.rows_per_s, peak_rss_mb=m.peak_rss_mb, label="measured", extra=extra)
+
+    def no_tf(config, stage):
+        raise RuntimeError("no TensorFlow in this test")
+
+    spec = SimpleNamespace(name="fake", space=space, stages=STAGES, build_upto=no_tf, portable=False)
+    return spec, evaluate, truth, calls
+
+
+def test_calibration_recovers_stage_costs_and_fits_contention(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRAINWISE_HOME", str(tmp_path))
+    space = _space()
+    node = Node("n4", vcpus=4, ram_gib=8)
+    spec, evaluate, truth, calls = _fake_spec_and_evaluate(space, node)
+    cal = calibrate(spec, node, evaluate=evaluate)
+    assert cal.model.source == "calibrated" and not cal.cached
+    got = {s.name: s.cpu_s_per_row for s in cal.model.stages}
+    # parallel stages' costs within a few percent (sequential scaling absorbs buffer effects)
+    for s in ("read", "parse", "transform"):
+        assert got[s] == pytest.approx(truth.stage(s).cpu_s_per_row, rel=0.1)
+    assert cal.fit_error is not None and cal.fit_error < 0.05
+    # its predictions hold on configurations it never measured
+    for config in [c for c in space.grid() if c not in calls][:20]:
+        assert simulate(cal.model, config, node).rows_per_s == pytest.approx(simulate(truth, config, node).rows_per_s, rel=0.1)
+    # cached: a second call measures nothing and returns the same model
+    n = len(calls)
+    again = calibrate(spec, node, evaluate=evaluate)
+    assert again.cached and len(calls) == n and again.model == cal.model
+
+
+def test_calibration_json_round_trip():
+    space = _space()
+    cal = Calibration(_truth(space), space.initial(), {"read": 1.0}, [{"config": {}, "measured": 2.0, "simulated": 1.0}])
+    again = Calibration.from_json(cal.to_json())
+    assert again.model == cal.model and again.fit_error == pytest.approx(0.5)
