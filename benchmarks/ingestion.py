@@ -232,9 +232,11 @@ def main(argv: list[str] | None = None) -> int:
     node = this_machine()
     out: dict[str, Any] = {"benchmark": "ingestion", "node": node.__dict__, "load_before": machine_state(),
                            "time_budget_s": args.time_budget_s, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    formats = []
+    formats: list[dict[str, Any]] = []
+    out["real"] = formats
     for fmt in [f for f in args.formats.split(",") if f]:
         formats.append(run_format(fmt, args, node))
+        _save(args.json_out, {**out, "bars": check_bars(formats), "partial": True})
         f = formats[-1]
         print_table(
             ["optimizer", "rows/s (measured)", "spread", "peak RSS MB", "x AUTOTUNE", "x oracle", "tuning s", "trials"],
@@ -249,7 +251,6 @@ def main(argv: list[str] | None = None) -> int:
                   f"{se['mean_rel_error']:.1%}, median {se['median_rel_error']:.1%}, max {se['max_rel_error']:.1%}")
         elif se:
             print(f"simulator error: not computed ({se.get('error')})")
-    out["real"] = formats
     if not args.skip_sim:
         try:
             from benchmarks.ingestion_sim import run_simulated
@@ -262,12 +263,17 @@ def main(argv: list[str] | None = None) -> int:
     out["load_after"] = machine_state()
     print_table(["format", "bar", "value", "met"], [[b["format"], b["bar"], b["value"], b["met"]] for b in out["bars"]],
                 title="\nBars", digits=3)
-    if args.json_out:
+    _save(args.json_out, out)
+    return 0
+
+
+def _save(path: Path | None, payload: dict[str, Any]) -> None:
+    """Write the result so far (after each format, so a long run that is cut short keeps its data)."""
+    if path:
         from trainwise.results import write_json
 
-        write_json(args.json_out, out)
-        progress(f"wrote {args.json_out}")
-    return 0
+        write_json(path, payload)
+        progress(f"wrote {path}")
 
 
 if __name__ == "__main__":
