@@ -117,3 +117,13 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, title:
 def progress(message: str) -> None:
     """One line of progress on stderr (keeps stdout for the result table)."""
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def write_result(path: Any, payload: dict[str, Any]) -> None:
+    """Write ``payload`` as JSON to ``path`` (atomically, with the environment) when a path is given."""
+    if path is None:
+        return
+    from trainwise.results import write_json
+
+    write_json(path, payload)
+    progress(f"wrote {path}")

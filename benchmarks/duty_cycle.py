@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import median, print_table, progress, ratio, recording_load  # noqa: E402
+from _common import median, print_table, progress, ratio, recording_load, write_result  # noqa: E402
 
 REFERENCE_MB = 1769
 DEFAULT_SIZES = (442, 885, 1769, 3008)
@@ -168,11 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         "timing": "measured wall clock inside the local worker; modelled_* keys are the emulator's Lambda model",
         **result,
     }
-    if args.json_out:
-        from trainwise.results import write_json
-
-        write_json(args.json_out, payload)
-        progress(f"wrote {args.json_out}")
+    write_result(args.json_out, payload)
     return 0
 
 

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Stopwatch, print_table, progress, ratio, recording_load, set_torch_threads  # noqa: E402
+from _common import Stopwatch, print_table, progress, ratio, recording_load, set_torch_threads, write_result  # noqa: E402
 
 ENVS = ("CartPole-v1", "LunarLander-v3")
 FRAMEWORKS = ("trainwise", "rllib", "sb3")
@@ -93,6 +93,7 @@ class Measurement:
     load: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     torch_threads: dict[str, int] = field(default_factory=dict)  # main process, set before the run
+    breakdown_s: dict[str, Any] = field(default_factory=dict)  # mean per timed iteration, where known
 
     @property
     def steps_per_s(self) -> float:
@@ -110,9 +111,12 @@ class IterationClock:
 
     def __init__(self) -> None:
         self.marks: list[tuple[float, int]] = []
+        self.phases: list[dict[str, float]] = []  # per iteration: sampling_s, learning_s (where known)
 
-    def mark(self, env_steps: int) -> None:
+    def mark(self, env_steps: int, **phases: float) -> None:
         self.marks.append((time.perf_counter(), env_steps))
+        if phases:
+            self.phases.append(phases)
 
     def measurement(self, framework: str, env_id: str, start: float, setup_s: float,
                     config: dict[str, Any], iterations: int, load: dict[str, Any],
@@ -121,13 +125,16 @@ class IterationClock:
         if len(self.marks) < iterations + 1:
             raise RuntimeError(f"{framework}: expected {iterations + 1} iterations, saw {len(self.marks)}")
         (t_warm, steps_warm), (t_end, steps_end) = self.marks[0], self.marks[iterations]
+        timed_phases = self.phases[1 : iterations + 1]
+        breakdown = {k: round(sum(p[k] for p in timed_phases) / len(timed_phases), 4) for k in timed_phases[0]} \
+            if len(timed_phases) == iterations else {}
         times = [start] + [t for t, _ in self.marks[: iterations + 1]]
         return Measurement(
             framework=framework, env_id=env_id,
             timed_env_steps=steps_end - steps_warm, timed_s=t_end - t_warm,
             iteration_s=[round(b - a, 3) for a, b in zip(times[1:], times[2:])],
             warmup_env_steps=steps_warm, warmup_s=round(t_warm - start, 3), setup_s=round(setup_s, 3),
-            config=config, load=load, notes=notes or [],
+            config=config, load=load, notes=notes or [], breakdown_s=breakdown,
         )
 
 
@@ -143,15 +150,26 @@ def measure_sb3(env_id: str, hp: SharedPPO, iterations: int, seed: int) -> Measu
 
     clock = IterationClock()
 
+    rollout_times: list[tuple[float, float]] = []
+
     class _Marks(BaseCallback):
         # The end of rollout k's update is the start of rollout k+1; the last iteration
         # ends when learn() returns (marked below).
         def _on_rollout_start(self) -> None:
+            now = time.perf_counter()
             if self.model.num_timesteps > 0:
-                clock.mark(int(self.model.num_timesteps))
+                clock.mark(int(self.model.num_timesteps), **_sb3_phases(now))
+            rollout_times.append((now, now))
+
+        def _on_rollout_end(self) -> None:
+            rollout_times[-1] = (rollout_times[-1][0], time.perf_counter())
 
         def _on_step(self) -> bool:
             return True
+
+    def _sb3_phases(now: float) -> dict[str, float]:
+        begin, end = rollout_times[-1]
+        return {"sampling_s": end - begin, "learning_s": now - end}
 
     load: dict[str, Any] = {}
     with Stopwatch() as setup:
@@ -172,7 +190,7 @@ def measure_sb3(env_id: str, hp: SharedPPO, iterations: int, seed: int) -> Measu
     with recording_load(load):
         start = time.perf_counter()
         model.learn(total_timesteps=hp.batch * (iterations + 1), callback=_Marks())
-        clock.mark(int(model.num_timesteps))
+        clock.mark(int(model.num_timesteps), **_sb3_phases(time.perf_counter()))
     vec_env.close()
     return clock.measurement("sb3", env_id, start, setup.seconds, config, iterations, load)
 
@@ -230,7 +248,9 @@ def measure_rllib(env_id: str, hp: SharedPPO, iterations: int, seed: int) -> Mea
     finally:
         algo.stop()
         ray.shutdown()
-    notes = ["learner runs in the driver process (num_learners=0); sampling runs in one EnvRunner actor process"]
+    notes = ["learner runs in the driver process (num_learners=0); sampling runs in one EnvRunner actor process",
+             f"RLlib's own timers after the last iteration (smoothed by RLlib, not per iteration): "
+             f"{ {k: round(v, 4) for k, v in result.get('timers', {}).items() if isinstance(v, (int, float))} }"]
     return clock.measurement("rllib", env_id, start, setup.seconds, described, iterations, load, notes)
 
 
@@ -249,7 +269,9 @@ def measure_trainwise(env_id: str, hp: SharedPPO, iterations: int, seed: int) ->
         """A controller that never changes the configuration; it only timestamps iterations."""
 
         def after_iteration(self, record: IterationRecord) -> RunConfig | None:
-            clock.mark(record.env_steps)
+            sampling = float(record.rollout["measured_wall_s"])
+            clock.mark(record.env_steps, sampling_s=sampling, learning_s=record.learner_s,
+                       other_s=max(0.0, record.wall_s - sampling - record.learner_s))
             return None
 
     load: dict[str, Any] = {}
@@ -364,8 +386,12 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for env_id, entry in per_env.items():
         for name, m in entry["frameworks"].items():
-            rows.append([env_id, name, m["timed_env_steps"], m["timed_s"], m["env_steps_per_s"], m["setup_s"]])
-    print_table(["env", "framework", "timed env steps", "timed s", "env steps/s", "setup s (untimed)"], rows,
+            phases = m["breakdown_s"]
+            load = (m["load"]["load_before"]["loadavg_1m"] + m["load"]["load_after"]["loadavg_1m"]) / 2
+            rows.append([env_id, name, m["timed_env_steps"], m["timed_s"], m["env_steps_per_s"],
+                         phases.get("sampling_s"), phases.get("learning_s"), load])
+    print_table(["env", "framework", "timed env steps", "timed s", "env steps/s", "sampling s/iter",
+                 "learning s/iter", "load avg"], rows, digits=2,
                 title=f"PPO training throughput (measured; {args.iterations} timed iterations after 1 warm-up, "
                       f"torch threads {threads['intra_op']})")
     print()
@@ -388,11 +414,7 @@ def main(argv: list[str] | None = None) -> int:
         "timing": "measured wall clock, sequential in one process; setup and the warm-up iteration excluded",
     }
     payload["bars_met"] = {k: (payload[k] is not None and payload[k] >= bar) for k, bar in BARS.items()}
-    if args.json_out:
-        from trainwise.results import write_json
-
-        write_json(args.json_out, payload)
-        progress(f"wrote {args.json_out}")
+    write_result(args.json_out, payload)
     return 0
 
 
