@@ -1,6 +1,6 @@
 """Calibrate the simulator from a short profile of the real pipeline.
 
-Steps (about 30-40 s on the built-in DLRM pipeline; cached afterwards):
+Steps (about 40 s on the built-in DLRM pipeline on 2 cores; cached afterwards):
 
 1. **Per-stage cost from prefix timings.** With every parallelism knob at its smallest value
    (0 = sequential where allowed, so the whole pipeline runs in one thread) each prefix of the
@@ -11,9 +11,16 @@ Steps (about 30-40 s on the built-in DLRM pipeline; cached afterwards):
    cost into a per-row and a per-call part (``t(B) = a + b / B``).
 2. **Element sizes.** One element of each prefix is pulled in this process and its tensors'
    bytes divided by its rows give each stage's output bytes per row (buffer memory).
-3. **Contention.** A few whole-pipeline configurations that use parallel stages are measured;
-   the simulator's oversubscription overhead and burstiness are fitted to them (least squares
-   on log throughput), and the base memory is taken from the measured resident memory.
+3. **Knob effects.** Each other value of each non-thread, non-batch knob (shuffle buffer, files
+   open at once, prefetch depth) is measured on the single-thread pipeline; a change of time per
+   row over 5% becomes a per-row cost delta of that knob's stage.
+4. **Thread hand-off.** Each parallel stage is given one thread of its own (the rest stays
+   sequential) and measured; the extra CPU per element that explains the measurement is the
+   stage's asynchronous overhead (tf.data hands each element through a buffer between threads,
+   which is expensive for per-row elements and negligible for batches).
+5. **Contention.** The model's best configurations are measured too, and the simulator's
+   oversubscription overhead and burstiness are fitted to all points (least squares on log
+   throughput). Base memory comes from the measured resident memory.
 
 The result is a :class:`Calibration` (the model plus what it was fitted from, and its error on
 the fitting points), cached as JSON under ``trainwise.paths.cache_dir("profiles")`` keyed by the
@@ -175,6 +182,59 @@ def contention_configs(model: PipelineModel, space: KnobSpace, node: Node, count
     return chosen[:count]
 
 
+def knob_deltas(
+    space: KnobSpace, base_config: Config, base: Measurement, measure: Callable[[Config], Measurement],
+    *, threshold: float = 0.05,
+) -> tuple[dict[str, dict[str, dict[int, float]]], list[tuple[Config, Measurement]]]:
+    """Per non-CPU, non-batch knob value: extra seconds per row against the default, measured on
+    the single-thread pipeline (``1/X_v - 1/X_default``); effects under ``threshold`` are noise.
+
+    Returns ``{stage: {knob: {value: delta}}}`` and the measured points."""
+    deltas: dict[str, dict[str, dict[int, float]]] = {}
+    points: list[tuple[Config, Measurement]] = []
+    if base.rows_per_s <= 0:
+        return deltas, points
+    for k in space.knobs:
+        if k.kind in ("cpu", "batch") or len(k.values) < 2:
+            continue
+        for v in k.values:
+            if v == base_config[k.name]:
+                continue
+            config = {**base_config, k.name: v}
+            m = measure(config)
+            points.append((config, m))
+            if m.oom or m.rows_per_s <= 0:
+                continue
+            delta = 1.0 / m.rows_per_s - 1.0 / base.rows_per_s
+            if abs(delta) * base.rows_per_s >= threshold:
+                deltas.setdefault(k.stage or k.name, {}).setdefault(k.name, {})[int(v)] = delta
+    return deltas, points
+
+
+def fit_async_overhead(
+    model: PipelineModel, node: Node, stage: str, config: Config, measured: float, tolerance: float = 0.05
+) -> float:
+    """CPU seconds per element that make ``stage``'s own threads cost what was measured (bisection;
+    0 if the model without overhead is within ``tolerance`` of the measurement or under it)."""
+    def predict(overhead: float) -> float:
+        m = replace(model, stages=tuple(replace(s, async_cpu_s_per_call=overhead) if s.name == stage else s
+                                        for s in model.stages))
+        return simulate(m, config, node).rows_per_s
+
+    if measured <= 0 or predict(0.0) <= measured * (1.0 + tolerance):
+        return 0.0  # nothing to explain (within measurement noise)
+    lo, hi = 0.0, 1e-6
+    while predict(hi) > measured and hi < 10.0:
+        hi *= 2
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if predict(mid) > measured:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
 def cache_key(spec: Any, node: Node) -> str:
     from trainwise.paths import fingerprint, hardware_fingerprint
 
@@ -191,7 +251,7 @@ def calibrate(
     use_cache: bool = True,
     evaluate: Evaluate | None = None,
     window_s: float = 1.0,
-    contention_points: int = 3,
+    contention_points: int = 2,
 ) -> Calibration:
     """Profile ``spec`` briefly and return the calibrated simulator model (cached).
 
@@ -224,7 +284,7 @@ def calibrate(
         has_prefixes = bool(getattr(spec, "stages", ())) and getattr(spec, "build_upto", None) is not None
         costs: dict[str, dict[str, float]] = {}
         prefix: dict[str, float] = {}
-        base = evaluate(config, warmup_s=0.5, window_s=window_s, repeats=1, stage_profile=has_prefixes)
+        base = evaluate(config, warmup_s=0.5, window_s=window_s, repeats=2, stage_profile=has_prefixes)
         if has_prefixes:
             prefix = dict(base.extra.get("stage_rows_per_s", {}))
             stages = [s for s in spec.stages if s in prefix]
@@ -246,16 +306,46 @@ def calibrate(
                 costs.setdefault(s, {})["bytes_per_row"] = b
         model = model_from_space(space, costs=costs, name=spec.name, source="calibrated")
         model = replace(model, base_mb=max(50.0, base.peak_rss_mb - (memory_mb_of(model, config) - model.base_mb)))
-        points: list[tuple[Config, Measurement]] = [(config, base)]
-        for c in contention_configs(model, space, node, contention_points):
-            if time_budget_s is not None and time.monotonic() - started > 0.8 * time_budget_s:
-                break
-            points.append((c, evaluate(c, warmup_s=0.5, window_s=window_s, repeats=1)))
-        # Scale all costs so the sequential point matches exactly, then fit contention.
+        # Scale all costs so the single-thread point matches the whole-pipeline measurement.
         if base.rows_per_s > 0:
             scale = simulate(model, config, node).rows_per_s / base.rows_per_s
             model = replace(model, stages=tuple(replace(s, cpu_s_per_row=s.cpu_s_per_row * scale,
                                                          cpu_s_per_call=s.cpu_s_per_call * scale) for s in model.stages))
+        points: list[tuple[Config, Measurement]] = [(config, base)]
+
+        def measure_whole(c: Config) -> Measurement:
+            return evaluate(c, warmup_s=0.5, window_s=window_s, repeats=1)
+
+        def in_time() -> bool:
+            return time_budget_s is None or time.monotonic() - started < 0.8 * time_budget_s
+
+        # Knob effects the structure does not explain (shuffle buffer size, files open at once...).
+        if in_time():
+            deltas, more = knob_deltas(space, config, base, measure_whole)
+            points += more
+            model = replace(model, stages=tuple(replace(s, cost_deltas=deltas.get(s.name, {})) for s in model.stages))
+        model = fit_contention(model, node, points)  # burstiness from the buffer variations
+        # The price of running a stage on threads of its own: one thread at each stage in turn.
+        overheads: dict[str, float] = {}
+        for k in space.cpu_knobs:
+            positive = [v for v in k.values if v > 0]
+            stage = k.stage or k.name
+            if not positive or positive[0] == config[k.name] or not in_time():
+                continue
+            c = {**config, k.name: positive[0]}
+            m = measure_whole(c)
+            points.append((c, m))
+            overheads[stage] = fit_async_overhead(model, node, stage, c, m.rows_per_s)
+        model = replace(model, stages=tuple(replace(s, async_cpu_s_per_call=overheads.get(s.name, 0.0))
+                                            for s in model.stages))
+        # Contention: fit on everything so far plus the model's best configurations.
+        model = fit_contention(model, node, points)
+        for c in contention_configs(model, space, node, contention_points):
+            if not in_time():
+                break
+            if any(c == p[0] for p in points):
+                continue
+            points.append((c, measure_whole(c)))
         model = fit_contention(model, node, points)
     finally:
         if worker is not None:

@@ -65,6 +65,12 @@ class StageModel:
     # Effect of knobs the model does not understand structurally ("other" kind): a factor on
     # this stage's CPU cost per knob value, fitted by calibration. Empty means no effect.
     cost_factors: Mapping[str, Mapping[int, float]] = field(default_factory=dict)
+    # Extra CPU seconds per row this stage costs at a knob value (e.g. a bigger shuffle buffer
+    # missing caches), measured by calibration against the knob's default. Empty means none.
+    cost_deltas: Mapping[str, Mapping[int, float]] = field(default_factory=dict)
+    # Extra CPU seconds per element when the stage runs on threads of its own (tf.data's
+    # hand-off through a buffer and thread synchronisation); large for per-row elements.
+    async_cpu_s_per_call: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -90,7 +96,11 @@ class PipelineModel:
         return {
             "name": self.name,
             "stages": [
-                {**s.__dict__, "cost_factors": {k: {str(v): f for v, f in d.items()} for k, d in s.cost_factors.items()}}
+                {
+                    **s.__dict__,
+                    "cost_factors": {k: {str(v): f for v, f in d.items()} for k, d in s.cost_factors.items()},
+                    "cost_deltas": {k: {str(v): f for v, f in d.items()} for k, d in s.cost_deltas.items()},
+                }
                 for s in self.stages
             ],
             "batch_knob": self.batch_knob,
@@ -108,6 +118,7 @@ class PipelineModel:
                 **{
                     **s,
                     "cost_factors": {k: {int(v): float(f) for v, f in d.items()} for k, d in s.get("cost_factors", {}).items()},
+                    "cost_deltas": {k: {int(v): float(f) for v, f in d.items()} for k, d in s.get("cost_deltas", {}).items()},
                 }
             )
             for s in data["stages"]
@@ -130,9 +141,16 @@ def _stage_costs(model: PipelineModel, config: Mapping[str, int]) -> tuple[list[
         for knob, table in s.cost_factors.items():
             if knob in config:
                 factor *= table.get(int(config[knob]), 1.0)
-        c.append(factor * (s.cpu_s_per_row + s.cpu_s_per_call / r))
+        threads = float(config[s.threads_knob]) if s.threads_knob else 0.0
+        cost = factor * (s.cpu_s_per_row + s.cpu_s_per_call / r)
+        for knob, table in s.cost_deltas.items():
+            if knob in config:
+                cost += table.get(int(config[knob]), 0.0)
+        if threads > 0:
+            cost += s.async_cpu_s_per_call / r
+        c.append(max(cost, 1e-12))
         w.append(s.wait_s_per_row)
-        n.append(float(config[s.threads_knob]) if s.threads_knob else 0.0)
+        n.append(threads)
         rows.append(r)
     return c, w, n, rows
 

@@ -33,8 +33,16 @@ def _space() -> KnobSpace:
 
 def _truth(space: KnobSpace):
     costs = {"read": 2e-6, "batch": 1e-7, "parse": 5e-6, "transform": 12e-6, "prefetch": 1e-7}
-    return model_from_space(space, costs={s: {"cpu_s_per_row": c, "bytes_per_row": 300.0} for s, c in costs.items()},
-                            burstiness=0.1, oversub_overhead=0.1, source="truth")
+    model = model_from_space(space, costs={s: {"cpu_s_per_row": c, "bytes_per_row": 300.0} for s, c in costs.items()},
+                             burstiness=0.1, oversub_overhead=0.1, source="truth")
+    # reading on a thread of its own costs 25 us per (per-row) element, so much that the reader
+    # becomes the bottleneck (as on the real pipeline); prefetch 4 costs 3 us per row more
+    stages = tuple(
+        replace(s, async_cpu_s_per_call=25e-6) if s.name == "read"
+        else replace(s, cost_deltas={"prefetch": {4: 3e-6}}) if s.name == "prefetch" else s
+        for s in model.stages
+    )
+    return replace(model, stages=stages)
 
 
 def _fake_spec_and_evaluate(space: KnobSpace, node: Node):
@@ -71,6 +79,8 @@ def test_calibration_recovers_stage_costs_and_fits_contention(tmp_path, monkeypa
     for s in ("read", "parse", "transform"):
         assert got[s] == pytest.approx(truth.stage(s).cpu_s_per_row, rel=0.1)
     assert cal.fit_error is not None and cal.fit_error < 0.05
+    assert cal.model.stage("read").async_cpu_s_per_call == pytest.approx(25e-6, rel=0.2)
+    assert cal.model.stage("prefetch").cost_deltas["prefetch"][4] == pytest.approx(3e-6, rel=0.2)
     # its predictions hold on configurations it never measured
     for config in [c for c in space.grid() if c not in calls][:20]:
         assert simulate(cal.model, config, node).rows_per_s == pytest.approx(simulate(truth, config, node).rows_per_s, rel=0.1)

@@ -60,9 +60,9 @@ def round_to_grid(space: KnobSpace, shares: dict[str, float], rates: dict[str, f
         if 0 in k.values and share < 0.5:
             config[k.name] = 0
             continue
-        below = [v for v in k.values if 0 < v <= share] or [v for v in k.values if v > 0] or [k.values[0]]
-        config[k.name] = max(below) if below[0] <= share else below[0]
-    while space.cpu_used(config) > space.cpu_budget:  # the minimum picks may overshoot: shed the richest
+        positive = [v for v in k.values if v > 0] or list(k.values)
+        config[k.name] = min(positive, key=lambda v: (abs(v - share), v))  # the nearest allowed value
+    while space.cpu_used(config) > space.cpu_budget:  # nearest picks may overshoot: shed the least critical
         k = max((k for k in space.cpu_knobs if k.step(config[k.name], -1) is not None),
                 key=lambda k: rates[k.name] * config[k.name])
         config[k.name] = k.step(config[k.name], -1)

@@ -256,38 +256,44 @@ class InTuneOptimizer:
         self.refit_factors = factors
 
     def _model_jump(self) -> Config | None:
-        """The refitted model's best unmeasured configuration within two moves of the best measured
-        one, if the model predicts it beats the best measurement by more than ``min_gain``."""
+        """Where the re-fitted model says to go: climb from the best measured configuration on the
+        model, each round to the best configuration within two moves, and propose the end point if
+        it is unmeasured and the model predicts it beats the start by more than ``min_gain``."""
         if not self.refit or self.jumps >= self.max_jumps:
             return None
         best = self.best
         if best is None:
             return None
-        base, base_m = best
-        seen = set(self.visited)
-        scored: dict[tuple, tuple[float, Config]] = {}
+        base = best[0]
+        cache: dict[tuple, float] = {}
 
-        def consider(config: Config) -> float:
+        def predict(config: Config) -> float:
             key = Masker.key(config)
-            if key not in scored:
-                scored[key] = (simulate(self.belief, config, self.node).score, config)
-            return scored[key][0]
+            if key not in cache:
+                cache[key] = simulate(self.belief, config, self.node).score
+            return cache[key]
 
-        first = [c for i, c in enumerate(self.masker.targets(base)) if c is not None and i != STOP]
-        first.sort(key=lambda c: -consider(c))
-        for c in first[: self.jump_width]:
-            for c2 in self.masker.targets(c):
-                if c2 is not None:
-                    consider(c2)
-        candidates = [(x, c) for key, (x, c) in scored.items() if key not in seen and key != Masker.key(base)]
-        if not candidates:
+        def neighbourhood(config: Config) -> list[Config]:
+            first = [c for i, c in enumerate(self.masker.targets(config)) if c is not None and i != STOP]
+            first.sort(key=lambda c: -predict(c))
+            out = list(first)
+            for c in first[: self.jump_width]:
+                out += [c2 for i, c2 in enumerate(self.masker.targets(c)) if c2 is not None and i != STOP]
+            return out
+
+        start_x = predict(base)
+        current, current_x = base, start_x
+        for _ in range(12):
+            candidates = neighbourhood(current)
+            if not candidates:
+                break
+            nxt = max(candidates, key=predict)
+            if predict(nxt) <= current_x * (1.0 + 1e-6):
+                break
+            current, current_x = nxt, predict(nxt)
+        if Masker.key(current) in self.visited or current_x <= max(start_x, 1e-9) * (1.0 + self.min_gain):
             return None
-        x, config = max(candidates, key=lambda xc: xc[0])
-        base_pred = simulate(self.belief, base, self.node).rows_per_s
-        # compare on the model's own scale: predicted gain over the model's figure for the base
-        if x > max(base_pred, 1e-9) * (1.0 + self.min_gain):
-            return config
-        return None
+        return current
 
     def _rank(self, base: Config, obs: np.ndarray, mask: np.ndarray) -> list[int]:
         """Valid actions, best first: the agent's Q-value plus ``model_weight`` times the
