@@ -79,13 +79,18 @@ def build_train_spec(args: argparse.Namespace) -> Any:
     return spec
 
 
+def _clock_name(result: dict[str, Any]) -> str:
+    """Ray rollouts are not Lambda: name the second clock for what it measured."""
+    return "run time, Ray rollouts" if result["config"]["backend"] == "ray" else "time on Lambda"
+
+
 def _summary(result: dict[str, Any]) -> str:
     ledger = result["ledger"]
     lines = [
         f"reached target: {result['reached']} ({result['stop_reason']}); env steps {result['env_steps']}; "
         f"final mean return {result['final_mean_return']}",
         f"wall time (measured):            {result['wall_s']:.1f} s",
-        f"time on Lambda ({result['lambda_time_label']}): {result['lambda_time_s']:.1f} s",
+        f"{_clock_name(result)} ({result['lambda_time_label']}): {result['lambda_time_s']:.1f} s",
         f"cost ({ledger['label']}, prices {ledger['price_table']['version']}):",
     ]
     for line in ledger["lines"]:
