@@ -43,7 +43,7 @@ from typing import Any  # noqa: E402
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 
-from serverless.policy import NumpyPolicy, PolicySpec, decode_b64, decode_weights, encode_b64  # noqa: E402
+from serverless.policy import NumpyPolicy, PolicySpec, decode_npz_field, encode_b64  # noqa: E402
 
 # Import time of this module (numpy, gymnasium): part of a cold start's init.
 MODULE_INIT_MS = (time.perf_counter() - _MODULE_T0) * 1000.0
@@ -73,17 +73,6 @@ def reset_warm_state() -> None:
         state.env.close()
     _ACTORS.clear()
     _module_init_reported = False
-
-
-def _load_weights(event: dict[str, Any]) -> dict[str, np.ndarray]:
-    if "weights_npz_b64" in event:
-        return decode_b64(event["weights_npz_b64"])
-    if "weights_s3" in event:
-        from serverless import s3_payload  # written by the AWS layer; needs boto3
-
-        ref = event["weights_s3"]
-        return decode_weights(s3_payload.get_bytes(ref["bucket"], ref["key"]))
-    raise ValueError("event needs 'weights_npz_b64' or 'weights_s3'")
 
 
 def _validate(event: dict[str, Any]) -> None:
@@ -177,7 +166,7 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     actor_id = int(event["actor_id"])
     seed = int(event["seed"])
     spec = PolicySpec.from_dict(event["policy_spec"])
-    policy = NumpyPolicy(spec, _load_weights(event))
+    policy = NumpyPolicy(spec, decode_npz_field(event, "weights"))
 
     init_ms = 0.0
     if not _module_init_reported:

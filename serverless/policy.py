@@ -99,6 +99,20 @@ def decode_b64(text: str) -> dict[str, np.ndarray]:
     return decode_weights(base64.b64decode(text))
 
 
+def decode_npz_field(payload: dict[str, Any], stem: str) -> dict[str, np.ndarray]:
+    """Arrays carried in ``payload`` inline (``<stem>_npz_b64``) or by reference
+    (``<stem>_s3: {bucket, key}``, fetched with ``serverless.s3_payload``, imported
+    only then because it needs boto3). Used for event weights and result trajectories."""
+    if f"{stem}_npz_b64" in payload:
+        return decode_b64(payload[f"{stem}_npz_b64"])
+    if f"{stem}_s3" in payload:
+        from serverless import s3_payload
+
+        ref = payload[f"{stem}_s3"]
+        return decode_weights(s3_payload.get_bytes(ref["bucket"], ref["key"]))
+    raise ValueError(f"needs '{stem}_npz_b64' or '{stem}_s3'")
+
+
 @dataclass
 class NumpyPolicy:
     """The exported policy, evaluated with numpy only (one observation at a time).

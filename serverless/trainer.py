@@ -39,7 +39,7 @@ import numpy as np
 from serverless.backends.base import InvokeBatch
 from serverless.backends.validation import check_memory_mb
 from serverless.ledger import BILLED, MODELLED, CostLedger
-from serverless.policy import PolicySpec, decode_b64, decode_weights, encode_b64, export_numpy
+from serverless.policy import PolicySpec, decode_npz_field, encode_b64, export_numpy
 from serverless.ppo import PPOConfig, PPOLearner, compute_gae
 from serverless.presets import DEFAULT_ACTORS, DEFAULT_MEMORY_MB
 from serverless.pricing import ARCHITECTURES, PriceTable
@@ -211,15 +211,8 @@ class TrainResult:
 # --------------------------------------------------------------------------- batch assembly
 
 def decode_trajectories(result: dict[str, Any]) -> dict[str, np.ndarray]:
-    """A handler result's trajectories (npz, never pickle)."""
-    if "trajectories_npz_b64" in result:
-        return decode_b64(result["trajectories_npz_b64"])
-    if "trajectories_s3" in result:
-        from serverless import s3_payload
-
-        ref = result["trajectories_s3"]
-        return decode_weights(s3_payload.get_bytes(ref["bucket"], ref["key"]))
-    raise ValueError("result has neither 'trajectories_npz_b64' nor 'trajectories_s3'")
+    """A handler result's trajectories (npz, never pickle), inline or from S3."""
+    return decode_npz_field(result, "trajectories")
 
 
 def assemble_batch(results: list[dict[str, Any]], gamma: float, lam: float) -> dict[str, np.ndarray]:
