@@ -83,3 +83,17 @@ def test_make_backend_names() -> None:
     b = make_backend("local", max_workers=1)
     assert isinstance(b, LocalBackend)
     b.close()
+
+
+def test_timeout_kills_the_instance_and_the_next_call_is_cold() -> None:
+    # 200,000 CartPole steps take seconds of CPU; a 50 ms timeout cannot be met
+    b = LocalBackend(max_workers=1, timeout_s=0.05)
+    try:
+        batch = b.invoke(_events(1, steps=200_000), memory_mb=1769, concurrency=1)
+        inv = batch.invocations[0]
+        assert inv.result is None and "timed out" in inv.billing.error
+        assert inv.billing.billed_ms == 50  # billed for the whole timeout
+        after = b.invoke(_events(1, steps=10), memory_mb=1769, concurrency=1).invocations[0]
+        assert after.billing.error is None and after.billing.cold_start
+    finally:
+        b.close()

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from serverless.backends.base import BillingRecord, Invocation, InvokeBatch
+from serverless.backends.base import LAMBDA_MAX_TIMEOUT_S, BillingRecord, Invocation, InvokeBatch
 from serverless.backends.local_worker import read_frame, write_frame
 from serverless.backends.validation import check_memory_mb
 from serverless.lambda_clock import (
@@ -47,6 +47,10 @@ from serverless.pricing import billed_ms
 from serverless.throttle import DEFAULT_PERIOD_S, DutyCycleThrottle, process_cpu_seconds, run_throttled
 
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+class WorkerTimeout(Exception):
+    """An invocation ran past the backend's timeout; its worker was killed."""
 
 
 class _Worker:
@@ -75,18 +79,33 @@ class _Worker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def request(self, message: dict[str, Any], share: float | None, period_s: float) -> tuple[dict[str, Any] | None, float]:
-        """Send one message, wait for the reply (throttled when ``share`` < 1)."""
+    def request(
+        self, message: dict[str, Any], share: float | None, period_s: float, timeout_s: float | None = None
+    ) -> tuple[dict[str, Any] | None, float]:
+        """Send one message, wait for the reply (throttled when ``share`` < 1).
+
+        Past ``timeout_s`` the worker is killed (like a Lambda timeout: the instance is
+        gone) and :class:`WorkerTimeout` is raised.
+        """
         write_frame(self.stdin, message)
+        fd = self.stdout.fileno()
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+
+        def finished(wait_s: float) -> bool:
+            if deadline is not None:
+                wait_s = max(0.0, min(wait_s, deadline - time.monotonic()))
+            ready, _, _ = select.select([fd], [], [], wait_s)
+            if ready or not self.alive():
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                self.proc.kill()
+                self.proc.wait()
+                raise WorkerTimeout(f"Task timed out after {timeout_s:.2f} seconds")
+            return False
+
         paused = 0.0
         if share is not None and share < 1.0:
             throttle = DutyCycleThrottle(share=share, cpu_time=self.cpu_seconds, period_s=period_s)
-            fd = self.stdout.fileno()
-
-            def finished(timeout: float) -> bool:
-                ready, _, _ = select.select([fd], [], [], timeout)
-                return bool(ready) or not self.alive()
-
             run_throttled(
                 throttle,
                 finished,
@@ -94,6 +113,9 @@ class _Worker:
                 resume=lambda: self._signal(signal.SIGCONT),
             )
             paused = throttle.paused_s
+        else:
+            while not finished(1.0):
+                pass
         return read_frame(self.stdout), paused
 
     def _signal(self, sig: int) -> None:
@@ -129,6 +151,7 @@ class LocalBackend:
         throttle_period_s: float = DEFAULT_PERIOD_S,
         invoke_overhead_ms: float = DEFAULT_INVOKE_OVERHEAD_MS,
         cold_start_ms: float = DEFAULT_COLD_START_MS,
+        timeout_s: float | None = LAMBDA_MAX_TIMEOUT_S,
     ) -> None:
         self.cores = os.cpu_count() or 1
         self.max_workers = max(1, max_workers or self.cores)
@@ -136,6 +159,9 @@ class LocalBackend:
         self.throttle_period_s = throttle_period_s
         self.invoke_overhead_ms = invoke_overhead_ms
         self.cold_start_ms = cold_start_ms
+        if timeout_s is not None and timeout_s <= 0:
+            raise ValueError(f"timeout_s must be > 0 or None, got {timeout_s}")
+        self.timeout_s = timeout_s
         self._workers: list[_Worker] = []
         self._memory_mb: int | None = None
         self._pool: ThreadPoolExecutor | None = None
@@ -162,14 +188,22 @@ class LocalBackend:
                 w.request({"op": "reset"}, None, self.throttle_period_s)
 
     # ------------------------------------------------------------------ invoke
-    def _run_on(self, worker: _Worker, events: list[tuple[int, dict[str, Any]]], memory_mb: int) -> list[tuple[int, _Outcome]]:
+    def _run_on(self, slot: int, events: list[tuple[int, dict[str, Any]]], memory_mb: int) -> list[tuple[int, _Outcome]]:
         share = cpu_share(memory_mb)
         out: list[tuple[int, _Outcome]] = []
         for index, event in events:
+            worker = self._workers[slot]
+            if not worker.alive():  # killed by a timeout or crashed: a new, cold instance
+                worker = self._workers[slot] = _Worker()
             try:
                 reply, paused = worker.request(
-                    {"op": "invoke", "event": event}, share if self.throttle else None, self.throttle_period_s
+                    {"op": "invoke", "event": event},
+                    share if self.throttle else None,
+                    self.throttle_period_s,
+                    self.timeout_s,
                 )
+            except WorkerTimeout as exc:
+                reply, paused = {"ok": False, "error": str(exc), "timed_out": True}, 0.0
             except (BrokenPipeError, OSError) as exc:
                 reply, paused = {"ok": False, "error": f"worker failed: {exc}"}, 0.0
             if reply is None:
@@ -185,7 +219,9 @@ class LocalBackend:
                 }
                 error = None
             else:
-                result, cold, cpu_ms, error = None, False, 0.0, str(reply.get("error"))
+                result, cold, error = None, False, str(reply.get("error"))
+                # a timed-out function is billed for the whole timeout, as on Lambda
+                cpu_ms = self.timeout_s * 1000.0 * min(share, 1.0) if reply.get("timed_out") and self.timeout_s else 0.0
             init_ms = worker.import_ms if cold else 0.0
             modelled = ModelledInvocation(cpu_ms=cpu_ms, cpu_share=share, cold=cold, init_ms=init_ms)
             out.append((index, _Outcome(result, error, modelled)))
@@ -216,7 +252,7 @@ class LocalBackend:
             for i, event in enumerate(events):
                 assigned[int(event.get("actor_id", i)) % n_workers].append((i, event))
             assert self._pool is not None
-            futures = [self._pool.submit(self._run_on, w, jobs, memory_mb) for w, jobs in zip(workers, assigned) if jobs]
+            futures = [self._pool.submit(self._run_on, slot, jobs, memory_mb) for slot, jobs in enumerate(assigned) if jobs]
             outcomes: dict[int, _Outcome] = {}
             for fut in futures:
                 outcomes.update(dict(fut.result()))
