@@ -35,6 +35,15 @@ HANDLER_MODULE = "serverless.handler"
 HANDLER_ENTRY = "serverless.handler.handler"
 PROVIDED_BY_RUNTIME = {"boto3", "botocore", "s3transfer", "jmespath", "urllib3", "dateutil"}
 # The layer's pins follow pyproject.toml (gymnasium is pinned there; numpy is the range's newest).
+# Reached only through the backend factory (serverless.backends.make_backend) or the torch
+# policy: learner-side code the function never runs (and torch/ray are not in the layer).
+LEARNER_ONLY = frozenset({
+    "serverless.backends.local",
+    "serverless.backends.local_worker",
+    "serverless.backends.ray_backend",
+    "serverless.backends.lambda_backend",
+    "serverless.torch_policy",
+})
 LAYER_REQUIREMENTS = ("numpy>=1.26,<3", "gymnasium==1.2.2")
 # gymnasium's Box2D envs (LunarLander) also import Box2D and pygame: pins from pyproject.toml.
 BOX2D_REQUIREMENTS = ("box2d==2.3.10", "pygame==2.6.1")
@@ -98,36 +107,45 @@ def _imports(path: Path, module: str, include_lazy: bool) -> set[str]:
 
 
 def handler_closure(entry: str = HANDLER_MODULE, root: Path = PROJECT_ROOT) -> tuple[list[str], list[str]]:
-    """(first-party modules the handler needs, third-party top-level packages it imports).
+    """(first-party modules the handler may import, third-party packages it imports at import time).
 
-    Package ``__init__`` files along each module's path are included, since
-    Python runs them on import. The handler's own function-level (lazy) imports
-    are followed, since they are what it calls at run time (``s3_payload`` for
-    weights in S3); elsewhere only import-time statements are, so a helper's
-    optional lazy imports (torch, ray, the other backends) do not ship.
-    tests/test_aws_lambda_package.py imports the handler from the zip alone to
-    check that the closure is complete.
+    Every import is followed, including function-level (lazy) ones, because a
+    lazy import still runs in Lambda when its code path does (the policy's S3
+    weights path imports ``s3_payload`` lazily). The one exception is
+    :data:`LEARNER_ONLY`: modules reached only through the backend factory or the
+    torch policy, which the function never calls. Missing a module breaks the
+    function at run time, while packing an unneeded one only costs bytes, so the
+    rule errs on the side of packing. Package ``__init__`` files along each
+    module's path are included, since Python runs them on import. Third-party
+    packages imported only lazily (torch for the learner-side export, boto3 for
+    S3) are not layer requirements. tests/test_aws_lambda_package.py and
+    tests/test_aws_moto.py import and run the handler from the zip alone.
     """
-    modules: set[str] = set()
+    eager_seen: set[str] = set()
+    lazy_seen: set[str] = set()
     third_party: set[str] = set()
-    todo = [entry]
+    todo: list[tuple[str, bool]] = [(entry, True)]
     while todo:
-        module = todo.pop()
-        if module in modules:
+        module, eager = todo.pop()
+        if module in eager_seen or (not eager and module in lazy_seen):
             continue
         top = module.split(".")[0]
         if top not in FIRST_PARTY:
-            if top and top not in sys.stdlib_module_names and top != "__future__":
+            if eager and top and top not in sys.stdlib_module_names and top != "__future__":
                 third_party.add(top)
+            continue
+        if module in LEARNER_ONLY:
             continue
         path = _module_path(module, root)
         if path is None:
             continue  # a name imported from a module, not a module itself
-        modules.add(module)
+        (eager_seen if eager else lazy_seen).add(module)
         parts = module.split(".")
-        todo.extend(".".join(parts[:i]) for i in range(1, len(parts)))
-        todo.extend(_imports(path, module, include_lazy=(module == entry)))
-    return sorted(modules), sorted(third_party - PROVIDED_BY_RUNTIME)
+        todo.extend((".".join(parts[:i]), eager) for i in range(1, len(parts)))
+        at_import = _imports(path, module, include_lazy=False)
+        todo.extend((name, eager) for name in at_import)
+        todo.extend((name, False) for name in _imports(path, module, include_lazy=True) - at_import)
+    return sorted(eager_seen | lazy_seen), sorted(third_party - PROVIDED_BY_RUNTIME)
 
 
 def _write_zip(out: Path, files: dict[str, bytes]) -> None:

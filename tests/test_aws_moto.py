@@ -356,6 +356,38 @@ def test_small_weights_stay_inline_large_ones_go_through_s3(deployed: dict[str, 
     assert uploads == []
 
 
+_RUN_EVENT_FROM_ZIP = r"""
+import json, sys
+zip_path, site_packages = sys.argv[1], sys.argv[2]
+sys.path[:] = [zip_path, site_packages] + [p for p in sys.path if "site-packages" not in p and p not in ("", ".")]
+import serverless.handler as handler_module
+result = handler_module.handler(json.loads(sys.stdin.read()), None)
+print(json.dumps({"file": handler_module.__file__, "env_steps": result["env_steps"],
+                  "modules": sorted(m for m in sys.modules if m.startswith("serverless"))}))
+"""
+
+
+def test_the_zip_alone_runs_an_event_whose_weights_are_in_s3(deployed: dict[str, Any], tmp_path: Path) -> None:
+    """What Lambda does with the deployed zip: import the handler from it, fetch weights from S3."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    backend = make_backend(deployed["config_path"])
+    backend.payload_limit_bytes = 1_000  # force the S3 path for these small weights
+    event = json.loads(backend.prepare_payload(make_events(1, num_steps=8)[0]))
+    assert "weights_s3" in event
+    zip_path = tmp_path / "rollout.zip"
+    build_function_zip(zip_path)
+    proc = subprocess.run([sys.executable, "-S", "-c", _RUN_EVENT_FROM_ZIP, str(zip_path),
+                           sysconfig.get_paths()["purelib"]], input=json.dumps(event), capture_output=True,
+                          text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["file"].startswith(str(zip_path)) and out["env_steps"] == 8
+    assert "serverless.s3_payload" in out["modules"]
+
+
 def test_large_results_are_offloaded_and_fetched_back(deployed: dict[str, Any]) -> None:
     from serverless.handler import handler
 
