@@ -62,9 +62,12 @@ def round_to_grid(space: KnobSpace, shares: dict[str, float], rates: dict[str, f
             continue
         positive = [v for v in k.values if v > 0] or list(k.values)
         config[k.name] = min(positive, key=lambda v: (abs(v - share), v))  # the nearest allowed value
-    while space.cpu_used(config) > space.cpu_budget:  # nearest picks may overshoot: shed the least critical
+    def slowest(c: Config) -> float:
+        return min(rates[k.name] * max(c[k.name], 0.5) for k in space.cpu_knobs)
+
+    while space.cpu_used(config) > space.cpu_budget:  # nearest picks may overshoot: shed where it hurts least
         k = max((k for k in space.cpu_knobs if k.step(config[k.name], -1) is not None),
-                key=lambda k: rates[k.name] * config[k.name])
+                key=lambda k: slowest({**config, k.name: k.step(config[k.name], -1)}))
         config[k.name] = k.step(config[k.name], -1)
     while True:
         candidates = []
