@@ -218,24 +218,23 @@ class InTuneOptimizer:
             self.no_improve += 1
 
     def _refit(self) -> None:
-        """Re-fit the belief to the live measurements: one factor per parallel stage's costs plus a
-        global factor, by coordinate descent on squared log error with a weak prior at 1."""
+        """Re-fit the belief to the live measurements: a factor on all costs, one on per-call costs
+        and one per parallel stage, by coordinate descent on squared log error with a weak prior."""
         points = [(dict(k), m.rows_per_s) for k, m in self.visited.items() if not m.oom and m.rows_per_s > 0]
         if len(points) < 3 or not self.refit:
             return
         from dataclasses import replace
 
         parallel = [i for i, st in enumerate(self.prior.stages) if st.threads_knob]
-        dims = [tuple(parallel)] + [(i,) for i in parallel]  # global first, then per stage
-        factors = [1.0] * len(dims)
+        # factors: [all costs, per-call costs (the batch effect), then one per parallel stage]
+        factors = [1.0] * (2 + len(parallel))
 
         def model_for(fs: list[float]) -> PipelineModel:
-            scale = [1.0] * len(self.prior.stages)
-            for f, group in zip(fs, dims):
-                for i in (range(len(scale)) if group == dims[0] else group):
-                    scale[i] *= f
+            scale = [fs[0]] * len(self.prior.stages)
+            for f, i in zip(fs[2:], parallel):
+                scale[i] *= f
             return replace(self.prior, stages=tuple(
-                replace(st, cpu_s_per_row=st.cpu_s_per_row * k, cpu_s_per_call=st.cpu_s_per_call * k,
+                replace(st, cpu_s_per_row=st.cpu_s_per_row * k, cpu_s_per_call=st.cpu_s_per_call * k * fs[1],
                         wait_s_per_row=st.wait_s_per_row * k) for st, k in zip(self.prior.stages, scale)))
 
         def loss(fs: list[float]) -> float:
@@ -245,7 +244,7 @@ class InTuneOptimizer:
 
         best = loss(factors)
         for _ in range(2):
-            for d in range(len(dims)):
+            for d in range(len(factors)):
                 for f in (0.5, 0.65, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0):
                     trial = factors[:d] + [f] + factors[d + 1:]
                     value = loss(trial)
