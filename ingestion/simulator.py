@@ -132,7 +132,7 @@ def _rows_per_element(model: PipelineModel, stage: StageModel, config: Mapping[s
     return int(config.get(model.batch_knob, model.default_batch)) if model.batch_knob else model.default_batch
 
 
-def _stage_costs(model: PipelineModel, config: Mapping[str, int]) -> tuple[list[float], list[float], list[float], list[int]]:
+def stage_costs(model: PipelineModel, config: Mapping[str, int]) -> tuple[list[float], list[float], list[float], list[int]]:
     """Per stage: CPU s/row, wait s/row, threads (0 = inline/sequential) and rows per element."""
     c, w, n, rows = [], [], [], []
     for s in model.stages:
@@ -174,7 +174,7 @@ def servers(model: PipelineModel, config: Mapping[str, int]) -> list[Server]:
     next asynchronous stage's runner, or the consumer), so each maximal run of them is one
     single-thread server whose cost is the sum of its stages' costs.
     """
-    c, w, n, _ = _stage_costs(model, config)
+    c, w, n, _ = stage_costs(model, config)
     out: list[Server] = []
     run: Server | None = None
     for i in range(len(model.stages)):

@@ -21,7 +21,7 @@ from scipy.optimize import linprog
 
 from ingestion.knobs import Config, KnobSpace
 from ingestion.node import Node
-from ingestion.simulator import PipelineModel, _stage_costs
+from ingestion.simulator import PipelineModel, stage_costs
 from optimizers.baselines._fixed import FixedConfigs
 from trainwise.errors import UserError
 
@@ -84,7 +84,7 @@ def round_to_grid(space: KnobSpace, shares: dict[str, float], rates: dict[str, f
 def plumber_plan(space: KnobSpace, node: Node, model: PipelineModel) -> dict[str, Any]:
     """The LP, its solution and the rounded configuration."""
     config = space.initial()
-    c, w, _, _ = _stage_costs(model, config)
+    c, w, _, _ = stage_costs(model, config)
     rates = [1.0 / max(ci + wi, 1e-12) for ci, wi in zip(c, w)]
     parallel = [s.threads_knob is not None for s in model.stages]
     lp_rate, theta = solve_lp(rates, parallel, float(node.vcpus))
