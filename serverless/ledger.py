@@ -49,6 +49,21 @@ class CostLedger:
     def total_usd(self) -> float:
         return self.function_usd + self.request_usd + self.learner_usd
 
+    def totals(self) -> dict[str, float]:
+        """The running totals (for a checkpoint); :meth:`restore` puts them back."""
+        return {
+            "gb_seconds": self.gb_seconds,
+            "function_usd": self.function_usd,
+            "requests": self.requests,
+            "learner_seconds": self.learner_seconds,
+        }
+
+    def restore(self, totals: dict[str, float]) -> None:
+        self.gb_seconds = float(totals["gb_seconds"])
+        self.function_usd = float(totals["function_usd"])
+        self.requests = int(totals["requests"])
+        self.learner_seconds = float(totals["learner_seconds"])
+
     def lines(self) -> list[dict[str, Any]]:
         p = self.prices
         return [

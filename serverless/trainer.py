@@ -253,7 +253,69 @@ def _rollout_summary(batch: InvokeBatch) -> dict[str, Any]:
     }
 
 
-# --------------------------------------------------------------------------- checkpoints
+# --------------------------------------------------------------------------- run state and checkpoints
+
+@dataclass
+class _RunState:
+    """Where the run stands: everything a checkpoint carries besides the learner."""
+
+    run: RunConfig
+    reach_window: int
+    iteration: int = 0
+    env_steps: int = 0
+    lambda_time_s: float = 0.0
+    wall_s_before: float = 0.0  # measured wall time of the run before this process resumed it
+    recent_returns: deque[float] = field(default_factory=deque)
+    episodes: int = 0
+    curve: list[dict[str, Any]] = field(default_factory=list)
+    config_changes: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.recent_returns = deque(self.recent_returns, maxlen=self.reach_window)
+
+    def add_episodes(self, results: list[dict[str, Any]]) -> None:
+        for res in results:  # actor order
+            for ret in res["episode_returns"]:
+                self.recent_returns.append(float(ret))
+                self.episodes += 1
+
+    def mean_recent(self) -> float | None:
+        return float(np.mean(self.recent_returns)) if self.recent_returns else None
+
+    def reached(self, target: float) -> bool:
+        """Mean of the last ``reach_window`` completed training episodes >= target."""
+        return len(self.recent_returns) >= self.reach_window and float(np.mean(self.recent_returns)) >= target
+
+    def to_json(self, env_id: str, wall_s: float, ledger: CostLedger) -> dict[str, Any]:
+        return {
+            "env_id": env_id,
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+            "lambda_time_s": self.lambda_time_s,
+            "wall_s": wall_s,
+            "recent_returns": list(self.recent_returns),
+            "episodes": self.episodes,
+            "curve": self.curve,
+            "config_changes": self.config_changes,
+            "run": self.run.to_dict(),
+            "ledger": ledger.totals(),
+        }
+
+    @classmethod
+    def from_json(cls, state: dict[str, Any], reach_window: int) -> "_RunState":
+        return cls(
+            run=RunConfig(**state["run"]),
+            reach_window=reach_window,
+            iteration=int(state["iteration"]),
+            env_steps=int(state["env_steps"]),
+            lambda_time_s=float(state["lambda_time_s"]),
+            wall_s_before=float(state["wall_s"]),
+            recent_returns=deque(state["recent_returns"]),
+            episodes=int(state["episodes"]),
+            curve=list(state["curve"]),
+            config_changes=list(state["config_changes"]),
+        )
+
 
 _CKPT_MODEL = "learner.pt"
 _CKPT_STATE = "trainer.json"
@@ -281,9 +343,9 @@ def _load_checkpoint(directory: Path, learner: PPOLearner) -> dict[str, Any]:
     return json.loads(state_path.read_text())
 
 
-# --------------------------------------------------------------------------- the loop
+# --------------------------------------------------------------------------- one iteration's pieces
 
-class _Progress:
+class _ProgressBar:
     """A tqdm bar of env steps with reward and cost so far (to stderr)."""
 
     def __init__(self, enabled: bool, total: int, initial: int) -> None:
@@ -305,11 +367,45 @@ class _Progress:
             self.bar.close()
 
 
-def _ledger_label(batch: InvokeBatch) -> str:
-    if batch.invocations and all(inv.billing.label == "billed" for inv in batch.invocations):
-        return BILLED
-    return MODELLED
+def _rollout_events(env_id: str, seed: int, iteration: int, learner: PPOLearner, run: RunConfig) -> list[dict[str, Any]]:
+    """One event per actor; the weights are encoded once and shared by all."""
+    weights_b64 = encode_b64(export_numpy(learner.model))
+    spec_dict = learner.spec.to_dict()
+    return [
+        {
+            "env_id": env_id,
+            "num_steps": n,
+            "seed": _event_seed(seed, iteration, actor_id),
+            "policy_spec": spec_dict,
+            "actor_id": actor_id,
+            "weights_npz_b64": weights_b64,
+        }
+        for actor_id, n in enumerate(run.steps_per_actor())
+    ]
 
+
+def _account(batch: InvokeBatch, ledger: CostLedger, notes: list[str], iteration: int) -> list[dict[str, Any]]:
+    """Bill every invocation, note failures and new backend notes; return the results."""
+    for note in batch.notes:
+        if note not in notes:
+            notes.append(note)
+    if batch.invocations and all(inv.billing.label == "billed" for inv in batch.invocations):
+        ledger.label = BILLED
+    else:
+        ledger.label = MODELLED
+    for inv in batch.invocations:
+        ledger.add_invocation(inv.billing.billed_ms, inv.billing.memory_mb)
+    results = [inv.result for inv in batch.invocations if inv.result is not None]
+    if not results:
+        errors = sorted({str(inv.billing.error) for inv in batch.invocations})
+        raise RuntimeError(f"every rollout of iteration {iteration} failed: {'; '.join(errors)}")
+    failed = len(batch.invocations) - len(results)
+    if failed:
+        notes.append(f"iteration {iteration}: {failed} of {len(batch.invocations)} rollouts failed; trained on the rest")
+    return results
+
+
+# --------------------------------------------------------------------------- the loop
 
 def train(
     spec: TrainSpec,
@@ -327,34 +423,18 @@ def train(
     if ppo.anneal_steps is None:
         ppo.anneal_steps = spec.max_steps
     learner = PPOLearner(policy_spec, ppo, seed=spec.seed)
-    prices = PriceTable.load(spec.price_table)
-    ledger = CostLedger(prices, architecture=spec.architecture)
+    ledger = CostLedger(PriceTable.load(spec.price_table), architecture=spec.architecture)
     ckpt_dir = spec.resolved_checkpoint_dir()
-
-    run = spec.run
-    iteration = 0
-    env_steps = 0
-    lambda_time_s = 0.0
-    wall_before = 0.0
-    recent: deque[float] = deque(maxlen=spec.reach_window)
-    episodes = 0
-    curve: list[dict[str, Any]] = []
-    config_changes: list[dict[str, Any]] = []
     notes: list[str] = []
     if spec.resume:
-        state = _load_checkpoint(ckpt_dir, learner)
-        if state["env_id"] != spec.env_id:
-            raise UserError(f"--resume: the checkpoint in {ckpt_dir} is for {state['env_id']}, not {spec.env_id}")
-        iteration, env_steps = state["iteration"], state["env_steps"]
-        lambda_time_s, wall_before = state["lambda_time_s"], state["wall_s"]
-        recent.extend(state["recent_returns"])
-        episodes = state["episodes"]
-        curve = state["curve"]
-        config_changes = state["config_changes"]
-        run = RunConfig(**state["run"])
-        ledger.gb_seconds, ledger.function_usd = state["ledger"]["gb_seconds"], state["ledger"]["function_usd"]
-        ledger.requests, ledger.learner_seconds = state["ledger"]["requests"], state["ledger"]["learner_seconds"]
-        notes.append(f"resumed from {ckpt_dir} at iteration {iteration}, {env_steps} env steps")
+        saved = _load_checkpoint(ckpt_dir, learner)
+        if saved["env_id"] != spec.env_id:
+            raise UserError(f"--resume: the checkpoint in {ckpt_dir} is for {saved['env_id']}, not {spec.env_id}")
+        state = _RunState.from_json(saved, spec.reach_window)
+        ledger.restore(saved["ledger"])
+        notes.append(f"resumed from {ckpt_dir} at iteration {state.iteration}, {state.env_steps} env steps")
+    else:
+        state = _RunState(run=spec.run, reach_window=spec.reach_window)
 
     own_backend = backend is None
     if own_backend:
@@ -362,96 +442,46 @@ def train(
 
         backend = make_backend(spec.backend, **spec.backend_options)
     records: list[IterationRecord] = []
-    bar = _Progress(progress, spec.max_steps, env_steps)
+    bar = _ProgressBar(progress, spec.max_steps, state.env_steps)
     lambda_label = "modelled" if spec.backend == "local" else "measured"
     t_start = time.perf_counter()
 
-    def mean_recent() -> float | None:
-        return float(np.mean(recent)) if recent else None
-
-    def reached() -> bool:
-        return len(recent) >= spec.reach_window and float(np.mean(recent)) >= spec.target_reward
+    def run_wall_s() -> float:
+        return state.wall_s_before + time.perf_counter() - t_start
 
     def checkpoint() -> None:
-        _save_checkpoint(
-            ckpt_dir,
-            learner,
-            {
-                "env_id": spec.env_id,
-                "iteration": iteration,
-                "env_steps": env_steps,
-                "lambda_time_s": lambda_time_s,
-                "wall_s": wall_before + time.perf_counter() - t_start,
-                "recent_returns": list(recent),
-                "episodes": episodes,
-                "curve": curve,
-                "config_changes": config_changes,
-                "run": run.to_dict(),
-                "ledger": {
-                    "gb_seconds": ledger.gb_seconds,
-                    "function_usd": ledger.function_usd,
-                    "requests": ledger.requests,
-                    "learner_seconds": ledger.learner_seconds,
-                },
-            },
-        )
+        _save_checkpoint(ckpt_dir, learner, state.to_json(spec.env_id, run_wall_s(), ledger))
 
-    stop_reason = "max_steps"
+    stop_reason = "reached" if state.reached(spec.target_reward) else "max_steps"
     try:
-        if reached():
-            stop_reason = "reached"
-        while stop_reason != "reached" and env_steps < spec.max_steps:
+        while stop_reason != "reached" and state.env_steps < spec.max_steps:
             t_iter = time.perf_counter()
-            batch_steps = min(run.batch, spec.max_steps - env_steps)
-            this_run = replace(run, batch=max(batch_steps, run.actors)) if batch_steps < run.batch else run
-            weights_b64 = encode_b64(export_numpy(learner.model))
-            spec_dict = learner.spec.to_dict()
-            events = [
-                {
-                    "env_id": spec.env_id,
-                    "num_steps": n,
-                    "seed": _event_seed(spec.seed, iteration, actor_id),
-                    "policy_spec": spec_dict,
-                    "actor_id": actor_id,
-                    "weights_npz_b64": weights_b64,
-                }
-                for actor_id, n in enumerate(this_run.steps_per_actor())
-            ]
+            # 1. the policy out to the functions (the last batch shrinks to fit the budget)
+            run = state.run
+            room = spec.max_steps - state.env_steps
+            this_run = replace(run, batch=max(room, run.actors)) if room < run.batch else run
+            events = _rollout_events(spec.env_id, spec.seed, state.iteration, learner, this_run)
+            # 2. rollouts, billed
             batch = backend.invoke(events, this_run.memory_mb, concurrency=this_run.actors)
-            for note in batch.notes:
-                if note not in notes:
-                    notes.append(note)
             lambda_label = batch.lambda_s_label
-            ledger.label = _ledger_label(batch)  # type: ignore[assignment]
-            for inv in batch.invocations:
-                ledger.add_invocation(inv.billing.billed_ms, inv.billing.memory_mb)
-            results = [inv.result for inv in batch.invocations if inv.result is not None]
-            if not results:
-                errors = sorted({str(inv.billing.error) for inv in batch.invocations})
-                raise RuntimeError(f"every rollout of iteration {iteration} failed: {'; '.join(errors)}")
-            failed = len(batch.invocations) - len(results)
-            if failed:
-                notes.append(f"iteration {iteration}: {failed} of {len(batch.invocations)} rollouts failed; trained on the rest")
-            for res in results:  # episodes in actor order
-                for ret in res["episode_returns"]:
-                    recent.append(float(ret))
-                    episodes += 1
+            results = _account(batch, ledger, notes, state.iteration)
+            state.add_episodes(results)
+            # 3. GAE and one PPO update
             data = assemble_batch(results, ppo.gamma, ppo.gae_lambda)
-            probe = probe_noise_every > 0 and iteration % probe_noise_every == 0
+            probe = probe_noise_every > 0 and state.iteration % probe_noise_every == 0
             stats = learner.update(data, probe_noise=probe)
             learner_s = float(stats["learner_s"])
             steps = int(len(data["obs"]))
-            env_steps += steps
+            state.env_steps += steps
+            # 4. clocks and cost: on Lambda the learner waits for the functions, then updates
             iter_wall = time.perf_counter() - t_iter
-            # on Lambda the learner is idle while the functions run, then updates
             overhead_s = max(0.0, iter_wall - batch.wall_s - learner_s)
             iter_lambda_time = batch.lambda_s + learner_s + overhead_s
-            lambda_time_s += iter_lambda_time
+            state.lambda_time_s += iter_lambda_time
             ledger.add_learner_time(iter_lambda_time)
-            grad_noise = stats.pop("grad_noise", None)
             record = IterationRecord(
-                iteration=iteration,
-                env_steps=env_steps,
+                iteration=state.iteration,
+                env_steps=state.env_steps,
                 run=this_run,
                 wall_s=iter_wall,
                 lambda_s=batch.lambda_s,
@@ -459,34 +489,37 @@ def train(
                 learner_s=learner_s,
                 rollout=_rollout_summary(batch),
                 cost_usd=ledger.total_usd,
-                mean_return=mean_recent(),
-                episodes=episodes,
+                mean_return=state.mean_recent(),
+                episodes=state.episodes,
+                grad_noise=stats.pop("grad_noise", None),
                 ppo_stats=stats,
-                grad_noise=grad_noise,
             )
             records.append(record)
-            curve.append(
+            state.curve.append(
                 {
-                    "iteration": iteration,
-                    "env_steps": env_steps,
-                    "wall_s": wall_before + time.perf_counter() - t_start,
-                    "lambda_time_s": lambda_time_s,
+                    "iteration": state.iteration,
+                    "env_steps": state.env_steps,
+                    "wall_s": run_wall_s(),
+                    "lambda_time_s": state.lambda_time_s,
                     "mean_return": record.mean_return,
-                    "episodes": episodes,
+                    "episodes": state.episodes,
                     "cost_usd": ledger.total_usd,
                 }
             )
             bar.update(steps, record.mean_return, ledger.total_usd, "modelled" if ledger.label == MODELLED else "billed")
-            iteration += 1
-            if reached():
+            state.iteration += 1
+            if state.reached(spec.target_reward):
                 stop_reason = "reached"
+            # 5. the controller may re-plan; checkpoint
             if controller is not None and stop_reason != "reached":
                 new_run = controller.after_iteration(record)
-                if new_run is not None and new_run != run:
+                if new_run is not None and new_run != state.run:
                     new_run.validate()
-                    config_changes.append({"iteration": iteration, "env_steps": env_steps, "from": run.to_dict(), "to": new_run.to_dict()})
-                    run = new_run
-            if spec.checkpoint_every and (iteration % spec.checkpoint_every == 0 or stop_reason == "reached"):
+                    state.config_changes.append(
+                        {"iteration": state.iteration, "env_steps": state.env_steps, "from": state.run.to_dict(), "to": new_run.to_dict()}
+                    )
+                    state.run = new_run
+            if spec.checkpoint_every and state.iteration % spec.checkpoint_every == 0:
                 checkpoint()
         if spec.checkpoint_every and records:
             checkpoint()
@@ -500,18 +533,18 @@ def train(
     config["ppo"]["anneal_steps"] = ppo.anneal_steps
     return TrainResult(
         reached=stop_reason == "reached",
-        env_steps=env_steps,
-        wall_s=wall_before + time.perf_counter() - t_start,
-        lambda_time_s=lambda_time_s,
+        env_steps=state.env_steps,
+        wall_s=run_wall_s(),
+        lambda_time_s=state.lambda_time_s,
         lambda_time_label=lambda_label,
-        curve=curve,
+        curve=state.curve,
         config=config,
         ledger=ledger,
         iterations=records,
-        episodes=episodes,
+        episodes=state.episodes,
         stop_reason=stop_reason,
-        final_mean_return=mean_recent(),
-        config_changes=config_changes,
+        final_mean_return=state.mean_recent(),
+        config_changes=state.config_changes,
         notes=notes,
         checkpoint=str(ckpt_dir) if spec.checkpoint_every else None,
     )
