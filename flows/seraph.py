@@ -1,4 +1,5 @@
-"""Seraph: profile an RL workload -> plan -> train on functions with re-tuning -> report."""
+"""Seraph: profile an RL workload -> plan -> train on functions with re-tuning (and any
+baselines) -> report."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ from prefect import flow, get_run_logger
 
 from tasks.caching import call_cached
 from tasks.report import render_report
-from tasks.rl import plan_rl_configuration, profile_rl_workload, render_seraph_section, train_rl_on_functions, workload_of
+from tasks.rl import (
+    plan_rl_configuration,
+    profile_rl_workload,
+    render_seraph_section,
+    train_rl_baseline,
+    train_rl_on_functions,
+    workload_of,
+)
 from trainwise.paths import new_run_dir
 from trainwise.spec import load_spec
 
@@ -36,7 +44,8 @@ def seraph(config: str = "configs/demo.yaml", run_dir: str | None = None, refres
     settings = rl.model_dump(mode="json")
     plan = plan_rl_configuration(profile, settings)
     trained = train_rl_on_functions(profile, settings, str(out), progress_key=f"{spec.name}-seraph-progress")
-    section = render_seraph_section(spec.name, settings, profile, trained.get("plan", plan), trained, cached, str(out))
+    baselines = [train_rl_baseline(b, settings) for b in rl.baselines]
+    section = render_seraph_section(spec.name, settings, profile, trained.get("plan", plan), trained, cached, str(out), baselines)
 
     if run_dir is not None:  # a branch of optimize: hand the section up
         return {"section": section, "run_dir": str(out)}

@@ -122,6 +122,26 @@ def train_rl_on_functions(profile: dict[str, Any], rl: dict[str, Any], run_dir: 
     return result
 
 
+@task(name="train-rl-baseline", **EXTERNAL_RETRIES)
+def train_rl_baseline(baseline: str, rl: dict[str, Any]) -> dict[str, Any]:
+    """Train the same workload to the same target at a fixed baseline configuration
+    (no profiling, no re-tuning), so the report compares Seraph with a real run."""
+    from optimizers import seraph
+    from optimizers.baselines.rl_static import run_static
+    from serverless.backends import make_backend
+
+    if baseline != "static":
+        raise UserError(f"unknown RL baseline {baseline!r}; allowed: static")
+    workload = seraph.workload_for(rl["env_id"], rl["max_steps"], rl["architecture"])
+    backend = make_backend(rl["backend"])
+    try:
+        out = run_static(workload, target_reward=rl["target_reward"], seed=rl["seed"], backend_obj=backend)
+    finally:
+        backend.close()
+    get_run_logger().info("baseline %s: reached=%s in %s env steps", baseline, out.get("reached"), out.get("env_steps"))
+    return {"baseline": baseline, **out}
+
+
 @task(name="render-seraph-section")
 def render_seraph_section(
     name: str,
@@ -131,6 +151,7 @@ def render_seraph_section(
     trained: dict[str, Any],
     profile_cached: bool,
     run_dir: str,
+    baselines: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Plots (reward vs time and cost, Pareto front), table artifacts and the markdown."""
     from optimizers.seraph import render_pareto_png
@@ -161,6 +182,12 @@ def render_seraph_section(
         {"row": "cheapest on the front (predicted)", **_shape(plan.get("cheapest")), "time_s": _get(plan.get("cheapest"), "predicted_time_s"), "cost_usd": _get(plan.get("cheapest"), "predicted_cost_usd"), "label": "modelled"},
         {"row": "achieved (training run)", **chosen, "time_s": achieved.get("lambda_time_s"), "cost_usd": achieved.get("cost_usd"), "label": f"Lambda clock {clock}; cost {achieved.get('cost_label', 'modelled')}"},
     ]
+    for b in baselines or []:
+        compare.append(
+            {"row": f"baseline {b['baseline']} (trained, {'reached' if b.get('reached') else 'NOT reached'})", **(b.get("config") or {}),
+             "time_s": b.get("lambda_time_s"), "cost_usd": b.get("cost_usd"), "label": b.get("label")}
+        )
+    versus = _versus(achieved, baselines or [])
     cols = ["row", "actors", "memory_mb", "batch", "time_s", "cost_usd", "label"]
     phases = [
         {**{k: v for k, v in ph.items() if k not in ("config", "label")}, "config": _shape_text(ph.get("config"))}
@@ -189,6 +216,7 @@ cost {fmt(achieved.get('cost_usd'))} USD ({achieved.get('cost_label', 'modelled'
 {fmt(achieved.get('wall_s'))} s (measured).
 
 {md_table(compare, cols)}
+{versus}
 **Phases** (predicted by the model vs measured on the Lambda clock):
 
 {md_table(phases, phase_cols)}
@@ -196,7 +224,14 @@ cost {fmt(achieved.get('cost_usd'))} USD ({achieved.get('cost_label', 'modelled'
 
 ![cost-vs-time Pareto front (predicted)](seraph/pareto.png)
 """
-    summary = {"chosen": chosen, "predicted": predicted, "achieved": achieved, "phases": len(phases), "retune_changes": len(changes)}
+    summary = {
+        "chosen": chosen,
+        "predicted": predicted,
+        "achieved": achieved,
+        "phases": len(phases),
+        "retune_changes": len(changes),
+        "baselines": baselines or [],
+    }
     return section("seraph", f"Seraph: {rl['env_id']}", md, plots=plots, summary=summary, profile_cached=profile_cached)
 
 
@@ -215,3 +250,17 @@ def _shape_text(c: Any) -> str:
 
 def _get(c: Any, key: str) -> Any:
     return c.get(key) if isinstance(c, dict) else None
+
+
+def _versus(achieved: dict[str, Any], baselines: list[dict[str, Any]]) -> str:
+    """One sentence per baseline: Seraph's cost and time as a share of the baseline's."""
+    lines = []
+    for b in baselines:
+        if not (b.get("reached") and achieved.get("reached") and b.get("cost_usd") and b.get("lambda_time_s")):
+            continue
+        lines.append(
+            f"Against the {b['baseline']} baseline Seraph's run cost {achieved['cost_usd'] / b['cost_usd']:.2f}x and took "
+            f"{achieved['lambda_time_s'] / b['lambda_time_s']:.2f}x the time (both modelled on the local backend; "
+            f"the tuned run does not count the pilot's cost)."
+        )
+    return "\n".join(lines) + ("\n" if lines else "")

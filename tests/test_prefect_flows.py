@@ -13,7 +13,7 @@ import yaml
 
 TINY: dict[str, Any] = {
     "name": "tiny",
-    "rl": {"env_id": "CartPole-v1", "target_reward": 40, "seed": 0, "max_steps": 30_000},
+    "rl": {"env_id": "CartPole-v1", "target_reward": 40, "seed": 0, "max_steps": 30_000, "baselines": ["static"]},
     "ingestion": {
         "data": {"rows": 4000},
         "optimizer": "intune",
@@ -91,6 +91,8 @@ def test_first_run_measures_profiles_and_reports(first_run: dict[str, Any]) -> N
     seraph = first_run["sections"]["seraph"]
     assert seraph["achieved"]["reached"] is True
     assert {"actors", "memory_mb", "batch"} <= set(seraph["chosen"])
+    assert [b["baseline"] for b in seraph["baselines"]] == ["static"]
+    assert seraph["baselines"][0]["config"] == {"actors": 2, "memory_mb": 1769, "batch": 4000}
     names = [row["optimizer"] for row in first_run["sections"]["intune"]["optimizers"]]
     assert names == ["intune", "naive"]
 
@@ -106,6 +108,7 @@ def test_artifacts_have_keys_and_contents(first_run: dict[str, Any]) -> None:
     assert plan.type == "table"
     rows = json.loads(plan.data) if isinstance(plan.data, str) else plan.data
     assert [r["row"] for r in rows][0] == "chosen (predicted)"
+    assert any(r["row"].startswith("baseline static (trained") and r["batch"] == "4000" for r in rows)
     optimizers = _artifact("tiny-intune-optimizers")
     rows = json.loads(optimizers.data) if isinstance(optimizers.data, str) else optimizers.data
     assert {r["optimizer"] for r in rows} == {"intune", "naive"}
@@ -126,7 +129,7 @@ def test_second_run_reuses_profiles_and_keeps_the_first(first_run: dict[str, Any
 
 
 def test_changed_workload_is_profiled_again(second_run: dict[str, Any], workspace: dict[str, Path]) -> None:
-    changed = {"name": "tiny", "rl": {**TINY["rl"], "max_steps": 31_000}}
+    changed = {"name": "tiny", "rl": {**TINY["rl"], "max_steps": 31_000, "baselines": []}}
     _, result = _run("seraph", _config(workspace["root"], "tiny-changed", changed))
     assert result["profile_cache"] == {"seraph": False}
 

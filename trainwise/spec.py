@@ -56,6 +56,11 @@ class RLSpec(_Strict):
     budget_usd: float | None = Field(None, gt=0, description="constraint: spend at most this many dollars")
     retune: bool = Field(True, description="re-plan the configuration during training (dynamic re-tuning)")
     replan_every: int = Field(3, ge=1, description="re-plan every this many training iterations")
+    baselines: list[Literal["static"]] = Field(
+        default_factory=list,
+        description="fixed configurations also trained to the target, for comparison "
+        "(static: RLlib's PPO defaults mapped to functions, 2 actors x 1,769 MB, batch 4,000)",
+    )
     seed: int = Field(0, ge=0)
 
     @field_validator("env_id")
