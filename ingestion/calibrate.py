@@ -235,12 +235,17 @@ def fit_async_overhead(
     return (lo + hi) / 2
 
 
+#: Bump when the calibration method changes, so cached profiles of an older method are not reused.
+CALIBRATION_VERSION = 2
+
+
 def cache_key(spec: Any, node: Node) -> str:
     from trainwise.paths import fingerprint, hardware_fingerprint
 
     ref = spec.reference() if getattr(spec, "portable", False) else {"name": spec.name}
     knobs = [(k.name, k.kind, k.stage, list(k.values)) for k in spec.space.knobs]
-    return f"{spec.name}-{fingerprint({'ref': ref, 'knobs': knobs, 'node': node.__dict__, 'hw': hardware_fingerprint()})}"
+    facts = {'ref': ref, 'knobs': knobs, 'node': node.__dict__, 'hw': hardware_fingerprint(), 'method': CALIBRATION_VERSION}
+    return f"{spec.name}-{fingerprint(facts)}"
 
 
 def calibrate(

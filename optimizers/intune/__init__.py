@@ -18,7 +18,7 @@ from ingestion.knobs import KnobSpace
 from ingestion.node import Node
 from ingestion.simulator import PipelineModel, model_from_space
 from optimizers.intune.agent import MaskedDQN
-from optimizers.intune.env import check_layout
+from optimizers.intune.env import OBS_VERSION, check_layout
 from optimizers.intune.pretrain import PRETRAINED, pretrain
 from optimizers.intune.tuner import InTuneOptimizer
 from trainwise.errors import UserError
@@ -35,7 +35,10 @@ def _agent_key(space: KnobSpace, node: Node) -> str:
     from trainwise.paths import fingerprint, hardware_fingerprint
 
     knobs = [(k.name, k.kind, k.stage, list(k.values)) for k in space.knobs]
-    return f"intune-{space.name}-{fingerprint({'knobs': knobs, 'node': node.__dict__, 'hw': hardware_fingerprint()})}"
+    pretrained = PRETRAINED.with_suffix(".json")
+    base = pretrained.read_text() if pretrained.exists() else ""  # a new pre-trained agent starts afresh
+    facts = {"knobs": knobs, "node": node.__dict__, "hw": hardware_fingerprint(), "obs": OBS_VERSION, "base": base}
+    return f"intune-{space.name}-{fingerprint(facts)}"
 
 
 def load_agent(space: KnobSpace, node: Node, *, time_budget_s: float, seed: int = 0) -> tuple[MaskedDQN, str]:
