@@ -1,20 +1,22 @@
-"""InTune as an ask/tell optimizer: a model-best start, then masked agent steps on live measurements.
+"""InTune as an ask/tell optimizer: a model-best start, then agent-ranked steps on live measurements.
 
-1. **Start**: the best configuration according to the belief model (the calibrated simulator):
-   exhaustive on the model when the grid is small, otherwise the agent planning greedily on the
-   model (a rollout on the simulator costs microseconds per step).
-2. **Live steps** (best-first, guided by the agent): take the best measured configuration that
-   has had fewer than ``branch`` moves tried from it; the agent ranks its valid actions (mask: in
-   the space, within the CPU budget, predicted memory under the margin, never an out-of-memory
-   configuration, never one already measured) and the tuner proposes the top one. Expanding the
-   second-best configurations too lets the search take two-step paths (move a unit of CPU, then
-   change the batch) that a single greedy step would reject.
-3. **Online fine-tuning**: every live transition goes into the agent's replay buffer with its
+1. **Start** at the best memory-safe configuration of the belief model (the calibrated
+   simulator): exhaustive on the model when the grid is small, else steepest ascent.
+2. **Live steps**, best-first: take the best measured configuration that has had fewer than
+   ``branch`` moves tried from it; rank its valid moves (mask: in the space, within the CPU
+   budget, predicted memory under the margin, never an out-of-memory configuration, never one
+   already measured) by the agent's Q-value plus ``model_weight`` times the model's predicted log
+   gain, and propose the top one. Expanding second-best configurations too lets the search take
+   two-step paths that a single greedy step would reject.
+3. **Online refit and jumps**: after every measurement the model is re-fitted to all live
+   measurements; if the re-fitted model, climbing from the best measured configuration, finds an
+   unmeasured one it predicts to be better by more than ``min_gain``, that is proposed first.
+4. **Online fine-tuning**: every live transition goes into the agent's replay buffer with its
    reward, and the agent takes a few gradient steps, so it adapts to the real pipeline.
-4. **Stop**: after ``patience`` live steps without improvement (or half that if the agent ranks
-   "stop" first at the best configuration), when
-   no valid unmeasured neighbour is left, after ``max_steps`` live measurements, or when the next
-   measurement would not fit in ``finish_share`` of the time budget.
+5. **Stop**: after ``patience`` live steps without improvement (half that if the agent ranks
+   "stop" first at the best configuration), when no valid unmeasured move is left, after
+   ``max_steps`` live measurements, or when the next measurement would not fit in
+   ``finish_share`` of the time budget.
 """
 
 from __future__ import annotations
@@ -34,16 +36,10 @@ from optimizers.intune.env import ACTIONS, STOP, Masker, apply_action, observe
 
 
 def model_best(
-    model: PipelineModel,
-    space: KnobSpace,
-    node: Node,
-    masker: Masker,
-    agent: MaskedDQN | None = None,
-    *,
-    exhaustive_limit: int = 4000,
-    plan_steps: int = 200,
+    model: PipelineModel, space: KnobSpace, node: Node, masker: Masker, *, exhaustive_limit: int = 4000
 ) -> tuple[Config, str]:
-    """The model's best safe configuration and how it was found."""
+    """The model's best memory-safe configuration and how it was found: exhaustive search when
+    the grid is small, otherwise steepest ascent over single moves from the initial configuration."""
     if space.grid_size() <= exhaustive_limit:
         best, best_x = space.initial(), -math.inf
         for config in space.grid():
@@ -53,37 +49,17 @@ def model_best(
             if x > best_x:
                 best, best_x = config, x
         return best, "exhaustive search on the calibrated simulator"
-    # Plan on the model: greedy agent steps with steepest-ascent fallback, never revisiting.
     current = space.initial()
-    cur_m = simulate(model, current, node)
-    start_x = max(cur_m.rows_per_s, 1e-9)
-    seen = {Masker.key(current)}
-    for t in range(plan_steps):
-        targets = masker.targets(current)
-        candidates = [(i, c) for i, c in enumerate(targets) if c is not None and i != STOP and Masker.key(c) not in seen]
-        if not candidates:
+    current_x = simulate(model, current, node).score
+    while True:
+        scored = [(simulate(model, c, node).score, c) for i, c in enumerate(masker.targets(current))
+                  if c is not None and i != STOP]
+        if not scored:
             break
-        scored = []
-        for i, c in candidates:
-            seen.add(Masker.key(c))
-            scored.append((simulate(model, c, node).score, i, c))
-        x, _, c = max(scored, key=lambda s: s[0])
-        if agent is not None and x <= cur_m.rows_per_s:
-            # no neighbour improves on the model: let the agent pick a move to escape, once
-            obs = observe(space, node, model, current, cur_m, start_rows_per_s=start_x, best_rows_per_s=cur_m.rows_per_s,
-                          progress=t / plan_steps, improved=False)
-            ranked = [a for a in agent.ranked(obs, masker.mask(current)) if a != STOP]
-            if not ranked:
-                break
-            c = targets[ranked[0]]
-            assert c is not None
-            x2 = simulate(model, c, node).score
-            if x2 <= cur_m.rows_per_s:
-                break
-            x = x2
-        elif x <= cur_m.rows_per_s:
+        x, c = max(scored, key=lambda xc: xc[0])
+        if x <= current_x:
             break
-        current, cur_m = c, simulate(model, c, node)
+        current, current_x = c, x
     return current, "steepest ascent on the calibrated simulator"
 
 
@@ -119,7 +95,7 @@ class InTuneOptimizer:
         self.space, self.node, self.belief, self.agent = space, node, belief, agent
         self.masker = Masker(space, node, belief, memory_margin)
         if start is None:
-            start, start_source = model_best(belief, space, node, self.masker, agent)
+            start, start_source = model_best(belief, space, node, self.masker)
         self.start, self.start_source = dict(start), start_source
         self.time_budget_s, self.finish_share = time_budget_s, finish_share
         self.max_steps, self.patience, self.min_gain = max_steps, patience, min_gain
