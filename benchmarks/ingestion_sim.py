@@ -38,20 +38,26 @@ def _rng_for(seed: int, vcpus: int, kind: str) -> np.random.Generator:
     return np.random.default_rng([seed, vcpus, ["read", "parse", "transform"].index(kind)])
 
 
-def run_case(vcpus: int, kind: str, *, seed: int, trials: int, calibration_error: float, agent: Any) -> dict[str, Any]:
-    from ingestion.simulator import SIM_NODES, dlrm_like_space, random_pipeline, simulate, simulated_oracle
-    from optimizers.base import run
-    from optimizers.baselines.autotune_model import LABEL as AUTOTUNE_LABEL
-    from optimizers.baselines.autotune_model import hill_climb
-    from optimizers.baselines.plumber import plumber_plan
+def make_case(seed: int, vcpus: int, kind: str, calibration_error: float) -> tuple[Any, Any, Any, Any]:
+    """One benchmark case: (node, true pipeline, its calibrated copy, knob space), seeded."""
+    from ingestion.simulator import SIM_NODES, dlrm_like_space, random_pipeline
     from optimizers.intune.env import perturbed
-    from optimizers.intune.tuner import InTuneOptimizer
 
     node = SIM_NODES[vcpus]
     rng = _rng_for(seed, vcpus, kind)
     truth = random_pipeline(rng, kind)
-    belief = perturbed(truth, rng, calibration_error)
-    space = dlrm_like_space(node)
+    return node, truth, perturbed(truth, rng, calibration_error), dlrm_like_space(node)
+
+
+def run_case(vcpus: int, kind: str, *, seed: int, trials: int, calibration_error: float, agent: Any) -> dict[str, Any]:
+    from ingestion.simulator import simulate, simulated_oracle
+    from optimizers.base import run
+    from optimizers.baselines.autotune_model import LABEL as AUTOTUNE_LABEL
+    from optimizers.baselines.autotune_model import hill_climb
+    from optimizers.baselines.plumber import plumber_plan
+    from optimizers.intune.tuner import InTuneOptimizer
+
+    node, truth, belief, space = make_case(seed, vcpus, kind, calibration_error)
     t0 = time.monotonic()
     oracle_cfg, oracle_m, grid_size = simulated_oracle(truth, space, node)
     oracle_s = time.monotonic() - t0

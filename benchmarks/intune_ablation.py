@@ -17,11 +17,10 @@ import numpy as np
 def run_ablation(seed: int = 0, trials: int = 40, calibration_error: float = 0.10) -> dict[str, Any]:
     import torch
 
-    from benchmarks.ingestion_sim import _rng_for
-    from ingestion.simulator import SIM_NODES, dlrm_like_space, random_pipeline, simulate, simulated_oracle
+    from benchmarks.ingestion_sim import make_case
+    from ingestion.simulator import simulate, simulated_oracle
     from optimizers.base import run
     from optimizers.intune.agent import DQNConfig, MaskedDQN
-    from optimizers.intune.env import perturbed
     from optimizers.intune.pretrain import PRETRAINED
     from optimizers.intune.tuner import InTuneOptimizer
 
@@ -36,11 +35,7 @@ def run_ablation(seed: int = 0, trials: int = 40, calibration_error: float = 0.1
     cases = []
     for vcpus in (8, 32, 64, 96):
         for kind in ("read", "parse", "transform"):
-            node = SIM_NODES[vcpus]
-            rng = _rng_for(seed, vcpus, kind)
-            truth = random_pipeline(rng, kind)
-            belief = perturbed(truth, rng, calibration_error)
-            space = dlrm_like_space(node)
+            node, truth, belief, space = make_case(seed, vcpus, kind, calibration_error)
             _, oracle, _ = simulated_oracle(truth, space, node)
             case: dict[str, Any] = {"vcpus": vcpus, "pipeline": f"{kind}-bound"}
             for name, (agent, kwargs) in variants.items():
