@@ -37,8 +37,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import median, print_table, progress, ratio, recording_load, write_result  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the project root, so benchmarks/ never shadows a package
+from benchmarks._common import median, print_table, progress, ratio, recording_load, write_result  # noqa: E402
 
 REFERENCE_MB = 1769
 DEFAULT_SIZES = (442, 885, 1769, 3008)

@@ -41,8 +41,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Stopwatch, print_table, progress, ratio, recording_load, set_torch_threads, write_result  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the project root, so benchmarks/ never shadows a package
+from benchmarks._common import Stopwatch, print_table, progress, ratio, recording_load, set_torch_threads, write_result  # noqa: E402
 
 ENVS = ("CartPole-v1", "LunarLander-v3")
 FRAMEWORKS = ("trainwise", "rllib", "sb3")

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+# The project root, not benchmarks/ itself: benchmarks/ingestion.py would shadow the ingestion package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import _common  # noqa: E402
-import duty_cycle  # noqa: E402
-import rl_throughput  # noqa: E402
+from benchmarks import _common, duty_cycle, rl_throughput  # noqa: E402
 
 
 def test_iteration_clock_excludes_the_warmup_iteration() -> None:
