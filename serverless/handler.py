@@ -157,6 +157,11 @@ def rollout(policy: NumpyPolicy, state: _ActorState, num_steps: int, rng: np.ran
     return {"arrays": arrays, "episode_returns": returns, "episode_lengths": lengths}
 
 
+# Results whose base64 trajectories exceed this are sized exactly and, past Lambda's 6 MB
+# response limit, moved to S3 (the AWS layer sets the bucket on the function).
+_OFFLOAD_CHECK_BYTES = 4 * 1024 * 1024
+
+
 def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     """Run one rollout segment; see the module docstring for the event and result."""
     global _module_init_reported
@@ -182,7 +187,7 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     rollout_ms = (time.perf_counter() - t_roll) * 1000.0
     payload = encode_b64(out["arrays"])
     total_ms = (time.perf_counter() - t0) * 1000.0
-    return {
+    result = {
         "trajectories_npz_b64": payload,
         "episode_returns": out["episode_returns"],
         "episode_lengths": out["episode_lengths"],
@@ -196,3 +201,9 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
             "cpu_ms": (time.process_time() - cpu0) * 1000.0,
         },
     }
+    if len(payload) > _OFFLOAD_CHECK_BYTES:  # cheap pre-check; the exact limit check is in s3_payload
+        from serverless import s3_payload  # lazy: boto3 only for results near Lambda's 6 MB limit
+
+        bucket, prefix = s3_payload.offload_bucket_from_env()
+        result = s3_payload.maybe_offload_result(result, bucket, prefix)
+    return result

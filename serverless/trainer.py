@@ -395,6 +395,9 @@ def _account(batch: InvokeBatch, ledger: CostLedger, notes: list[str], iteration
         ledger.label = MODELLED
     for inv in batch.invocations:
         ledger.add_invocation(inv.billing.billed_ms, inv.billing.memory_mb)
+    # Attempts that ran, were billed, failed and were retried (Lambda backend only).
+    for bill in getattr(batch, "retried_billing", []):
+        ledger.add_invocation(bill.billed_ms, bill.memory_mb)
     results = [inv.result for inv in batch.invocations if inv.result is not None]
     if not results:
         errors = sorted({str(inv.billing.error) for inv in batch.invocations})

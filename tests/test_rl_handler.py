@@ -144,3 +144,28 @@ def test_numpy_policy_rejects_mismatched_weights() -> None:
     arrays = export_numpy(ActorCritic(spec))
     with pytest.raises(ValueError, match="obs_dim"):
         NumpyPolicy(inspect_env("Acrobot-v1"), arrays)
+
+
+def test_a_result_over_the_response_limit_moves_its_trajectories_to_s3(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past Lambda's 6 MB response limit the handler hands its trajectories to S3 (via
+    s3_payload, which sizes the result exactly); the stored bytes are the same npz."""
+    from serverless import s3_payload
+
+    stored: dict[tuple[str, str], bytes] = {}
+    monkeypatch.setattr(s3_payload, "put_bytes", lambda bucket, key, data: stored.__setitem__((bucket, key), data))
+    monkeypatch.setenv("TRAINWISE_ARTIFACTS_BUCKET", "tw-artifacts")
+    monkeypatch.setattr(handler_module, "_OFFLOAD_CHECK_BYTES", 0)
+    spec = inspect_env("CartPole-v1")
+    weights = encode_weights(export_numpy(ActorCritic(spec)))
+    event = _event(spec, weights, steps=64)
+
+    inline = handler_module.handler(event, None)  # small: fits, so nothing moves
+    assert "trajectories_npz_b64" in inline and not stored
+
+    monkeypatch.setattr(s3_payload, "fits_inline", lambda obj, limit_bytes=0: False)
+    handler_module.reset_warm_state()
+    moved = handler_module.handler(event, None)
+    assert "trajectories_npz_b64" not in moved
+    ref = moved["trajectories_s3"]
+    assert ref["bucket"] == "tw-artifacts" and (ref["bucket"], ref["key"]) in stored
+    assert stored[(ref["bucket"], ref["key"])] == base64.b64decode(inline["trajectories_npz_b64"])

@@ -229,3 +229,26 @@ def test_continuous_env_trains_end_to_end(tmp_path: Path) -> None:
     result = train(_spec(tmp_path, env_id="Pendulum-v1", max_steps=512), backend=InProcessBackend(), progress=False)
     assert result.env_steps == 512 and result.config["policy_spec"]["action_kind"] == "continuous"
     assert all(np.isfinite(r.ppo_stats["policy_loss"]) for r in result.iterations)
+
+
+def test_billed_attempts_that_were_retried_are_in_the_ledger() -> None:
+    """The Lambda backend reports attempts that ran, were billed, failed and were retried
+    beside the one invocation per event; the ledger pays for both."""
+    from dataclasses import dataclass, field
+
+    from serverless.ledger import CostLedger
+    from serverless.pricing import PriceTable
+    from serverless.trainer import _account
+
+    @dataclass
+    class RetriedBatch(InvokeBatch):
+        retried_billing: list[BillingRecord] = field(default_factory=list)
+
+    ok = BillingRecord(billed_ms=100, duration_ms=99.2, init_ms=0.0, memory_mb=1024, label="billed")
+    failed = BillingRecord(billed_ms=50, duration_ms=49.1, init_ms=0.0, memory_mb=1024, error="Unhandled", label="billed")
+    batch = RetriedBatch([Invocation({"env_steps": 1}, ok)], 0.2, 0.2, "measured", 1, retried_billing=[failed])
+    ledger = CostLedger(PriceTable.load())
+    assert _account(batch, ledger, [], iteration=1) == [{"env_steps": 1}]
+    assert ledger.requests == 2
+    assert ledger.gb_seconds == pytest.approx((100 + 50) / 1000 * 1024 / 1024)
+    assert ledger.label == "billed"
