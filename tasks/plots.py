@@ -43,6 +43,7 @@ def reward_png(
             ax.axhline(target, color="tab:red", ls="--", lw=1, label=f"target {target:g}")
             ax.legend(loc="lower right", fontsize=8)
         ax.set_xlabel(label)
+        ax.xaxis.set_major_locator(plt.MaxNLocator(5))  # USD figures are long: keep their ticks apart
         ax.set_ylabel("mean episode return")
         ax.grid(alpha=0.3)
     if title:
