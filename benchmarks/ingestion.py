@@ -34,7 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._common import machine_state, print_table, progress, ratio  # noqa: E402
+from benchmarks._common import machine_state, print_table, progress, ratio, write_result  # noqa: E402
 
 ALL = ("naive", "heuristic", "autotune", "intune", "plumber", "hillclimb", "optuna", "grid")
 SEARCHERS = ("hillclimb", "optuna", "intune")
@@ -236,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     out["real"] = formats
     for fmt in [f for f in args.formats.split(",") if f]:
         formats.append(run_format(fmt, args, node))
-        _save(args.json_out, {**out, "bars": check_bars(formats), "partial": True})
+        # after each format, so a long run that is cut short keeps its data
+        write_result(args.json_out, {**out, "bars": check_bars(formats), "partial": True})
         f = formats[-1]
         print_table(
             ["optimizer", "rows/s (measured)", "spread", "peak RSS MB", "x AUTOTUNE", "x oracle", "tuning s", "trials"],
@@ -263,17 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     out["load_after"] = machine_state()
     print_table(["format", "bar", "value", "met"], [[b["format"], b["bar"], b["value"], b["met"]] for b in out["bars"]],
                 title="\nBars", digits=3)
-    _save(args.json_out, out)
+    write_result(args.json_out, out)
     return 0
-
-
-def _save(path: Path | None, payload: dict[str, Any]) -> None:
-    """Write the result so far (after each format, so a long run that is cut short keeps its data)."""
-    if path:
-        from trainwise.results import write_json
-
-        write_json(path, payload)
-        progress(f"wrote {path}")
 
 
 if __name__ == "__main__":
