@@ -52,7 +52,6 @@ def _seraph(env: str, seed: int, objective: str, target: float, max_steps: int |
         )
     a = res["achieved"]
     ov = res["tuning_overhead"]
-    learner_rate = res["plan"]["prices"]["learner_usd_per_s"]
     return {
         "method": f"seraph_{objective}" + ("_cached_profile" if cached else ""),
         "config": res["plan"]["config"],
@@ -61,13 +60,9 @@ def _seraph(env: str, seed: int, objective: str, target: float, max_steps: int |
         "lambda_time_s": a["lambda_time_s"],
         "cost_usd": a["cost_usd"],
         "wall_s": a["wall_s"] + ov["profiling_wall_s"],
-        "tuning_cost_usd": ov["profiling_cost_usd"] + ov["planning_wall_s"] * learner_rate,
-        # what the pilot cost beyond training the same env steps at the planned shape
-        "net_tuning_cost_usd": max(
-            0.0,
-            ov["profiling_cost_usd"]
-            - res["profile"]["pilot"]["env_steps"] * (res["plan"]["predicted"]["cost_usd"] / max(res["plan"]["predicted"]["env_steps"], 1)),
-        ) * (0 if cached else 1) + ov["planning_wall_s"] * learner_rate,
+        "tuning_cost_usd": ov["gross_cost_usd"],
+        # what tuning cost beyond the training the pilot did (see tuner._tuning_overhead)
+        "net_tuning_cost_usd": ov["net_cost_usd"],
         "tuning_lambda_s": ov["profiling_lambda_time_s"] + ov["planning_wall_s"],
         "pilot_cost_usd": ov["profiling_cost_usd"],
         "planning_wall_s": ov["planning_wall_s"],

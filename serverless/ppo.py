@@ -247,6 +247,7 @@ class PPOLearner:
         import torch
 
         t0 = time.perf_counter()
+        c0 = time.thread_time()
         cfg = self.config
         frac = self.progress_fraction() if cfg.anneal_lr else 1.0
         lr = cfg.learning_rate * frac
@@ -314,6 +315,8 @@ class PPOLearner:
                 "stopped_early": stopped_early,
                 "batch_size": n,
                 "learner_s": time.perf_counter() - t0,
+                # CPU time of this thread: the update's work, whatever else the machine runs
+                "learner_cpu_s": time.thread_time() - c0,
             }
         )
         if math.isnan(stats["explained_variance"]):

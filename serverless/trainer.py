@@ -19,8 +19,9 @@ shrink the last batch so it never does).
 
 **Clocks.** ``wall_s`` is measured on this machine. ``lambda_time_s`` is the run's
 time on Lambda: per iteration the backend's ``lambda_s`` (modelled by the local
-emulator, measured on Ray and AWS) plus the learner's measured time; the learner VM
-is priced for that time.
+emulator, measured on Ray and AWS) plus the learner host's time (its CPU time on the
+modelled clock, its wall time otherwise: ``_learner_host_s``); the learner VM is
+priced for that time. Each ``IterationRecord`` carries its own ``iteration_lambda_s``.
 """
 
 from __future__ import annotations
@@ -141,7 +142,10 @@ class IterationRecord:
     wall_s: float  # measured, whole iteration
     lambda_s: float  # the rollout batch on Lambda (modelled locally; measured/billed otherwise)
     lambda_s_label: str
-    learner_s: float  # measured PPO update time
+    learner_s: float  # measured PPO update time (wall)
+    learner_cpu_s: float  # CPU time of the PPO update (the trainer thread's)
+    host_s: float  # the learner host's share of this iteration on the Lambda clock (see _learner_host_s)
+    iteration_lambda_s: float  # this iteration on the Lambda clock: lambda_s + host_s
     rollout: dict[str, Any]  # billing summary of this iteration's invocations
     cost_usd: float  # cumulative
     mean_return: float | None  # mean of the last reach_window completed episodes
@@ -233,6 +237,20 @@ def assemble_batch(results: list[dict[str, Any]], gamma: float, lam: float) -> d
 
 def _event_seed(seed: int, iteration: int, actor_id: int) -> int:
     return int(np.random.SeedSequence([seed, iteration, actor_id]).generate_state(1)[0])
+
+
+def _learner_host_s(*, modelled: bool, host_cpu_s: float, host_wall_s: float) -> float:
+    """The learner host's part of one iteration on the Lambda clock.
+
+    The host builds the events, waits for the functions, then assembles the batch and
+    updates the policy. On the modelled clock (local emulator) its part is the trainer
+    thread's CPU time outside the invoke call: the learner runs on one torch thread, so
+    on an otherwise idle host CPU time is its wall time, and unlike wall time it does
+    not grow when other jobs share this machine. The emulated functions' part is CPU
+    time as well (``lambda_clock``), so the whole modelled clock is load-independent.
+    On a measured backend (Lambda, Ray) the host's part is its measured wall time.
+    """
+    return max(0.0, host_cpu_s if modelled else host_wall_s)
 
 
 def _rollout_summary(batch: InvokeBatch) -> dict[str, Any]:
@@ -367,7 +385,7 @@ class _ProgressBar:
             self.bar.close()
 
 
-def _rollout_events(env_id: str, seed: int, iteration: int, learner: PPOLearner, run: RunConfig) -> list[dict[str, Any]]:
+def rollout_events(env_id: str, seed: int, iteration: int, learner: PPOLearner, run: RunConfig) -> list[dict[str, Any]]:
     """One event per actor; the weights are encoded once and shared by all."""
     weights_b64 = encode_b64(export_numpy(learner.model))
     spec_dict = learner.spec.to_dict()
@@ -459,13 +477,16 @@ def train(
     try:
         while stop_reason != "reached" and state.env_steps < spec.max_steps:
             t_iter = time.perf_counter()
+            c_iter = time.thread_time()
             # 1. the policy out to the functions (the last batch shrinks to fit the budget)
             run = state.run
             room = spec.max_steps - state.env_steps
             this_run = replace(run, batch=max(room, run.actors)) if room < run.batch else run
-            events = _rollout_events(spec.env_id, spec.seed, state.iteration, learner, this_run)
+            events = rollout_events(spec.env_id, spec.seed, state.iteration, learner, this_run)
             # 2. rollouts, billed
+            c_invoke = time.thread_time()
             batch = backend.invoke(events, this_run.memory_mb, concurrency=this_run.actors)
+            c_invoke = time.thread_time() - c_invoke
             lambda_label = batch.lambda_s_label
             results = _account(batch, ledger, notes, state.iteration)
             state.add_episodes(results)
@@ -478,8 +499,12 @@ def train(
             state.env_steps += steps
             # 4. clocks and cost: on Lambda the learner waits for the functions, then updates
             iter_wall = time.perf_counter() - t_iter
-            overhead_s = max(0.0, iter_wall - batch.wall_s - learner_s)
-            iter_lambda_time = batch.lambda_s + learner_s + overhead_s
+            host_s = _learner_host_s(
+                modelled=batch.lambda_s_label == "modelled",
+                host_cpu_s=time.thread_time() - c_iter - c_invoke,
+                host_wall_s=iter_wall - batch.wall_s,
+            )
+            iter_lambda_time = batch.lambda_s + host_s
             state.lambda_time_s += iter_lambda_time
             ledger.add_learner_time(iter_lambda_time)
             record = IterationRecord(
@@ -490,6 +515,9 @@ def train(
                 lambda_s=batch.lambda_s,
                 lambda_s_label=batch.lambda_s_label,
                 learner_s=learner_s,
+                learner_cpu_s=float(stats.get("learner_cpu_s", learner_s)),
+                host_s=host_s,
+                iteration_lambda_s=iter_lambda_time,
                 rollout=_rollout_summary(batch),
                 cost_usd=ledger.total_usd,
                 mean_return=state.mean_recent(),

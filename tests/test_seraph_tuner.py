@@ -19,6 +19,9 @@ def _synthetic_profile(workload):
         roll = 0.02 + k * s.batch / s.actors
         learner = 0.35e-3 * s.batch
         obs.append(Observation(s, roll, roll - 0.01, learner, roll + learner + 0.01))
+    for m in (512, 885, 3008, 5307, 10240):  # the memory probe's rows: one rollout each, no learner
+        roll = 0.02 + 30e-6 * max(1.0, 1769 / m) * 256
+        obs.append(Observation(RunShape(1, m, 256), roll, roll - 0.01, 0.0, roll, rollout_only=True))
     return Profile(
         workload=workload.key_dict(),
         backend="local",
@@ -149,7 +152,7 @@ def _record(iteration, env_steps, shape, cost, ret=None, grad_noise=None):
 
     return SimpleNamespace(
         iteration=iteration, env_steps=env_steps, run=SimpleNamespace(**shape.as_dict()), wall_s=0.3, lambda_s=0.05,
-        learner_s=0.2, rollout={"measured_wall_s": 0.08, "invocations": shape.actors, "billed_ms_total": 30 * shape.actors,
+        lambda_s_label="modelled", learner_s=0.2, learner_cpu_s=0.2, iteration_lambda_s=0.27, rollout={"measured_wall_s": 0.08, "invocations": shape.actors, "billed_ms_total": 30 * shape.actors,
         "cold_starts": 0}, cost_usd=cost, mean_return=ret, grad_noise=grad_noise,
     )
 

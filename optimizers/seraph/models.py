@@ -59,6 +59,8 @@ class Observation:
     ``rollout_s`` is the Lambda-clock time of the rollout phase (modelled on the local
     emulator), ``billed_s`` the mean billed duration of one invocation, ``learner_s``
     the learner's update time, ``iteration_s`` the Lambda-clock iteration time.
+    ``rollout_only`` rows come from the memory probe (invocations without a learner
+    update): they inform the rollout and billed fits, not the learner's.
     """
 
     shape: RunShape
@@ -67,6 +69,7 @@ class Observation:
     learner_s: float
     iteration_s: float
     cold: bool = False
+    rollout_only: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -116,10 +119,14 @@ class PerformanceModel:
         yb = np.array([o.billed_s for o in warm])
         cb = _nonneg_lstsq(Xb, yb)
         billed = {"overhead": cb[0]} | {f"k@{m}": cb[1 + i] for i, m in enumerate(levels)}
-        Xl = np.array([[1.0, o.shape.batch] for o in obs])
-        cl = _nonneg_lstsq(Xl, np.array([o.learner_s for o in obs]))
-        Xo = np.array([[1.0, o.shape.batch] for o in warm])
-        co = _nonneg_lstsq(Xo, np.array([max(o.iteration_s - o.rollout_s - o.learner_s, 0.0) for o in warm]))
+        trained = [o for o in obs if not o.rollout_only]
+        if not trained:
+            raise ValueError("need at least one training iteration (not only memory-probe rows) to fit the learner")
+        trained_warm = [o for o in trained if not o.cold] or trained
+        Xl = np.array([[1.0, o.shape.batch] for o in trained])
+        cl = _nonneg_lstsq(Xl, np.array([o.learner_s for o in trained]))
+        Xo = np.array([[1.0, o.shape.batch] for o in trained_warm])
+        co = _nonneg_lstsq(Xo, np.array([max(o.iteration_s - o.rollout_s - o.learner_s, 0.0) for o in trained_warm]))
         return cls(levels, rollout, billed, (float(cl[0]), float(cl[1])), (float(co[0]), float(co[1])))
 
     @classmethod
@@ -128,7 +135,7 @@ class PerformanceModel:
         if len(obs) < 3:
             raise ValueError(f"need at least 3 observations to fit the performance model, got {len(obs)}")
         model = cls._fit_once(obs)
-        warm = [o for o in obs if not o.cold]
+        warm = [o for o in obs if not o.cold and not o.rollout_only]
         model.fit_error = {
             "iteration_s_mdape_in_sample": _mdape([model.iteration_s(o.shape) for o in warm], [o.iteration_s for o in warm]),
             "observations": float(len(obs)),

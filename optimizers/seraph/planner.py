@@ -9,9 +9,10 @@ plans the *rest* of training under what is left of the deadline and budget.
 
 Where steps-to-target come from. The noise scale fixes the *shape* of the
 steps-vs-batch curve, not its scale: ``E(B) = E_min (1 + B / B_noise)`` needs one
-point. We take it from a :class:`Reference` (env steps to the target at one batch):
-for the built-in presets a measured figure written in ``REFERENCES`` below, otherwise
-an assumed half of ``max_steps``. The run corrects it: once the steps already spent
+point. We take it from a :class:`Reference` (env steps to the target at one or more
+batches): measured points from ``optimizers/seraph/data/references.json`` (made by
+``python -m optimizers.seraph.references``), else the figures in ``REFERENCES`` below,
+else an assumed half of ``max_steps``. The run corrects it: once the steps already spent
 pass the estimate without reaching the target, the rest is re-estimated from the
 reward still missing (see :meth:`Planner.remaining_fraction`).
 """
@@ -112,6 +113,15 @@ REFERENCES: dict[str, Reference] = {
 
 
 def reference_for(env_id: str, max_steps: int, batch: int) -> Reference:
+    from optimizers.seraph.references import load_references
+
+    measured = load_references().get(env_id)
+    if measured is not None:
+        return Reference(
+            points=tuple((int(b), float(e)) for b, e in measured["points"]),
+            source=measured["source"],
+            actors=int(measured["actors"]),
+        )
     ref = REFERENCES.get(env_id)
     if ref is not None:
         return ref

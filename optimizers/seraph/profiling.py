@@ -1,19 +1,19 @@
-"""Profiling a workload: one short pilot run through the real trainer.
+"""Profiling a workload: a memory probe, then one short pilot run through the real trainer.
 
-The pilot is ordinary training whose run shape a :class:`SweepController` changes
-every iteration along a fixed schedule, so a single run measures
-
-* the actor profile: Lambda-clock rollout time at each memory size of the sweep
-  (two iterations per size: the first after a memory change is a cold start, the
-  second is warm) and at 1 to 32 concurrent functions;
-* the learner profile: update time at the batch sizes the schedule visits;
-* the training dynamics: the gradient noise scale, probed at every iteration.
+* The **memory probe** (``memory_probe.py``) invokes one cold rollout function per
+  memory size of the sweep, all at once: each size's warm rollout speed and its
+  cold-start time, for about one cold start of time.
+* The **pilot** is ordinary training whose run shape a :class:`SweepController` changes
+  every iteration along a fixed schedule at one vCPU (1,769 MB), so a single run
+  measures the concurrency scaling (32 down to 1 functions), the learner's update time
+  at the batch sizes the schedule visits, and the gradient noise scale, probed at
+  every iteration.
 
 Because the pilot is real training, its policy need not be thrown away: the tuner
-can resume the real run from the pilot's checkpoint (see ``tune_and_train``), so the
-profiling overhead is the price of running ~16 iterations at sub-optimal shapes, not
-of 16 wasted iterations. The profile itself is cached (``profiles.py``) and a second
-tuning of the same workload skips the pilot.
+resumes the real run from the pilot's checkpoint (see ``tune_and_train``), so the
+profiling overhead is the memory probe plus the price of running 8 iterations at
+sub-optimal shapes, not of 8 wasted iterations. The profile itself is cached
+(``profiles.py``) and a second tuning of the same workload skips both.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from optimizers.seraph.memory_probe import probe_memory_sizes
 from optimizers.seraph.models import RunShape
 from optimizers.seraph.noise_scale import NoiseScaleTracker
 from optimizers.seraph.planner import DEFAULT_MEMORY_SWEEP
@@ -32,20 +33,17 @@ from trainwise.paths import hardware_fingerprint
 BASE_MEMORY_MB = 1769  # one vCPU: where the concurrency and batch sweeps run
 
 
-def pilot_schedule(minibatch_size: int, memory_sweep: tuple[int, ...] = DEFAULT_MEMORY_SWEEP) -> list[RunShape]:
-    """The shapes the pilot visits, one per iteration, in order.
+def pilot_schedule(minibatch_size: int) -> list[RunShape]:
+    """The shapes the pilot visits, one per iteration, in order, all at 1,769 MB.
 
-    Memory sizes first (2 actors, a small batch: two minibatches so the noise probe
-    has two batch sizes), each twice (cold, then warm); the sweep ends at 1,769 MB so
-    the concurrency sweep that follows starts warm. Concurrency is swept downward from
-    32 functions (the first, cold, visit warms every actor id the later ones reuse),
-    with batch sizes that vary too, so the learner fit sees a range.
+    Concurrency is swept downward from 32 functions (the first, cold, visit warms every
+    actor id the later ones reuse, so there is one cold iteration), with batch sizes
+    that vary too, so the learner fit sees a range. The smallest batch is two PPO
+    minibatches, so the noise probe has two batch sizes. The memory sizes are
+    measured by the memory probe, not here.
     """
     small = max(512, 2 * minibatch_size)
-    shapes: list[RunShape] = []
-    for m in sorted((m for m in memory_sweep if m != BASE_MEMORY_MB), reverse=True):
-        shapes += [RunShape(2, m, small)] * 2
-    shapes += [
+    return [
         RunShape(32, BASE_MEMORY_MB, 2 * small),
         RunShape(32, BASE_MEMORY_MB, 2 * small),
         RunShape(16, BASE_MEMORY_MB, 2 * small),
@@ -55,7 +53,6 @@ def pilot_schedule(minibatch_size: int, memory_sweep: tuple[int, ...] = DEFAULT_
         RunShape(2, BASE_MEMORY_MB, small),
         RunShape(1, BASE_MEMORY_MB, small),
     ]
-    return shapes
 
 
 @dataclass
@@ -118,49 +115,70 @@ def run_pilot(
     checkpoint_dir: Path | None = None,
     progress: bool = False,
 ) -> Profile:
-    """Run the pilot and build a profile from its iteration records."""
+    """Probe the memory sizes, run the pilot, and build a profile from both."""
+    import time
+
+    from serverless.backends import make_backend
     from serverless.ppo import PPOConfig
     from serverless.trainer import RunConfig, TrainSpec, train
 
     ppo = PPOConfig.from_dict({**workload.ppo, "hidden": tuple(workload.ppo.get("hidden", (64, 64)))})
     ppo.anneal_steps = workload.max_steps  # the same learning-rate schedule as the real run
-    schedule = pilot_schedule(ppo.minibatch_size, memory_sweep)
+    schedule = pilot_schedule(ppo.minibatch_size)
 
     def to_run(s: RunShape) -> Any:
         return RunConfig(actors=s.actors, memory_mb=s.memory_mb, batch=s.batch)
 
-    ctl = SweepController(schedule, to_run)
-    spec = TrainSpec(
-        env_id=workload.env_id,
-        target_reward=1e30,  # the pilot never stops early (the trainer wants a finite target)
-        max_steps=sum(s.batch for s in schedule),
-        run=to_run(schedule[0]),
-        ppo=ppo,
-        seed=seed,
-        backend=backend_name,
-        architecture=workload.architecture,
-        checkpoint_every=10**9 if checkpoint_dir is not None else 0,  # only the final checkpoint
-        checkpoint_dir=checkpoint_dir,
-    )
-    result = train(spec, backend=backend, controller=ctl, probe_noise_every=1, progress=progress)
+    own_backend = backend is None
+    if own_backend:
+        backend = make_backend(backend_name)
+    try:
+        t_probe = time.perf_counter()
+        probe = probe_memory_sizes(
+            workload.env_id, [m for m in memory_sweep if m != BASE_MEMORY_MB], backend,
+            hidden=tuple(ppo.hidden), seed=seed, architecture=workload.architecture,
+        )
+        probe_wall_s = time.perf_counter() - t_probe
+        ctl = SweepController(schedule, to_run)
+        spec = TrainSpec(
+            env_id=workload.env_id,
+            target_reward=1e30,  # the pilot never stops early (the trainer wants a finite target)
+            max_steps=sum(s.batch for s in schedule),
+            run=to_run(schedule[0]),
+            ppo=ppo,
+            seed=seed,
+            backend=backend_name,
+            architecture=workload.architecture,
+            checkpoint_every=10**9 if checkpoint_dir is not None else 0,  # only the final checkpoint
+            checkpoint_dir=checkpoint_dir,
+        )
+        result = train(spec, backend=backend, controller=ctl, probe_noise_every=1, progress=progress)
+    finally:
+        if own_backend:
+            backend.close()
     records = result.iterations
     return Profile(
         workload=workload.key_dict(),
         backend=backend_name,
         hardware=hardware_fingerprint(),
-        observations=[observation(r) for r in records],
+        observations=[*probe.pop("observations"), *(observation(r) for r in records)],
         noise=_noise_from_records(records),
         pilot={
             "iterations": len(records),
             "env_steps": result.env_steps,
-            "cost_usd": result.cost_usd,
+            # the whole profiling bill: memory probe + pilot training
+            "cost_usd": probe["cost_usd"] + result.cost_usd,
             "cost_label": result.ledger.label,
-            "lambda_time_s": result.lambda_time_s,
+            "lambda_time_s": probe["lambda_time_s"] + result.lambda_time_s,
             "lambda_time_label": result.lambda_time_label,
-            "wall_s": result.wall_s,
+            "wall_s": probe_wall_s + result.wall_s,
+            # the pilot training alone: what the resumed run's checkpointed ledger holds
+            "training_cost_usd": result.cost_usd,
+            "training_lambda_time_s": result.lambda_time_s,
             "final_mean_return": result.final_mean_return,
             "seed": seed,
             "schedule": [s.as_dict() for s in schedule],
+            "memory_probe": {**probe, "wall_s": probe_wall_s},
         },
         memory_sweep=list(memory_sweep),
     )

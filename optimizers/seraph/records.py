@@ -2,9 +2,10 @@
 
 Kept in one place so the planner, the profiler and the phase report agree on what
 "iteration time" means: the trainer's own Lambda-clock figure for the iteration,
-``lambda_s`` (rollout batch) + ``learner_s`` + the measured local overhead
-(encoding weights, assembling the batch), which is what it adds to ``lambda_time_s``
-and prices as learner VM time.
+``iteration_lambda_s`` = ``lambda_s`` (rollout batch) + the learner host's time
+(update, encoding weights, assembling the batch), which is what it adds to
+``lambda_time_s`` and prices as learner VM time. On the modelled clock the learner's
+figures are CPU times, so profiles and fits do not depend on the machine's load.
 """
 
 from __future__ import annotations
@@ -46,10 +47,9 @@ def view(record: Any) -> RecordView:
         shape = RunShape(int(run.actors), int(run.memory_mb), int(run.batch))
     rollout = _get(record, "rollout") or {}
     lambda_s = float(_get(record, "lambda_s"))
-    learner_s = float(_get(record, "learner_s"))
+    modelled = _get(record, "lambda_s_label") == "modelled"
+    learner_s = float(_get(record, "learner_cpu_s" if modelled else "learner_s"))
     wall_s = float(_get(record, "wall_s"))
-    measured_rollout_wall = float(rollout.get("measured_wall_s", 0.0) or 0.0)
-    overhead = max(0.0, wall_s - measured_rollout_wall - learner_s)
     invocations = int(rollout.get("invocations", 0) or 0)
     billed_total_ms = float(rollout.get("billed_ms_total", 0.0) or 0.0)
     return RecordView(
@@ -58,7 +58,7 @@ def view(record: Any) -> RecordView:
         shape=shape,
         rollout_lambda_s=lambda_s,
         learner_s=learner_s,
-        iteration_lambda_s=lambda_s + learner_s + overhead,
+        iteration_lambda_s=float(_get(record, "iteration_lambda_s")),
         wall_s=wall_s,
         cost_usd=float(_get(record, "cost_usd")),
         mean_return=_get(record, "mean_return"),

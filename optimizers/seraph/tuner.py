@@ -205,6 +205,37 @@ def tune_and_train(
     import serverless.presets  # noqa: F401  (imported before the clocks start: module import
     import serverless.pricing  # noqa: F401   time is not planning time)
 
+    own_backend = backend_obj is None and not plan_only
+    if own_backend:  # one backend for pilot and training: the pilot leaves its functions warm
+        from serverless.backends import make_backend
+
+        backend_obj = make_backend(backend)
+    try:
+        return _profile_plan_train(
+            workload, obj, cons, backend, seed, target_reward, ckpt, reprofile, plan_only, png_path,
+            replan_every, retune, progress, backend_obj,
+        )
+    finally:
+        if own_backend:
+            backend_obj.close()
+
+
+def _profile_plan_train(
+    workload: Workload,
+    obj: Objective,
+    cons: Constraints,
+    backend: str,
+    seed: int,
+    target_reward: float,
+    ckpt: Path | None,
+    reprofile: bool,
+    plan_only: bool,
+    png_path: Path | str | None,
+    replan_every: int,
+    retune: bool,
+    progress: bool,
+    backend_obj: Any,
+) -> dict[str, Any]:
     t0 = time.perf_counter()
     pilot = profile_workload(
         workload, backend, reuse=not reprofile, seed=seed, checkpoint_dir=ckpt, backend_obj=backend_obj, progress=progress
@@ -231,14 +262,7 @@ def tune_and_train(
         result["pareto_png"] = str(
             render_pareto_png(plan_d, png_path, all_points=[c.as_dict() for c in plan.candidates])
         )
-    overhead = {
-        "profiling_cost_usd": 0.0 if pilot.reused else float(pilot.profile.pilot["cost_usd"]),
-        "profiling_lambda_time_s": 0.0 if pilot.reused else float(pilot.profile.pilot["lambda_time_s"]),
-        "profiling_wall_s": t_profiled - t0,
-        "planning_wall_s": planning_s,
-        "label": "profiling cost and time modelled (pilot run's ledger); wall times measured",
-        "note": "the pilot is real training: the run below resumes from its checkpoint, so its steps count toward the target",
-    }
+    overhead = _tuning_overhead(pilot, plan, t_profiled - t0, planning_s)
     result["tuning_overhead"] = overhead
     if plan_only or plan.shape is None:
         return result
@@ -246,6 +270,42 @@ def tune_and_train(
         plan, planner, workload, pilot, target_reward, seed, backend, replan_every, retune, progress, backend_obj
     )
     return result
+
+
+def _tuning_overhead(pilot: PilotOutcome, plan: Plan, profiling_wall_s: float, planning_s: float) -> dict[str, Any]:
+    """What tuning cost, gross and net of the training the pilot did.
+
+    Gross: the memory probe plus the pilot run plus planning. Net: what would not have
+    been spent without tuning - the probe (not trained on), the pilot's cost beyond
+    what its env steps would cost at the planned shape (the run resumes from the pilot,
+    so those steps are training), and planning (learner VM time while it plans).
+    """
+    planning_usd = planning_s * plan.prices.learner_usd_per_s
+    out: dict[str, Any] = {
+        "profiling_cost_usd": 0.0, "profiling_lambda_time_s": 0.0, "probe_cost_usd": 0.0,
+        "pilot_training_cost_usd": 0.0, "pilot_training_value_usd": 0.0,
+        "profiling_wall_s": profiling_wall_s, "planning_wall_s": planning_s, "planning_cost_usd": planning_usd,
+    }
+    if not pilot.reused:
+        p = pilot.profile.pilot
+        training_usd = float(p.get("training_cost_usd", p["cost_usd"]))
+        best = plan.outcome.best
+        per_step = 0.0 if best is None else best.cost_usd / max(best.env_steps, 1.0)
+        out |= {
+            "profiling_cost_usd": float(p["cost_usd"]),
+            "profiling_lambda_time_s": float(p["lambda_time_s"]),
+            "probe_cost_usd": float(p["cost_usd"]) - training_usd,
+            "pilot_training_cost_usd": training_usd,
+            "pilot_training_value_usd": min(training_usd, int(p["env_steps"]) * per_step),
+        }
+    out["gross_cost_usd"] = out["profiling_cost_usd"] + planning_usd
+    out["net_cost_usd"] = out["gross_cost_usd"] - out["pilot_training_value_usd"]
+    out["label"] = "profiling cost and time modelled (probe and pilot ledgers); wall times measured"
+    out["note"] = (
+        "the pilot is real training: the run resumes from its checkpoint, so its steps count toward the target; "
+        "net = gross less what the pilot's env steps would cost at the planned shape"
+    )
+    return out
 
 
 def _train(
@@ -298,15 +358,19 @@ def _train(
         resume=resume,
     )
     res = train(spec, backend=backend_obj, controller=controller, probe_noise_every=2 if retune else 0, progress=progress)
-    cost_before = float(pilot.profile.pilot["cost_usd"]) if resume else 0.0
-    phases, check = phases_from_records(res.iterations, planner, cost_before)
-    if resume:  # the pilot's own iterations form phase "profiling"
-        p = pilot.profile.pilot
+    p = pilot.profile.pilot
+    # With a fresh profile the run resumes from the pilot: its ledger holds the pilot's
+    # training; the memory probe (not trained on) is added to time and cost here.
+    trained_before = float(p.get("training_cost_usd", p["cost_usd"])) if resume else 0.0
+    probe_cost = float(p["cost_usd"]) - trained_before if resume else 0.0
+    probe_time = float(p["lambda_time_s"]) - float(p.get("training_lambda_time_s", p["lambda_time_s"])) if resume else 0.0
+    phases, check = phases_from_records(res.iterations, planner, trained_before)
+    if resume:  # the memory probe and the pilot's own iterations form phase "profiling"
         phases.insert(
             0,
             {
                 "phase": "profiling",
-                "config": "pilot sweep (see profile.pilot.schedule)",
+                "config": "memory probe + pilot sweep (see profile.pilot.memory_probe and .schedule)",
                 "iterations": p["iterations"],
                 "env_steps": p["env_steps"],
                 "predicted_time_s": None,
@@ -322,11 +386,11 @@ def _train(
         "env_steps": res.env_steps,
         "wall_s": res.wall_s,
         "wall_s_label": "measured (this machine, training after profiling; pilot wall in tuning_overhead)",
-        "lambda_time_s": res.lambda_time_s,
+        "lambda_time_s": res.lambda_time_s + probe_time,
         "lambda_time_label": res.lambda_time_label,
-        "cost_usd": res.cost_usd,
+        "cost_usd": res.cost_usd + probe_cost,
         "cost_label": res.ledger.label,
-        "includes_pilot": resume,
+        "includes_pilot": resume,  # time and cost include the whole profiling (probe + pilot)
         "final_mean_return": res.final_mean_return,
         "stop_reason": res.stop_reason,
     }

@@ -1,0 +1,114 @@
+"""Reference points for the steps-to-target model: measured runs at several batch sizes.
+
+The gradient noise scale fixes the *shape* of ``E(B) = E_min (1 + B / B_noise)``; its
+*level* (and, with more than one point, a fitted ``B_noise``) comes from reference
+runs: the trainer's preset PPO at one actor of 1,769 MB, trained to the target at each
+batch, over several seeds, median env steps per batch. Run with seeds disjoint from
+the ones a benchmark evaluates on (we use 10, 11, 12; ``benchmarks/seraph.py`` uses
+0, 1, 2), so the tuner is not calibrated on its test runs.
+
+    python -m optimizers.seraph.references --env CartPole-v1 --target-reward 475 \\
+        --batches 512,1024,2048,4000 --seeds 10,11,12
+
+writes (merges into) ``optimizers/seraph/data/references.json``, with every run and the
+command, which the planner reads. A run that does not reach the target within the
+step cap counts at the cap and is flagged ``censored``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from trainwise.errors import UserError
+from trainwise.results import write_json
+
+REFERENCES_PATH = Path(__file__).parent / "data" / "references.json"
+REFERENCE_ACTORS = 1
+REFERENCE_MEMORY_MB = 1769
+
+
+def load_references(path: Path = REFERENCES_PATH) -> dict[str, dict[str, Any]]:
+    """The measured references per env id (empty if the file is missing)."""
+    try:
+        return json.loads(path.read_text())["envs"]
+    except FileNotFoundError:
+        return {}
+
+
+def measure(env_id: str, target_reward: float, batches: list[int], seeds: list[int], max_steps: int | None) -> dict[str, Any]:
+    """Train to the target at each batch and seed; the median env steps per batch."""
+    from serverless.presets import preset_for
+    from serverless.trainer import RunConfig, TrainSpec, train
+
+    preset = preset_for(env_id)
+    cap = max_steps if max_steps is not None else 3 * preset.max_steps  # the tuner's default cap
+    runs: list[dict[str, Any]] = []
+    for batch in batches:
+        for seed in seeds:
+            spec = TrainSpec(
+                env_id=env_id, target_reward=target_reward, max_steps=cap,
+                run=RunConfig(actors=REFERENCE_ACTORS, memory_mb=REFERENCE_MEMORY_MB, batch=batch),
+                ppo=preset.ppo, seed=seed, backend="local", checkpoint_every=0,
+            )
+            t0 = time.perf_counter()
+            res = train(spec, progress=False)
+            runs.append({
+                "batch": batch, "seed": seed, "reached": res.reached, "env_steps": res.env_steps,
+                "censored": not res.reached, "wall_s": round(time.perf_counter() - t0, 2),
+            })
+            print(f"{env_id} batch {batch} seed {seed}: {'reached' if res.reached else 'NOT reached'} "
+                  f"at {res.env_steps} env steps", file=sys.stderr)
+    points = [[b, statistics.median(r["env_steps"] for r in runs if r["batch"] == b)] for b in batches]
+    return {
+        "points": points,
+        "actors": REFERENCE_ACTORS,
+        "memory_mb": REFERENCE_MEMORY_MB,
+        "target_reward": target_reward,
+        "max_steps": cap,
+        "seeds": seeds,
+        "runs": runs,
+        "source": (
+            f"measured: trainer preset PPO, {REFERENCE_ACTORS} actor x {REFERENCE_MEMORY_MB} MB, local backend, "
+            f"seeds {','.join(map(str, seeds))}, median env steps to {target_reward:g}"
+        ),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="Measure steps-to-target reference points for Seraph's progress model.")
+    p.add_argument("--env", required=True)
+    p.add_argument("--target-reward", type=float, required=True)
+    p.add_argument("--batches", required=True, help="comma-separated batch sizes, e.g. 512,1024,2048,4000")
+    p.add_argument("--seeds", default="10,11,12")
+    p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--out", type=Path, default=REFERENCES_PATH)
+    args = p.parse_args(argv)
+    try:
+        batches = [int(b) for b in args.batches.split(",") if b.strip()]
+        seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        raise UserError(f"--batches and --seeds take comma-separated integers, got {args.batches!r} and {args.seeds!r}") from None
+    if not batches or not seeds or min(batches) < 1:
+        raise UserError("--batches and --seeds each need at least one value; batches must be >= 1")
+    entry = measure(args.env, args.target_reward, batches, seeds, args.max_steps)
+    entry["command"] = "python -m optimizers.seraph.references " + " ".join(argv if argv is not None else sys.argv[1:])
+    entry["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    envs = load_references(args.out)
+    envs[args.env] = entry
+    write_json(args.out, {"about": __doc__.split("\n\n")[0], "envs": envs})
+    print(json.dumps({"env": args.env, "points": entry["points"]}))
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)

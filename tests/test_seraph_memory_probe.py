@@ -1,0 +1,95 @@
+"""The memory probe on a scripted backend, and how its rows enter the performance model."""
+
+import math
+
+import pytest
+
+from optimizers.seraph.memory_probe import probe_memory_sizes
+from optimizers.seraph.models import Observation, PerformanceModel, RunShape
+from serverless.backends.base import BillingRecord, Invocation, InvokeBatch
+
+INIT_MS = 400.0
+
+
+class ScriptedBackend:
+    """Each call: one cold invocation whose handler takes 30 us per step at one vCPU."""
+
+    name = "scripted"
+
+    def __init__(self, label: str = "modelled") -> None:
+        self.label = label
+        self.calls: list[tuple[int, int]] = []
+
+    def invoke(self, events, memory_mb, concurrency=None):
+        self.calls.append((memory_mb, len(events)))
+        steps = events[0]["num_steps"]
+        duration_ms = 30e-3 * steps * max(1.0, 1769 / memory_mb)
+        bill = BillingRecord(
+            billed_ms=int(duration_ms) + 1, duration_ms=duration_ms, init_ms=INIT_MS, memory_mb=memory_mb,
+            cold_start=True, label="modelled",
+        )
+        lambda_s = (20.0 + INIT_MS + duration_ms) / 1000.0
+        return InvokeBatch([Invocation({"ok": True}, bill)], wall_s=0.01, lambda_s=lambda_s, lambda_s_label=self.label, concurrency=1)
+
+    def close(self):
+        pass
+
+
+def test_one_cold_call_per_size_gives_warm_speed_and_cold_start():
+    backend = ScriptedBackend()
+    out = probe_memory_sizes("CartPole-v1", [512, 3008], backend, hidden=(64, 64), steps=256)
+    assert backend.calls == [(512, 1), (3008, 1)]
+    rows = {r["memory_mb"]: r for r in out["rows"]}
+    # warm rollout = Lambda time less the reported init: 20 ms overhead + the handler
+    assert rows[512]["warm_rollout_s"] == pytest.approx((20.0 + 30e-3 * 256 * 1769 / 512) / 1000.0)
+    assert rows[3008]["warm_rollout_s"] == pytest.approx((20.0 + 30e-3 * 256) / 1000.0)
+    assert rows[512]["init_s"] == pytest.approx(INIT_MS / 1000.0)
+    assert all(o.rollout_only and not o.cold for o in out["observations"])
+    assert out["env_steps"] == 512
+
+
+def test_modelled_probe_time_is_the_makespan_and_measured_is_the_sum():
+    modelled = probe_memory_sizes("CartPole-v1", [512, 3008], ScriptedBackend("modelled"), hidden=(64, 64), steps=256)
+    measured = probe_memory_sizes("CartPole-v1", [512, 3008], ScriptedBackend("measured"), hidden=(64, 64), steps=256)
+    times = [r["lambda_s"] for r in modelled["rows"]]
+    assert modelled["lambda_time_s"] == pytest.approx(max(times))
+    assert measured["lambda_time_s"] == pytest.approx(sum(times))
+    assert "makespan" in modelled["lambda_time_label"] and "sum" in measured["lambda_time_label"]
+    # the learner VM waits through the probe: a longer probe costs more
+    assert measured["cost_usd"] > modelled["cost_usd"] > 0
+
+
+def test_no_memory_sizes_is_an_error():
+    with pytest.raises(ValueError, match="at least one memory size"):
+        probe_memory_sizes("CartPole-v1", [], ScriptedBackend(), hidden=(64, 64))
+
+
+def _training_rows():
+    rows = []
+    for actors, batch in [(32, 1024), (16, 1024), (8, 2048), (8, 512), (4, 1024), (2, 512), (1, 512)]:
+        s = RunShape(actors, 1769, batch)
+        roll = 0.02 + 0.005 * math.log2(actors) + 30e-6 * batch / actors
+        learner = 0.1e-3 * batch
+        rows.append(Observation(s, roll, roll - 0.015, learner, roll + learner + 0.005))
+    return rows
+
+
+def test_probe_rows_set_memory_speeds_but_not_the_learner_fit():
+    probe = [
+        Observation(RunShape(1, 512, 256), 0.02 + 30e-6 * 256 * 1769 / 512, 0.03, 0.0, 0.05, rollout_only=True),
+        Observation(RunShape(1, 3008, 256), 0.02 + 30e-6 * 256, 0.01, 0.0, 0.03, rollout_only=True),
+    ]
+    with_probe = PerformanceModel.fit([*probe, *_training_rows()])
+    without = PerformanceModel.fit(_training_rows())
+    assert with_probe.memory_levels == [512, 1769, 3008]
+    assert with_probe.learner_coef == pytest.approx(without.learner_coef)
+    assert with_probe.other_coef == pytest.approx(without.other_coef)
+    # 512 MB is 1769/512 times slower per step than one vCPU; 3008 MB no faster than one vCPU
+    assert with_probe.steps_per_s(1769) / with_probe.steps_per_s(512) == pytest.approx(1769 / 512, rel=0.15)
+    assert with_probe.steps_per_s(3008) == pytest.approx(with_probe.steps_per_s(1769), rel=0.15)
+
+
+def test_probe_rows_alone_cannot_fit_a_learner():
+    probe = [Observation(RunShape(1, m, 256), 0.03, 0.01, 0.0, 0.03, rollout_only=True) for m in (512, 1769, 3008)]
+    with pytest.raises(ValueError, match="training iteration"):
+        PerformanceModel.fit(probe)
