@@ -12,7 +12,7 @@ INIT_MS = 400.0
 
 
 class ScriptedBackend:
-    """Each call: one cold invocation whose handler takes 30 us per step at one vCPU."""
+    """30 us per step at one vCPU, 20 ms per call; the first call at each size is cold."""
 
     name = "scripted"
 
@@ -21,39 +21,40 @@ class ScriptedBackend:
         self.calls: list[tuple[int, int]] = []
 
     def invoke(self, events, memory_mb, concurrency=None):
+        cold = all(m != memory_mb for m, _ in self.calls)
         self.calls.append((memory_mb, len(events)))
-        steps = events[0]["num_steps"]
-        duration_ms = 30e-3 * steps * max(1.0, 1769 / memory_mb)
+        duration_ms = 30e-3 * events[0]["num_steps"] * max(1.0, 1769 / memory_mb)
+        init_ms = INIT_MS if cold else 0.0
         bill = BillingRecord(
-            billed_ms=int(duration_ms) + 1, duration_ms=duration_ms, init_ms=INIT_MS, memory_mb=memory_mb,
-            cold_start=True, label="modelled",
+            billed_ms=int(duration_ms) + 1, duration_ms=duration_ms, init_ms=init_ms, memory_mb=memory_mb,
+            cold_start=cold, label="modelled",
         )
-        lambda_s = (20.0 + INIT_MS + duration_ms) / 1000.0
+        lambda_s = (20.0 + init_ms + duration_ms) / 1000.0
         return InvokeBatch([Invocation({"ok": True}, bill)], wall_s=0.01, lambda_s=lambda_s, lambda_s_label=self.label, concurrency=1)
 
     def close(self):
         pass
 
 
-def test_one_cold_call_per_size_gives_warm_speed_and_cold_start():
+def test_a_cold_then_a_warm_call_per_size_give_cold_start_and_warm_speed():
     backend = ScriptedBackend()
     out = probe_memory_sizes("CartPole-v1", [512, 3008], backend, hidden=(64, 64), steps=256)
-    assert backend.calls == [(512, 1), (3008, 1)]
+    assert backend.calls == [(512, 1), (512, 1), (3008, 1), (3008, 1)]
     rows = {r["memory_mb"]: r for r in out["rows"]}
-    # warm rollout = Lambda time less the reported init: 20 ms overhead + the handler
-    assert rows[512]["warm_rollout_s"] == pytest.approx((20.0 + 30e-3 * 256 * 1769 / 512) / 1000.0)
-    assert rows[3008]["warm_rollout_s"] == pytest.approx((20.0 + 30e-3 * 256) / 1000.0)
+    assert rows[512]["warm_lambda_s"] == pytest.approx((20.0 + 30e-3 * 256 * 1769 / 512) / 1000.0)
+    assert rows[3008]["warm_lambda_s"] == pytest.approx((20.0 + 30e-3 * 256) / 1000.0)
     assert rows[512]["init_s"] == pytest.approx(INIT_MS / 1000.0)
+    assert rows[512]["cold_lambda_s"] == pytest.approx(rows[512]["warm_lambda_s"] + INIT_MS / 1000.0)
     assert all(o.rollout_only and not o.cold for o in out["observations"])
-    assert out["env_steps"] == 512
+    assert out["env_steps"] == 4 * 256
 
 
 def test_modelled_probe_time_is_the_makespan_and_measured_is_the_sum():
     modelled = probe_memory_sizes("CartPole-v1", [512, 3008], ScriptedBackend("modelled"), hidden=(64, 64), steps=256)
     measured = probe_memory_sizes("CartPole-v1", [512, 3008], ScriptedBackend("measured"), hidden=(64, 64), steps=256)
-    times = [r["lambda_s"] for r in modelled["rows"]]
-    assert modelled["lambda_time_s"] == pytest.approx(max(times))
-    assert measured["lambda_time_s"] == pytest.approx(sum(times))
+    per_size = [r["cold_lambda_s"] + r["warm_lambda_s"] for r in modelled["rows"]]
+    assert modelled["lambda_time_s"] == pytest.approx(max(per_size))
+    assert measured["lambda_time_s"] == pytest.approx(sum(per_size))
     assert "makespan" in modelled["lambda_time_label"] and "sum" in measured["lambda_time_label"]
     # the learner VM waits through the probe: a longer probe costs more
     assert measured["cost_usd"] > modelled["cost_usd"] > 0
