@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Sequence
 
 import numpy as np
+from scipy.optimize import nnls  # at import, not on the first fit: module import time is not planning time
 
 
 @dataclass(frozen=True)
@@ -205,8 +206,6 @@ class PerformanceModel:
 def _nonneg_lstsq(X: np.ndarray, y: np.ndarray) -> list[float]:
     """Least squares with non-negative coefficients (scipy's NNLS): times never shrink
     with more work, and a negative overhead would be nonsense outside the data."""
-    from scipy.optimize import nnls
-
     if len(y) == 0:
         raise ValueError("no observations")
     coef, _ = nnls(X, y)
