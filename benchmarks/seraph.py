@@ -63,7 +63,7 @@ def _seraph(env: str, seed: int, objective: str, target: float, max_steps: int |
         "tuning_cost_usd": ov["gross_cost_usd"],
         # what tuning cost beyond the training the pilot did (see tuner._tuning_overhead)
         "net_tuning_cost_usd": ov["net_cost_usd"],
-        "tuning_lambda_s": ov["profiling_lambda_time_s"] + ov["planning_wall_s"],
+        "tuning_lambda_s": ov["profiling_lambda_time_s"] + ov["planning_cpu_s"],
         "pilot_cost_usd": ov["profiling_cost_usd"],
         "planning_wall_s": ov["planning_wall_s"],
         "phases": res["phases"],

@@ -240,10 +240,11 @@ def _profile_plan_train(
     pilot = profile_workload(
         workload, backend, reuse=not reprofile, seed=seed, checkpoint_dir=ckpt, backend_obj=backend_obj, progress=progress
     )
-    t_profiled = time.perf_counter()
+    t_profiled, c_profiled = time.perf_counter(), time.thread_time()
     planner = make_planner(pilot, workload, obj, cons, target_reward=target_reward)
     plan: Plan = planner.plan()
-    planning_s = time.perf_counter() - t_profiled
+    planning_wall_s = time.perf_counter() - t_profiled
+    planning_cpu_s = time.thread_time() - c_profiled  # on the learner VM: priced like the learner's CPU time
     plan_d = plan.as_dict()
     result: dict[str, Any] = {
         "label": LABEL,
@@ -262,7 +263,7 @@ def _profile_plan_train(
         result["pareto_png"] = str(
             render_pareto_png(plan_d, png_path, all_points=[c.as_dict() for c in plan.candidates])
         )
-    overhead = _tuning_overhead(pilot, plan, t_profiled - t0, planning_s)
+    overhead = _tuning_overhead(pilot, plan, t_profiled - t0, planning_wall_s, planning_cpu_s)
     result["tuning_overhead"] = overhead
     if plan_only or plan.shape is None:
         return result
@@ -272,7 +273,9 @@ def _profile_plan_train(
     return result
 
 
-def _tuning_overhead(pilot: PilotOutcome, plan: Plan, profiling_wall_s: float, planning_s: float) -> dict[str, Any]:
+def _tuning_overhead(
+    pilot: PilotOutcome, plan: Plan, profiling_wall_s: float, planning_wall_s: float, planning_cpu_s: float
+) -> dict[str, Any]:
     """What tuning cost, gross and net of the training the pilot did.
 
     Gross: the memory probe plus the pilot run plus planning. Net: what would not have
@@ -280,11 +283,12 @@ def _tuning_overhead(pilot: PilotOutcome, plan: Plan, profiling_wall_s: float, p
     what its env steps would cost at the planned shape (the run resumes from the pilot,
     so those steps are training), and planning (learner VM time while it plans).
     """
-    planning_usd = planning_s * plan.prices.learner_usd_per_s
+    planning_usd = planning_cpu_s * plan.prices.learner_usd_per_s
     out: dict[str, Any] = {
         "profiling_cost_usd": 0.0, "profiling_lambda_time_s": 0.0, "probe_cost_usd": 0.0,
         "pilot_training_cost_usd": 0.0, "pilot_training_value_usd": 0.0,
-        "profiling_wall_s": profiling_wall_s, "planning_wall_s": planning_s, "planning_cost_usd": planning_usd,
+        "profiling_wall_s": profiling_wall_s, "planning_wall_s": planning_wall_s, "planning_cpu_s": planning_cpu_s,
+        "planning_cost_usd": planning_usd,
     }
     if not pilot.reused:
         p = pilot.profile.pilot
