@@ -5,7 +5,7 @@
   cold-start time, for about one cold start of time.
 * The **pilot** is ordinary training whose run shape a :class:`SweepController` changes
   every iteration along a fixed schedule at one vCPU (1,769 MB), so a single run
-  measures the concurrency scaling (32 down to 1 functions), the learner's update time
+  measures the concurrency scaling (16 down to 1 functions), the learner's update time
   at the batch sizes the schedule visits, and the gradient noise scale, probed at
   every iteration.
 
@@ -36,22 +36,24 @@ BASE_MEMORY_MB = 1769  # one vCPU: where the concurrency and batch sweeps run
 def pilot_schedule(minibatch_size: int) -> list[RunShape]:
     """The shapes the pilot visits, one per iteration, in order, all at 1,769 MB.
 
-    Concurrency is swept downward from 32 functions (the first, cold, visit warms every
-    actor id the later ones reuse, so there is one cold iteration), with batch sizes
-    that vary too, so the learner fit sees a range. The smallest batch is two PPO
-    minibatches, so the noise probe has two batch sizes. The memory sizes are
-    measured by the memory probe, not here.
+    Concurrency is swept downward from 16 functions (the first, cold, visit warms every
+    actor id the later ones reuse, so there is one cold iteration; the second visit is
+    the same shape warm, which measures the cold start), with batch sizes that vary
+    too, so the learner fit sees a range. The smallest batch is two PPO minibatches,
+    so the noise probe has two batch sizes. The top is 16 functions: each function is a
+    request, and the fit's ``log2(actors)`` term extrapolates above it. The memory sizes
+    are measured by the memory probe, not here.
     """
     small = max(512, 2 * minibatch_size)
     return [
-        RunShape(32, BASE_MEMORY_MB, 2 * small),
-        RunShape(32, BASE_MEMORY_MB, 2 * small),
+        RunShape(16, BASE_MEMORY_MB, 2 * small),
         RunShape(16, BASE_MEMORY_MB, 2 * small),
         RunShape(8, BASE_MEMORY_MB, 4 * small),  # the largest batch: anchors the learner fit
         RunShape(8, BASE_MEMORY_MB, small),
         RunShape(4, BASE_MEMORY_MB, 2 * small),
         RunShape(2, BASE_MEMORY_MB, small),
         RunShape(1, BASE_MEMORY_MB, small),
+        RunShape(1, BASE_MEMORY_MB, 2 * small),
     ]
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from optimizers.seraph.controller import SeraphController
-from optimizers.seraph.models import Prices, RunShape
+from optimizers.seraph.models import Observation, Prices, RunShape
 from optimizers.seraph.planner import Plan, Planner, SearchSpace, reference_for
 from optimizers.seraph.profiling import PilotOutcome, Workload, profile_workload, workload_for
 from optimizers.seraph.records import view
@@ -273,6 +273,10 @@ def _profile_plan_train(
     return result
 
 
+def _pilot_iterations(profile: Any) -> list[Observation]:
+    return [o for o in profile.observations if not o.rollout_only]
+
+
 def _tuning_overhead(
     pilot: PilotOutcome, plan: Plan, profiling_wall_s: float, planning_wall_s: float, planning_cpu_s: float
 ) -> dict[str, Any]:
@@ -280,8 +284,9 @@ def _tuning_overhead(
 
     Gross: the memory probe plus the pilot run plus planning. Net: what would not have
     been spent without tuning - the probe (not trained on), the pilot's cost beyond
-    what its env steps would cost at the planned shape (the run resumes from the pilot,
-    so those steps are training), and planning (learner VM time while it plans).
+    what its env steps would cost at the planned shape plus the one cold start every run
+    pays (the run resumes from the pilot, warm, so those steps are training), and
+    planning (learner CPU time while it plans).
     """
     planning_usd = planning_cpu_s * plan.prices.learner_usd_per_s
     out: dict[str, Any] = {
@@ -295,12 +300,18 @@ def _tuning_overhead(
         training_usd = float(p.get("training_cost_usd", p["cost_usd"]))
         best = plan.outcome.best
         per_step = 0.0 if best is None else best.cost_usd / max(best.env_steps, 1.0)
+        # Every run pays one cold start; after a fresh pilot the run starts warm, so the
+        # pilot's cold start is the run's own, not tuning (measured: the pilot's first,
+        # cold iteration less its second, the same shape warm).
+        first, second = _pilot_iterations(pilot.profile)[:2]
+        cold_start_usd = max(0.0, first.iteration_s - second.iteration_s) * plan.prices.learner_usd_per_s
         out |= {
             "profiling_cost_usd": float(p["cost_usd"]),
+            "cold_start_credit_usd": cold_start_usd,
             "profiling_lambda_time_s": float(p["lambda_time_s"]),
             "probe_cost_usd": float(p["cost_usd"]) - training_usd,
             "pilot_training_cost_usd": training_usd,
-            "pilot_training_value_usd": min(training_usd, int(p["env_steps"]) * per_step),
+            "pilot_training_value_usd": min(training_usd, int(p["env_steps"]) * per_step + cold_start_usd),
         }
     out["gross_cost_usd"] = out["profiling_cost_usd"] + planning_usd
     out["net_cost_usd"] = out["gross_cost_usd"] - out["pilot_training_value_usd"]
