@@ -42,7 +42,7 @@ def run_ablation(seed: int = 0, trials: int = 40, calibration_error: float = 0.1
                 opt = InTuneOptimizer(space, node, belief, agent, max_steps=trials, finetune_steps=0, **kwargs)
                 noise = np.random.default_rng([seed, vcpus, 99])
                 res = run(opt, lambda c: simulate(truth, c, node, noise=0.03, rng=noise), max_trials=trials + 1)
-                r = simulate(truth, res.best_config, node).rows_per_s / oracle.rows_per_s
+                r = simulate(truth, opt.best[0], node).rows_per_s / oracle.rows_per_s  # its recommendation
                 ratios[name].append(r)
                 case[name] = {"vs_oracle": r, "trials": len(res.trials)}
             cases.append(case)

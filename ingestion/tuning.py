@@ -4,7 +4,8 @@
    optimizer may profile the pipeline first);
 2. ask/tell under the time budget, every trial measured in one persistent worker
    subprocess (:class:`~ingestion.measure.MeasureWorker`) with a short window;
-3. re-measure the chosen configuration with a longer, repeated window (the *final*
+3. take the optimizer's recommendation (``recommendation``: the best search trial unless the
+   optimizer keeps its own estimate) and re-measure it with a longer, repeated window (the *final*
    measurement). The reported ``rows_per_s`` and ``peak_rss_mb`` come from this final
    measurement, never from the search's best trial: the best of many noisy short
    trials is biased upwards, and every optimizer gets the same final protocol, so the
@@ -42,6 +43,16 @@ class MeasureProtocol:
 
 SEARCH_PROTOCOL = MeasureProtocol(warmup_s=1.0, window_s=1.5, repeats=2)
 FINAL_PROTOCOL = MeasureProtocol(warmup_s=4.0, window_s=3.0, repeats=3)
+
+
+def recommendation(opt: Any, result: Any) -> tuple[Config, Measurement]:
+    """The configuration an optimizer recommends and its search measurement: its own ``best``
+    (configuration, measurement) if it keeps one (InTune measures its closest candidates again
+    and recommends by the mean), else the best single trial of the search."""
+    own = getattr(opt, "best", None)
+    if isinstance(own, tuple) and len(own) == 2 and own[0] is not None and not own[1].oom:
+        return dict(own[0]), own[1]
+    return dict(result.best_config), result.best
 
 
 def _progress(trial: Trial) -> None:
@@ -97,8 +108,7 @@ def tune_pipeline(
                 f"({node.ram_budget_mb:,.0f} MB) in {tuning_s:.0f} s ({len(result.trials)} trials; failures: "
                 f"{'; '.join(reasons)[:500] or 'none'}); fix the pipeline, or raise --time-budget-s or the node's RAM"
             )
-        chosen = dict(result.best_config)
-        final_m = result.best
+        chosen, final_m = recommendation(opt, result)
         if final is not None:
             final_m = w.measure(chosen, **final.as_kwargs()) if w is not None else measure_in_process(spec, chosen, **final.as_kwargs())
     finally:

@@ -13,10 +13,21 @@
    unmeasured one it predicts to be better by more than ``min_gain``, that is proposed first.
 4. **Online fine-tuning**: every live transition goes into the agent's replay buffer with its
    reward, and the agent takes a few gradient steps, so it adapts to the real pipeline.
-5. **Stop**: after ``patience`` live steps without improvement (half that if the agent ranks
-   "stop" first at the best configuration), when no valid unmeasured move is left, after
-   ``max_steps`` live measurements, or when the next measurement would not fit in
-   ``finish_share`` of the time budget.
+5. **Stall escape**: when the search stalls (``patience`` live steps without improvement, the
+   agent ranking "stop" first after half that, or no valid unmeasured move left), it does not
+   stop yet. It forms the *plausible models*: the re-fitted model and, per cost factor, that
+   factor pushed down and up as far as the live measurements allow (their fit may worsen by
+   ``escape_slack`` squared log error per point; a stage that was never the bottleneck in any
+   measurement keeps a wide range). Of the unmeasured configurations within ``escape_depth``
+   (3) moves of the best measured one, it proposes the one with the largest predicted gain over
+   that best under any plausible model, if above ``min_gain`` (at most ``max_escapes`` in all).
+   This reaches a better configuration that needs several moves whose single steps each
+   measure worse, using only the model and the tuner's own measurements.
+6. **Confirm, then stop**: when it stops (stall with no escape left, ``max_steps``, or the next
+   step would not fit in ``finish_share`` of the time budget), it measures once more the
+   ``confirm_top`` (3) best configurations that measured within ``confirm_band`` of the best,
+   as many as fit in the rest of the budget. Its recommendation (``best``) is the best by the
+   mean of each configuration's measurements, so one lucky short measurement does not decide.
 """
 
 from __future__ import annotations
@@ -33,6 +44,13 @@ from ingestion.simulator import PipelineModel, simulate
 from optimizers.base import Config, Measurement
 from optimizers.intune.agent import MaskedDQN
 from optimizers.intune.env import ACTIONS, STOP, Masker, apply_action, observe
+
+#: How far ``_plausible_models`` stretches one cost factor (relative steps, tried in order).
+ESCAPE_STRETCH = (0.1, 0.2, 0.3, 0.4)
+#: Share of the time budget the confirmation measurements must end within (a margin for a slow one).
+CONFIRM_SHARE = 0.97
+#: Stop reasons after which the tuner first tries an escape (``InTuneOptimizer._escape``).
+STALLED = ("no improvement", "agent chose stop", "no valid unmeasured neighbour left")
 
 
 def model_best(
@@ -87,6 +105,11 @@ class InTuneOptimizer:
         max_jumps: int = 8,
         jump_width: int = 8,
         min_gain: float = 0.01,
+        max_escapes: int = 6,
+        escape_depth: int = 3,
+        escape_slack: float = 0.02 ** 2,
+        confirm_top: int = 3,
+        confirm_band: float = 0.10,
         finetune_steps: int = 4,
         memory_margin: float = 0.85,
         clock: Callable[[], float] = time.monotonic,
@@ -103,6 +126,12 @@ class InTuneOptimizer:
         self.prior, self.refit, self.max_jumps = belief, refit, max_jumps
         self.jumps = 0
         self.jump_width = jump_width
+        self.max_escapes, self.escape_depth, self.escape_slack = max_escapes, escape_depth, escape_slack
+        self.escapes = 0
+        self.confirm_top, self.confirm_band = confirm_top, confirm_band
+        self.confirm_queue: list[Config] | None = None
+        self.confirm_reason = ""
+        self.samples: dict[tuple, list[float]] = {}
         self.refit_factors: list[float] = []
         self.expanded: dict[tuple, int] = {}
         self.finetune_steps = finetune_steps
@@ -130,9 +159,11 @@ class InTuneOptimizer:
         self.last_ask = now
         if self.current is None:
             return dict(self.start)
+        if self.confirm_queue is not None:
+            return self.confirm_queue.pop(0) if self.confirm_queue else self._finish(self.confirm_reason)
         reason = self._stop_reason(now)
         if reason:
-            return self._finish(reason)
+            return self._escape_or_finish(reason)
         jump = self._model_jump()
         if jump is not None:
             self.pending = None
@@ -148,7 +179,7 @@ class InTuneOptimizer:
             ranked = self._rank(base, obs, self.masker.mask(base, exclude=self.visited.keys()))
             moves = [a for a in ranked if a != STOP]
             if rank == 0 and ranked[0] == STOP and self.no_improve >= self.patience // 2:
-                return self._finish("agent chose stop")
+                return self._escape_or_finish("agent chose stop")
             if not moves:
                 self.expanded[key] = self.branch
                 continue
@@ -157,13 +188,17 @@ class InTuneOptimizer:
             assert target is not None
             self.pending = (obs, moves[0], m)
             return target
-        return self._finish("no valid unmeasured neighbour left")
+        return self._escape_or_finish("no valid unmeasured neighbour left")
 
     def tell(self, config: Config, measurement: Measurement) -> None:
         now = self.clock()
         if self.last_ask is not None:
             self.durations.append(now - self.last_ask)
         key = Masker.key(config)
+        if key in self.visited:
+            self._tell_repeat(config, measurement)
+            return
+        self.samples[key] = [measurement.rows_per_s]
         self.visited[key] = measurement
         self._learn_memory(config, measurement)
         if measurement.oom:
@@ -193,30 +228,56 @@ class InTuneOptimizer:
         else:
             self.no_improve += 1
 
-    def _refit(self) -> None:
-        """Re-fit the belief to the live measurements: a factor on all costs, one on per-call costs
-        and one per parallel stage, by coordinate descent on squared log error with a weak prior."""
-        points = [(dict(k), m.rows_per_s) for k, m in self.visited.items() if not m.oom and m.rows_per_s > 0]
-        if len(points) < 3 or not self.refit:
-            return
+    def _live_points(self) -> list[tuple[Config, float]]:
+        """Every live measurement that ran (not out of memory), as (configuration, rows/s)."""
+        return [(dict(k), m.rows_per_s) for k, m in self.visited.items() if not m.oom and m.rows_per_s > 0]
+
+    def _scaled_model(self, factors: list[float]) -> PipelineModel:
+        """The prior model with ``factors``: [all costs, per-call costs, then one per parallel stage]."""
         from dataclasses import replace
 
         parallel = [i for i, st in enumerate(self.prior.stages) if st.threads_knob]
-        # factors: [all costs, per-call costs (the batch effect), then one per parallel stage]
-        factors = [1.0] * (2 + len(parallel))
+        scale = [factors[0]] * len(self.prior.stages)
+        for f, i in zip(factors[2:], parallel):
+            scale[i] *= f
+        return replace(self.prior, stages=tuple(
+            replace(st, cpu_s_per_row=st.cpu_s_per_row * k, cpu_s_per_call=st.cpu_s_per_call * k * factors[1],
+                    wait_s_per_row=st.wait_s_per_row * k) for st, k in zip(self.prior.stages, scale)))
 
-        def model_for(fs: list[float]) -> PipelineModel:
-            scale = [fs[0]] * len(self.prior.stages)
-            for f, i in zip(fs[2:], parallel):
-                scale[i] *= f
-            return replace(self.prior, stages=tuple(
-                replace(st, cpu_s_per_row=st.cpu_s_per_row * k, cpu_s_per_call=st.cpu_s_per_call * k * fs[1],
-                        wait_s_per_row=st.wait_s_per_row * k) for st, k in zip(self.prior.stages, scale)))
+    def _fit_error(self, factors: list[float], points: list[tuple[Config, float]]) -> float:
+        """Squared log error of the model with ``factors`` over the live ``points``."""
+        model = self._scaled_model(factors)
+        return sum(math.log(max(simulate(model, c, self.node).rows_per_s, 1e-9) / x) ** 2 for c, x in points)
+
+    def _tell_repeat(self, config: Config, measurement: Measurement) -> None:
+        """A configuration measured again (``_confirm_or_finish``): its estimate becomes the mean
+        of its measurements; the search state (current, patience) is left alone."""
+        from dataclasses import replace
+
+        key = Masker.key(config)
+        self.steps += 1
+        self.history.append({"config": dict(config), "rows_per_s": measurement.rows_per_s, "oom": measurement.oom,
+                             "repeat": True})
+        if measurement.oom:  # ran out of memory this time: never recommend it
+            self.visited[key] = measurement
+            self.masker.forbidden.add(key)
+            return
+        self.samples[key].append(measurement.rows_per_s)
+        mean = float(np.mean(self.samples[key]))
+        self.visited[key] = replace(measurement, rows_per_s=mean, extra={**dict(measurement.extra), "samples": list(self.samples[key])})
+        self._refit()
+
+    def _refit(self) -> None:
+        """Re-fit the belief to the live measurements: a factor on all costs, one on per-call costs
+        and one per parallel stage, by coordinate descent on squared log error with a weak prior."""
+        points = self._live_points()
+        if len(points) < 3 or not self.refit:
+            return
+        n_parallel = sum(1 for st in self.prior.stages if st.threads_knob)
+        factors = [1.0] * (2 + n_parallel)
 
         def loss(fs: list[float]) -> float:
-            model = model_for(fs)
-            err = sum(math.log(max(simulate(model, c, self.node).rows_per_s, 1e-9) / x) ** 2 for c, x in points)
-            return err + 0.02 * sum(math.log(f) ** 2 for f in fs)
+            return self._fit_error(fs, points) + 0.02 * sum(math.log(f) ** 2 for f in fs)
 
         best = loss(factors)
         for _ in range(2):
@@ -226,9 +287,72 @@ class InTuneOptimizer:
                     value = loss(trial)
                     if value < best - 1e-12:
                         best, factors = value, trial
-        self.belief = model_for(factors)
+        self.belief = self._scaled_model(factors)
         self.masker.belief = self.belief
         self.refit_factors = factors
+
+    def _plausible_models(self) -> list[PipelineModel]:
+        """The re-fitted model and, per cost factor but the global one, that factor pushed as far
+        down and as far up (by up to ``ESCAPE_STRETCH``) as the live measurements allow: the fit's
+        squared log error may grow by at most ``escape_slack`` per point. A stage that was never the
+        bottleneck in any measurement keeps a wide range, one that was is pinned by the data."""
+        if not self.refit_factors:
+            return [self.belief]
+        points = self._live_points()
+        fitted = list(self.refit_factors)
+        allowed = self._fit_error(fitted, points) + self.escape_slack * len(points)
+        models = [self.belief]
+        for d in range(1, len(fitted)):
+            for direction in (-1, 1):
+                furthest = None
+                for stretch in ESCAPE_STRETCH:
+                    trial = fitted[:d] + [fitted[d] * (1.0 + direction * stretch)] + fitted[d + 1:]
+                    if self._fit_error(trial, points) > allowed:
+                        break
+                    furthest = trial
+                if furthest is not None:
+                    models.append(self._scaled_model(furthest))
+        return models
+
+    def _within_moves(self, base: Config, depth: int) -> list[Config]:
+        """Every valid, memory-safe configuration at most ``depth`` moves from ``base`` (not base)."""
+        seen = {Masker.key(base)}
+        frontier, found = [base], []
+        for _ in range(depth):
+            following = []
+            for config in frontier:
+                for i, target in enumerate(self.masker.targets(config)):
+                    if target is None or i == STOP or Masker.key(target) in seen:
+                        continue
+                    seen.add(Masker.key(target))
+                    following.append(target)
+            found += following
+            frontier = following
+        return found
+
+    def _escape(self) -> Config | None:
+        """When the search stalls: the unmeasured configuration within ``escape_depth`` moves of
+        the best measured one with the largest predicted gain over it under any plausible model
+        (``_plausible_models``), if that gain is above ``min_gain``. One move at a time can miss a
+        better configuration that needs several moves whose single steps each measure worse; the
+        measurements so far say which model errors are still possible, and this tries the most
+        promising configuration under them."""
+        if self.escapes >= self.max_escapes or self.best is None:
+            return None
+        base = self.best[0]
+        candidates = [c for c in self._within_moves(base, self.escape_depth) if Masker.key(c) not in self.visited]
+        if not candidates:
+            return None
+        gains = np.zeros(len(candidates))
+        for model in self._plausible_models():
+            base_x = max(simulate(model, base, self.node).rows_per_s, 1e-9)
+            predicted = np.array([simulate(model, c, self.node).score for c in candidates])
+            gains = np.maximum(gains, predicted / base_x)
+        best_i = int(np.argmax(gains))
+        if gains[best_i] <= 1.0 + self.min_gain:
+            return None
+        self.escapes += 1
+        return candidates[best_i]
 
     def _model_jump(self) -> Config | None:
         """Where the re-fitted model says to go: climb from the best measured configuration on the
@@ -311,6 +435,34 @@ class InTuneOptimizer:
                 return "time budget"
         return None
 
+    def _escape_or_finish(self, reason: str) -> Config | None:
+        """On a stall, propose an escape (``_escape``) if there is one; otherwise confirm and finish."""
+        if reason.startswith(STALLED):
+            escape = self._escape()
+            if escape is not None:
+                self.pending = None
+                return escape
+        return self._confirm_or_finish(reason)
+
+    def _confirm_or_finish(self, reason: str) -> Config | None:
+        """Before finishing, measure once more the ``confirm_top`` best configurations that
+        measured within ``confirm_band`` of the best (as many as fit in the time budget), so the
+        recommendation is the best by the mean of its measurements, not one lucky measurement."""
+        self.pending = None
+        best = self.best
+        if self.confirm_queue is not None or best is None:
+            return self._finish(reason)
+        floor = best[1].rows_per_s * (1.0 - self.confirm_band)
+        ranked = sorted((kv for kv in self.visited.items() if not kv[1].oom), key=lambda kv: -kv[1].rows_per_s)
+        queue = [dict(k) for k, m in ranked[: self.confirm_top] if m.rows_per_s >= floor]
+        if self.time_budget_s is not None and self.t0 is not None and self.durations:
+            left = CONFIRM_SHARE * self.time_budget_s - (self.clock() - self.t0)
+            queue = queue[: max(0, int(left // max(self.durations[-5:])))]
+        if not queue:
+            return self._finish(reason)
+        self.confirm_queue, self.confirm_reason = queue[1:], reason
+        return queue[0]
+
     def _finish(self, reason: str) -> None:
         self.finished = reason
         if self.on_finish is not None:
@@ -319,6 +471,7 @@ class InTuneOptimizer:
 
     @property
     def best(self) -> tuple[Config, Measurement] | None:
+        """The recommendation: the best configuration by the mean of its measurements."""
         if not self.visited:
             return None
         key, m = max(self.visited.items(), key=lambda kv: kv[1].score)
@@ -332,6 +485,8 @@ class InTuneOptimizer:
             "start_source": self.start_source,
             "live_steps": self.steps,
             "model_jumps": self.jumps,
+            "escapes": self.escapes,
+            "confirmed": [{"config": dict(k), "rows_per_s_samples": v} for k, v in self.samples.items() if len(v) > 1],
             "refit_factors": self.refit_factors,
             "stopped_by": self.finished,
             "best_config": None if best is None else best[0],

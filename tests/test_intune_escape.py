@@ -1,0 +1,95 @@
+"""InTune's stall escape: when single moves stop helping, it tries a configuration several moves
+away that a model still consistent with its measurements predicts to be better (simulated)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+from ingestion.simulator import SIM_NODES, dlrm_like_space, random_pipeline, simulate
+from optimizers.base import run
+from optimizers.intune.agent import MaskedDQN
+from optimizers.intune.env import Masker, perturbed
+from optimizers.intune.pretrain import PRETRAINED
+from optimizers.intune.tuner import InTuneOptimizer
+
+
+def _case():
+    """A read-bound pipeline on 64 vCPUs with a 10% calibration error, where the better
+    configuration needs three moves (a CPU unit from transform to read, a bigger batch twice)
+    whose single steps each measure worse."""
+    node = SIM_NODES[64]
+    rng = np.random.default_rng([0, 64, 0])
+    truth = random_pipeline(rng, "read")
+    return node, truth, perturbed(truth, rng, 0.10), dlrm_like_space(node)
+
+
+@lru_cache(maxsize=None)  # the runs are deterministic; tests only read them
+def _tune(max_escapes: int):
+    if not PRETRAINED.with_suffix(".npz").exists():
+        pytest.skip("no committed pre-trained agent in this checkout")
+    node, truth, belief, space = _case()
+    noise = np.random.default_rng([0, 64, 99])  # the simulated benchmark's noise stream for this case
+    opt = InTuneOptimizer(space, node, belief, MaskedDQN.load(PRETRAINED), max_steps=40, finetune_steps=0,
+                          max_escapes=max_escapes)
+    result = run(opt, lambda c: simulate(truth, c, node, noise=0.03, rng=noise), max_trials=41)
+    return opt, result, truth, node
+
+
+def test_escape_finds_a_better_configuration_several_moves_away():
+    stuck, stuck_result, truth, node = _tune(max_escapes=0)
+    opt, result, _, _ = _tune(max_escapes=6)
+    assert stuck.escapes == 0 and opt.escapes >= 1
+    stuck_x = simulate(truth, stuck_result.best_config, node).rows_per_s
+    found_x = simulate(truth, result.best_config, node).rows_per_s
+    assert found_x > 1.02 * stuck_x
+    assert opt.finished  # it still stops by itself
+
+
+def test_escapes_are_new_safe_configurations_within_budget():
+    opt, result, _, _ = _tune(max_escapes=6)
+    searched = [Masker.key(h["config"]) for h in opt.history if not h.get("repeat")]
+    assert len(searched) == len(set(searched))  # the search never proposes a configuration twice
+    repeats = [h for h in opt.history if h.get("repeat")]
+    assert len(repeats) <= opt.confirm_top  # only the confirmation measures one again
+    assert not any(t.measurement.oom for t in result.trials)
+    assert all(opt.space.is_valid(t.config) for t in result.trials)
+    assert opt.escapes <= 6 and opt.report()["escapes"] == opt.escapes
+
+
+def test_within_moves_reaches_exactly_the_configurations_a_few_moves_away():
+    if not PRETRAINED.with_suffix(".npz").exists():
+        pytest.skip("no committed pre-trained agent in this checkout")
+    node, truth, belief, space = _case()
+    opt = InTuneOptimizer(space, node, belief, MaskedDQN.load(PRETRAINED))
+    one = {Masker.key(c) for c in opt._within_moves(opt.start, 1)}
+    two = {Masker.key(c) for c in opt._within_moves(opt.start, 2)}
+    direct = {Masker.key(c) for i, c in enumerate(opt.masker.targets(opt.start)) if c is not None} - {Masker.key(opt.start)}
+    assert one == direct
+    assert one < two and Masker.key(opt.start) not in two
+
+
+def test_confirmation_recommends_by_the_mean_not_a_lucky_measurement():
+    if not PRETRAINED.with_suffix(".npz").exists():
+        pytest.skip("no committed pre-trained agent in this checkout")
+    node = SIM_NODES[8]
+    space = dlrm_like_space(node)
+    truth = random_pipeline(np.random.default_rng(3), "parse")
+    opt = InTuneOptimizer(space, node, truth, MaskedDQN.load(PRETRAINED), max_steps=12, finetune_steps=0)
+    lucky = Masker.key(opt.start)
+    measured: set[tuple] = set()
+
+    def evaluate(config):
+        m = simulate(truth, config, node)
+        first = Masker.key(config) not in measured
+        measured.add(Masker.key(config))
+        return replace(m, rows_per_s=m.rows_per_s * 1.5) if first and Masker.key(config) == lucky else m
+
+    run(opt, evaluate, max_trials=30)
+    assert opt.samples[lucky][0] == pytest.approx(1.5 * opt.samples[lucky][1])  # it was measured again
+    assert opt.visited[lucky].rows_per_s == pytest.approx(np.mean(opt.samples[lucky]))
+    estimates = {k: m.rows_per_s for k, m in opt.visited.items()}
+    assert Masker.key(opt.best[0]) == max(estimates, key=estimates.get)
