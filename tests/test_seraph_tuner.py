@@ -6,7 +6,7 @@ import pytest
 
 from optimizers.seraph.models import Observation, RunShape
 from optimizers.seraph.profiles import Profile, save_profile
-from optimizers.seraph.profiling import pilot_schedule, workload_for
+from optimizers.seraph.profiling import batches_for, pilot_schedule, workload_for
 from trainwise.cli import main
 from trainwise.paths import hardware_fingerprint
 
@@ -14,7 +14,7 @@ from trainwise.paths import hardware_fingerprint
 def _synthetic_profile(workload):
     """Rows shaped like a real pilot's: 30 us per env step at >= 1769 MB, slower below."""
     obs = []
-    for s in pilot_schedule(int(workload.ppo["minibatch_size"])):
+    for s in pilot_schedule(min(batches_for(workload))):
         k = 30e-6 * max(1.0, 1769 / s.memory_mb)
         roll = 0.02 + k * s.batch / s.actors
         learner = 0.35e-3 * s.batch

@@ -33,18 +33,39 @@ from trainwise.paths import hardware_fingerprint
 BASE_MEMORY_MB = 1769  # one vCPU: where the concurrency and batch sweeps run
 
 
-def pilot_schedule(minibatch_size: int) -> list[RunShape]:
+# The batch sizes Seraph searches per built-in env (docs/seraph.md, "Batch sets").
+BATCHES: dict[str, tuple[int, ...]] = {
+    "CartPole-v1": (512, 1024, 2048, 4000, 8000),
+    "LunarLander-v3": (2048, 4000, 8192, 16384, 32768),
+}
+
+
+def batches_for(workload: "Workload") -> tuple[int, ...]:
+    """The batch sizes to search: the env's set (else the preset's batch x 1/4 .. 4, plus
+    4,000), without batches under two PPO minibatches (the noise probe needs two sizes)."""
+    from serverless.presets import preset_for
+
+    batches = BATCHES.get(workload.env_id)
+    if batches is None:
+        base = preset_for(workload.env_id).batch
+        batches = tuple(sorted({4000, *(int(base * f) for f in (0.25, 0.5, 1, 2, 4))}))
+    mb = int(workload.ppo.get("minibatch_size", 64))
+    return tuple(b for b in batches if b >= 2 * mb)
+
+
+def pilot_schedule(small: int) -> list[RunShape]:
     """The shapes the pilot visits, one per iteration, in order, all at 1,769 MB.
 
     Concurrency is swept downward from 16 functions (the first, cold, visit warms every
     actor id the later ones reuse, so there is one cold iteration; the second visit is
     the same shape warm, which measures the cold start), with batch sizes that vary
-    too, so the learner fit sees a range. The smallest batch is two PPO minibatches,
-    so the noise probe has two batch sizes. The top is 16 functions: each function is a
-    request, and the fit's ``log2(actors)`` term extrapolates above it. The memory sizes
-    are measured by the memory probe, not here.
+    too, so the learner fit sees a range. ``small`` is the smallest batch the search
+    considers (``batches_for``): the pilot is the start of the real run, so it trains
+    with batches the run could use (a LunarLander pilot at CartPole's 512-step batches
+    set its run back by hundreds of thousands of steps). The top is 16 functions: each
+    function is a request, and the fit's ``log2(actors)`` term extrapolates above it.
+    The memory sizes are measured by the memory probe, not here.
     """
-    small = max(512, 2 * minibatch_size)
     return [
         RunShape(16, BASE_MEMORY_MB, 2 * small),
         RunShape(16, BASE_MEMORY_MB, 2 * small),
@@ -126,7 +147,7 @@ def run_pilot(
 
     ppo = PPOConfig.from_dict({**workload.ppo, "hidden": tuple(workload.ppo.get("hidden", (64, 64)))})
     ppo.anneal_steps = workload.max_steps  # the same learning-rate schedule as the real run
-    schedule = pilot_schedule(ppo.minibatch_size)
+    schedule = pilot_schedule(min(batches_for(workload)))
 
     def to_run(s: RunShape) -> Any:
         return RunConfig(actors=s.actors, memory_mb=s.memory_mb, batch=s.batch)

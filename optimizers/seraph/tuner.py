@@ -19,7 +19,7 @@ import numpy as np
 from optimizers.seraph.controller import SeraphController
 from optimizers.seraph.models import Observation, Prices, RunShape
 from optimizers.seraph.planner import Plan, Planner, SearchSpace, reference_for
-from optimizers.seraph.profiling import PilotOutcome, Workload, profile_workload, workload_for
+from optimizers.seraph.profiling import PilotOutcome, Workload, batches_for, profile_workload, workload_for
 from optimizers.seraph.records import view
 from optimizers.seraph.search import Constraints, Objective
 
@@ -27,22 +27,8 @@ LABEL = "modelled (local Lambda emulator clock and price table)"
 
 # Batch sizes searched per env: around the trainer preset, from 2 minibatches up, and
 # always including RLlib's default of 4,000 so the static baseline is in the space.
-BATCHES: dict[str, tuple[int, ...]] = {
-    "CartPole-v1": (512, 1024, 2048, 4000, 8000),
-    "LunarLander-v3": (2048, 4000, 8192, 16384, 32768),
-}
-
-
 def search_space_for(workload: Workload, memories: tuple[int, ...]) -> SearchSpace:
-    from serverless.presets import preset_for
-
-    batches = BATCHES.get(workload.env_id)
-    if batches is None:
-        base = preset_for(workload.env_id).batch
-        batches = tuple(sorted({4000, *(int(base * f) for f in (0.25, 0.5, 1, 2, 4))}))
-    mb = int(workload.ppo.get("minibatch_size", 64))
-    batches = tuple(b for b in batches if b >= 2 * mb)  # the noise probe needs two minibatches
-    return SearchSpace(memories=memories, batches=batches, min_steps_per_actor=32)
+    return SearchSpace(memories=memories, batches=batches_for(workload), min_steps_per_actor=32)
 
 
 def prices_for(architecture: str, price_table: Path | None = None) -> Prices:
