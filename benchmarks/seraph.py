@@ -207,6 +207,25 @@ def print_table(env: str, summary: dict[str, Any], oracle: dict[str, Any]) -> No
         print(f"  {k}: {v:.3f}" if isinstance(v, float) else f"  {k}: {v}")
 
 
+def _take_grid(res: dict[str, Any], path: Path, seeds: list[int]) -> None:
+    """Use the grid of an earlier run of the same env and seeds (the grid does not depend
+    on Seraph's code: it is full training runs of fixed shapes through the trainer)."""
+    import json
+
+    from optimizers.baselines.rl_grid import oracle
+
+    try:
+        earlier = next(e for e in json.loads(path.read_text())["envs"] if e["env"] == res["env"])
+    except (OSError, ValueError, KeyError, StopIteration):
+        raise SystemExit(f"--grid-from {path}: no readable result for {res['env']} in it") from None
+    grid = [g for g in earlier["grid"] if g["seed"] in seeds]
+    if not grid:
+        raise SystemExit(f"--grid-from {path}: its {res['env']} grid has none of the seeds {seeds}")
+    res["grid"] = grid
+    res["oracle"] = {o: oracle(grid, o) for o in ("cost", "speed")}
+    res["grid_source"] = f"{path} (measured {earlier.get('measured_at', 'earlier')}, same seeds)"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--envs", default="CartPole-v1,LunarLander-v3")
@@ -214,6 +233,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="small grid (7 shapes), memory sweep for cost only")
     ap.add_argument("--max-steps", type=int, default=None)
     ap.add_argument("--methods", default=",".join(METHODS), help=f"subset of {','.join(METHODS)}")
+    ap.add_argument(
+        "--grid-from", type=Path, default=None,
+        help="take the grid (and so the oracle) from an earlier run's JSON instead of running it again; "
+        "the result says so (grid_source)",
+    )
     ap.add_argument("--json-out", type=Path, default=None)
     args = ap.parse_args(argv)
     envs = [e for e in args.envs.split(",") if e]
@@ -232,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     for env in envs:
         partial = None if args.json_out is None else args.json_out.with_suffix(f".{env}.partial.json")
         res = run_env(env, seeds, args.quick, args.max_steps, partial, methods)
+        if args.grid_from is not None:
+            _take_grid(res, args.grid_from, seeds)
         res["summary"] = summarise(res)
         print_table(env, res["summary"], res["oracle"])
         results.append(res)

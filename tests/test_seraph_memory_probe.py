@@ -94,3 +94,22 @@ def test_probe_rows_alone_cannot_fit_a_learner():
     probe = [Observation(RunShape(1, m, 256), 0.03, 0.01, 0.0, 0.03, rollout_only=True) for m in (512, 1769, 3008)]
     with pytest.raises(ValueError, match="training iteration"):
         PerformanceModel.fit(probe)
+
+
+def test_sizes_are_compared_within_the_probe_and_levelled_by_the_pilot():
+    # The pilot's per-step time at 1,769 MB is 1.3x the probe's (functions share the cores);
+    # a joint fit would then call 3,008 MB faster than 1,769 MB. Within the probe they are equal.
+    def probe_row(m):
+        roll = 0.02 + 30e-6 * 256 * max(1.0, 1769 / m)
+        return Observation(RunShape(1, m, 256), roll, roll - 0.02, 0.0, roll, rollout_only=True)
+
+    pilot = []
+    for actors, batch in [(16, 1024), (8, 2048), (8, 512), (4, 1024), (2, 512), (1, 512)]:
+        roll = 0.02 + 0.005 * math.log2(actors) + 1.3 * 30e-6 * batch / actors
+        pilot.append(Observation(RunShape(actors, 1769, batch), roll, roll - 0.02, 0.1e-3 * batch, roll + 0.1e-3 * batch))
+    model = PerformanceModel.fit([probe_row(m) for m in (512, 1769, 3008, 10240)] + pilot)
+    assert model.memory_levels == [512, 1769, 3008, 10240]
+    assert model.steps_per_s(1769) == pytest.approx(1 / (1.3 * 30e-6), rel=0.05)  # the pilot's level
+    assert model.steps_per_s(3008) == pytest.approx(model.steps_per_s(1769), rel=0.01)
+    assert model.steps_per_s(10240) == pytest.approx(model.steps_per_s(1769), rel=0.01)
+    assert model.steps_per_s(1769) / model.steps_per_s(512) == pytest.approx(1769 / 512, rel=0.01)

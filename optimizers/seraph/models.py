@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 from scipy.optimize import nnls  # at import, not on the first fit: module import time is not planning time
@@ -108,21 +108,48 @@ class PerformanceModel:
         return [1.0] + [shape.batch / shape.actors if m == shape.memory_mb else 0.0 for m in levels]
 
     @classmethod
-    def _fit_once(cls, obs: Sequence[Observation]) -> "PerformanceModel":
-        levels = sorted({o.shape.memory_mb for o in obs})
-        warm = [o for o in obs if not o.cold] or list(obs)
-        X = np.array([cls._rollout_row(o.shape, levels) for o in warm])
-        y = np.array([o.rollout_s for o in warm])
-        coef = _nonneg_lstsq(X, y)
-        rollout = {"overhead": coef[0], "log2_actors": coef[1]}
-        rollout |= {f"k@{m}": coef[2 + i] for i, m in enumerate(levels)}
-        Xb = np.array([cls._billed_row(o.shape, levels) for o in warm])
-        yb = np.array([o.billed_s for o in warm])
-        cb = _nonneg_lstsq(Xb, yb)
+    def _fit_rollout(cls, rows: Sequence[Observation]) -> tuple[list[int], dict[str, float], dict[str, float]]:
+        """Joint least squares of rollout and billed time over ``rows`` (one k per memory)."""
+        levels = sorted({o.shape.memory_mb for o in rows})
+        warm = [o for o in rows if not o.cold] or list(rows)
+        coef = _nonneg_lstsq(np.array([cls._rollout_row(o.shape, levels) for o in warm]), np.array([o.rollout_s for o in warm]))
+        rollout = {"overhead": coef[0], "log2_actors": coef[1]} | {f"k@{m}": coef[2 + i] for i, m in enumerate(levels)}
+        cb = _nonneg_lstsq(np.array([cls._billed_row(o.shape, levels) for o in warm]), np.array([o.billed_s for o in warm]))
         billed = {"overhead": cb[0]} | {f"k@{m}": cb[1 + i] for i, m in enumerate(levels)}
+        return levels, rollout, billed
+
+    @staticmethod
+    def _scale_by_probe(probe: Sequence[Observation], base: int, coef: dict[str, float], value: Callable[[Observation], float]) -> None:
+        """Set ``k@m`` for each probed size m as the base size's fitted k times the probe's
+        per-step ratio m : base (both measured by the probe, under the same conditions)."""
+        at = {o.shape.memory_mb: o for o in probe}
+        per_step = {m: (value(o) - coef["overhead"]) / o.shape.steps_per_actor for m, o in at.items()}
+        if per_step.get(base, 0.0) <= 0:
+            return
+        for m, ps in per_step.items():
+            if m != base:
+                coef[f"k@{m}"] = coef[f"k@{base}"] * max(ps, 0.0) / per_step[base]
+
+    @classmethod
+    def _fit_once(cls, obs: Sequence[Observation]) -> "PerformanceModel":
         trained = [o for o in obs if not o.rollout_only]
         if not trained:
             raise ValueError("need at least one training iteration (not only memory-probe rows) to fit the learner")
+        probe = [o for o in obs if o.rollout_only]
+        trained_levels = {o.shape.memory_mb for o in trained}
+        probe_bases = trained_levels & {o.shape.memory_mb for o in probe}
+        if len(trained_levels) == 1 and probe_bases:
+            # The probe ran every size, the training's own size included, one function each;
+            # the pilot ran at one size with 1 to 16 functions, which shifts per-step times
+            # (they share this machine's cores). So sizes are compared within the probe and
+            # the level comes from the pilot: k@m = k@base x probe(m) / probe(base).
+            base = next(iter(probe_bases))
+            _, rollout, billed = cls._fit_rollout(trained)
+            cls._scale_by_probe(probe, base, rollout, lambda o: o.rollout_s)
+            cls._scale_by_probe(probe, base, billed, lambda o: o.billed_s)
+            levels = sorted({base, *(o.shape.memory_mb for o in probe)})
+        else:
+            levels, rollout, billed = cls._fit_rollout(obs)
         trained_warm = [o for o in trained if not o.cold] or trained
         Xl = np.array([[1.0, o.shape.batch] for o in trained])
         cl = _nonneg_lstsq(Xl, np.array([o.learner_s for o in trained]))

@@ -36,7 +36,7 @@ BASE_MEMORY_MB = 1769  # one vCPU: where the concurrency and batch sweeps run
 # The batch sizes Seraph searches per built-in env (docs/seraph.md, "Batch sets").
 BATCHES: dict[str, tuple[int, ...]] = {
     "CartPole-v1": (512, 1024, 2048, 4000, 8000),
-    "LunarLander-v3": (2048, 4000, 8192, 16384, 32768),
+    "LunarLander-v3": (1024, 2048, 4000, 8192, 16384),  # the preset's 4,096 x 1/4 .. 4, and RLlib's 4,000
 }
 
 
@@ -158,7 +158,7 @@ def run_pilot(
     try:
         t_probe = time.perf_counter()
         probe = probe_memory_sizes(
-            workload.env_id, [m for m in memory_sweep if m != BASE_MEMORY_MB], backend,
+            workload.env_id, sorted({*memory_sweep, BASE_MEMORY_MB}), backend,
             hidden=tuple(ppo.hidden), seed=seed, architecture=workload.architecture,
         )
         probe_wall_s = time.perf_counter() - t_probe
