@@ -23,7 +23,7 @@ from typing import Any
 from optimizers.seraph.models import Observation
 from trainwise.paths import cache_dir, fingerprint, hardware_fingerprint
 
-PROFILE_VERSION = 3  # 2: learner figures in CPU time; 3: memory probe, pilot at the search's smallest batch
+PROFILE_VERSION = 4  # 2: learner CPU time; 3: memory probe, pilot at the smallest batch; 4: probe has 1,769 MB
 
 
 @dataclass
