@@ -113,3 +113,19 @@ def test_sizes_are_compared_within_the_probe_and_levelled_by_the_pilot():
     assert model.steps_per_s(3008) == pytest.approx(model.steps_per_s(1769), rel=0.01)
     assert model.steps_per_s(10240) == pytest.approx(model.steps_per_s(1769), rel=0.01)
     assert model.steps_per_s(1769) / model.steps_per_s(512) == pytest.approx(1769 / 512, rel=0.01)
+
+
+def test_refit_with_run_rows_at_another_size_keeps_every_probed_size():
+    # A re-plan refits on the profile plus the run's recent iterations, which may be at a
+    # size the pilot never ran; every probed size must still get a rate.
+    probe = [Observation(RunShape(1, m, 256), 0.03, 0.01 * max(1.0, 1769 / m), 0.0, 0.03, rollout_only=True)
+             for m in (512, 1769, 3008, 10240)]
+    pilot = [Observation(RunShape(a, 1769, 1024), 0.02 + 30e-6 * 1024 / a, 0.01, 0.1, 0.15) for a in (1, 2, 4, 8)]
+    run = [Observation(RunShape(1, 3008, 512), 0.02 + 25e-6 * 512, 0.012, 0.05, 0.09) for _ in range(3)]
+    model = PerformanceModel._fit_once([*probe, *pilot, *run])
+    assert model.memory_levels == [512, 1769, 3008, 10240]
+    for m in model.memory_levels:
+        assert model.rollout_s(RunShape(2, m, 1024)) > 0
+    # 3,008 MB keeps the run's own measurement; 512 MB is scaled from 1,769 MB by the probe
+    assert model.rollout_coef["k@3008"] == pytest.approx(25e-6, rel=0.05)
+    assert model.rollout_coef["k@512"] == pytest.approx(model.rollout_coef["k@1769"] * 1769 / 512, rel=0.01)

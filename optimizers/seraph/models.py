@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 from scipy.optimize import nnls  # at import, not on the first fit: module import time is not planning time
@@ -119,16 +119,13 @@ class PerformanceModel:
         return levels, rollout, billed
 
     @staticmethod
-    def _scale_by_probe(probe: Sequence[Observation], base: int, coef: dict[str, float], value: Callable[[Observation], float]) -> None:
-        """Set ``k@m`` for each probed size m as the base size's fitted k times the probe's
-        per-step ratio m : base (both measured by the probe, under the same conditions)."""
-        at = {o.shape.memory_mb: o for o in probe}
-        per_step = {m: (value(o) - coef["overhead"]) / o.shape.steps_per_actor for m, o in at.items()}
+    def _probe_ratios(probe: Sequence[Observation], base: int) -> dict[int, float] | None:
+        """Per-step time at each probed size relative to ``base``, from the probe's billed
+        durations (the handler alone: no invocation overhead to dilute the ratio)."""
+        per_step = {o.shape.memory_mb: o.billed_s / o.shape.steps_per_actor for o in probe}
         if per_step.get(base, 0.0) <= 0:
-            return
-        for m, ps in per_step.items():
-            if m != base:
-                coef[f"k@{m}"] = coef[f"k@{base}"] * max(ps, 0.0) / per_step[base]
+            return None
+        return {m: max(v, 0.0) / per_step[base] for m, v in per_step.items()}
 
     @classmethod
     def _fit_once(cls, obs: Sequence[Observation]) -> "PerformanceModel":
@@ -136,18 +133,21 @@ class PerformanceModel:
         if not trained:
             raise ValueError("need at least one training iteration (not only memory-probe rows) to fit the learner")
         probe = [o for o in obs if o.rollout_only]
-        trained_levels = {o.shape.memory_mb for o in trained}
-        probe_bases = trained_levels & {o.shape.memory_mb for o in probe}
-        if len(trained_levels) == 1 and probe_bases:
-            # The probe ran every size, the training's own size included, one function each;
-            # the pilot ran at one size with 1 to 16 functions, which shifts per-step times
-            # (they share this machine's cores). So sizes are compared within the probe and
-            # the level comes from the pilot: k@m = k@base x probe(m) / probe(base).
-            base = next(iter(probe_bases))
-            _, rollout, billed = cls._fit_rollout(trained)
-            cls._scale_by_probe(probe, base, rollout, lambda o: o.rollout_s)
-            cls._scale_by_probe(probe, base, billed, lambda o: o.billed_s)
-            levels = sorted({base, *(o.shape.memory_mb for o in probe)})
+        trained_levels = sorted({o.shape.memory_mb for o in trained})
+        common = [m for m in trained_levels if any(o.shape.memory_mb == m for o in probe)]
+        base = 1769 if 1769 in common else (common[0] if common else None)
+        ratios = None if base is None else cls._probe_ratios(probe, base)
+        if ratios is not None:
+            # The probe ran every size with one function each, under the same conditions;
+            # training ran 1 to 16 functions sharing this machine's cores, which shifts
+            # per-step times. So a size the training never ran is compared with the base
+            # size within the probe and levelled by the training: k@m = k@base x ratio.
+            levels, rollout, billed = cls._fit_rollout(trained)
+            for m, r in ratios.items():
+                if m not in trained_levels:
+                    rollout[f"k@{m}"] = rollout[f"k@{base}"] * r
+                    billed[f"k@{m}"] = billed[f"k@{base}"] * r
+            levels = sorted({*levels, *ratios})
         else:
             levels, rollout, billed = cls._fit_rollout(obs)
         trained_warm = [o for o in trained if not o.cold] or trained
