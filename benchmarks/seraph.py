@@ -81,7 +81,8 @@ METHODS = ("static", "seraph", "memory_sweep", "optuna", "grid")
 
 
 def run_env(
-    env: str, seeds: list[int], quick: bool, max_steps: int | None, partial: Path | None = None, methods: tuple[str, ...] = METHODS
+    env: str, seeds: list[int], quick: bool, max_steps: int | None, partial: Path | None = None, methods: tuple[str, ...] = METHODS,
+    grid_shapes: list[RunShape] | None = None,
 ) -> dict[str, Any]:
     from optimizers.baselines.rl_grid import oracle, run_grid
     from optimizers.baselines.rl_memory_sweep import run_memory_sweep
@@ -126,7 +127,8 @@ def run_env(
                 runs.append({"seed": seed, **run_optuna(workload, space, target_reward=target, seed=seed, objective=objective, budget_usd=pilot_cost, backend_obj=probe)})
         finally:
             probe.close()
-    grid_shapes = GRID_LUNAR if env.startswith("LunarLander") else (GRID_QUICK if quick else GRID_FULL)
+    if grid_shapes is None:
+        grid_shapes = GRID_LUNAR if env.startswith("LunarLander") else (GRID_QUICK if quick else GRID_FULL)
     grid: list[dict[str, Any]] = []
     if "grid" in methods:
         _log(f"{env}: grid of {len(grid_shapes)} shapes x {len(seeds)} seeds")
@@ -238,8 +240,18 @@ def main(argv: list[str] | None = None) -> int:
         help="take the grid (and so the oracle) from an earlier run's JSON instead of running it again; "
         "the result says so (grid_source)",
     )
+    ap.add_argument(
+        "--grid-shapes", default=None,
+        help="the grid's shapes as ACTORSxMEMORY_MBxBATCH,... (default: the built-in grid for the env)",
+    )
     ap.add_argument("--json-out", type=Path, default=None)
     args = ap.parse_args(argv)
+    grid_shapes = None
+    if args.grid_shapes:
+        try:
+            grid_shapes = [RunShape(*(int(x) for x in g.split("x"))) for g in args.grid_shapes.split(",") if g]
+        except (TypeError, ValueError):
+            ap.error(f"--grid-shapes takes ACTORSxMEMORY_MBxBATCH,... (e.g. 4x1769x1024), got {args.grid_shapes!r}")
     envs = [e for e in args.envs.split(",") if e]
     unknown = [e for e in envs if e not in TARGETS]
     if unknown:
@@ -255,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for env in envs:
         partial = None if args.json_out is None else args.json_out.with_suffix(f".{env}.partial.json")
-        res = run_env(env, seeds, args.quick, args.max_steps, partial, methods)
+        res = run_env(env, seeds, args.quick, args.max_steps, partial, methods, grid_shapes)
         if args.grid_from is not None:
             _take_grid(res, args.grid_from, seeds)
         res["summary"] = summarise(res)
