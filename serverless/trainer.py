@@ -515,7 +515,7 @@ def train(
                 lambda_s=batch.lambda_s,
                 lambda_s_label=batch.lambda_s_label,
                 learner_s=learner_s,
-                learner_cpu_s=float(stats.get("learner_cpu_s", learner_s)),
+                learner_cpu_s=float(stats["learner_cpu_s"]),
                 host_s=host_s,
                 iteration_lambda_s=iter_lambda_time,
                 rollout=_rollout_summary(batch),

@@ -33,7 +33,9 @@ from trainwise.paths import hardware_fingerprint
 BASE_MEMORY_MB = 1769  # one vCPU: where the concurrency and batch sweeps run
 
 
-# The batch sizes Seraph searches per built-in env (docs/seraph.md, "Batch sets").
+# The batch sizes Seraph searches per built-in env (docs/seraph.md, "Batch sets"): around
+# the trainer preset, from 2 minibatches up, and including RLlib's default of 4,000 so the
+# static baseline is in the space.
 BATCHES: dict[str, tuple[int, ...]] = {
     "CartPole-v1": (512, 1024, 2048, 4000, 8000),
     # 1,024 is left out: its reference runs needed 721,920 and 106,496 env steps (seeds 10, 11)

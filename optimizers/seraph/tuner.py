@@ -25,8 +25,6 @@ from optimizers.seraph.search import Constraints, Objective
 
 LABEL = "modelled (local Lambda emulator clock and price table)"
 
-# Batch sizes searched per env: around the trainer preset, from 2 minibatches up, and
-# always including RLlib's default of 4,000 so the static baseline is in the space.
 def search_space_for(workload: Workload, memories: tuple[int, ...]) -> SearchSpace:
     return SearchSpace(memories=memories, batches=batches_for(workload), min_steps_per_actor=32)
 
@@ -283,7 +281,7 @@ def _tuning_overhead(
     }
     if not pilot.reused:
         p = pilot.profile.pilot
-        training_usd = float(p.get("training_cost_usd", p["cost_usd"]))
+        training_usd = float(p["training_cost_usd"])
         best = plan.outcome.best
         per_step = 0.0 if best is None else best.cost_usd / max(best.env_steps, 1.0)
         # Every run pays one cold start; after a fresh pilot the run starts warm, so the
@@ -295,7 +293,7 @@ def _tuning_overhead(
             "profiling_cost_usd": float(p["cost_usd"]),
             "cold_start_credit_usd": cold_start_usd,
             "profiling_lambda_time_s": float(p["lambda_time_s"]),
-            "probe_cost_usd": float(p["cost_usd"]) - training_usd,
+            "probe_cost_usd": float(p["memory_probe"]["cost_usd"]),
             "pilot_training_cost_usd": training_usd,
             "pilot_training_value_usd": min(training_usd, int(p["env_steps"]) * per_step + cold_start_usd),
         }
@@ -304,7 +302,7 @@ def _tuning_overhead(
     out["label"] = "profiling cost and time modelled (probe and pilot ledgers); wall times measured"
     out["note"] = (
         "the pilot is real training: the run resumes from its checkpoint, so its steps count toward the target; "
-        "net = gross less what the pilot's env steps would cost at the planned shape"
+        "net = gross less what the pilot's env steps would cost at the planned shape and less the run's own cold start"
     )
     return out
 
@@ -362,9 +360,9 @@ def _train(
     p = pilot.profile.pilot
     # With a fresh profile the run resumes from the pilot: its ledger holds the pilot's
     # training; the memory probe (not trained on) is added to time and cost here.
-    trained_before = float(p.get("training_cost_usd", p["cost_usd"])) if resume else 0.0
-    probe_cost = float(p["cost_usd"]) - trained_before if resume else 0.0
-    probe_time = float(p["lambda_time_s"]) - float(p.get("training_lambda_time_s", p["lambda_time_s"])) if resume else 0.0
+    probe = p["memory_probe"] if resume else {"cost_usd": 0.0, "lambda_time_s": 0.0}
+    probe_cost, probe_time = float(probe["cost_usd"]), float(probe["lambda_time_s"])
+    trained_before = float(p["training_cost_usd"]) if resume else 0.0
     phases, check = phases_from_records(res.iterations, planner, trained_before)
     if resume:  # the memory probe and the pilot's own iterations form phase "profiling"
         phases.insert(
