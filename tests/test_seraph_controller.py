@@ -91,3 +91,26 @@ def test_bounded_step_shrinks_too_and_keeps_fragments_long_enough():
     s = bounded_step(cur, tgt, LEVELS, max_factor=2.0, min_steps_per_actor=200)
     assert s.batch == 4000 and s.memory_mb == 1769
     assert s.actors == 20  # wanted 32, but 4000 / 200 = 20 actors at most
+
+
+def test_a_step_back_needs_a_larger_gain():
+    start = RunShape(actors=4, memory_mb=1024, batch=2000)
+    ahead = RunShape(actors=4, memory_mb=1024, batch=2200)  # ~8% better than start: above the 5% bar
+    ctl, planner = _controller(ahead, start, every=1, min_gain=0.05, reversal_gain=0.15)
+    assert ctl.after_iteration(_records(1)[0]) == ahead
+
+    planner.target = start  # the refit now prefers where the run came from, by ~9%: not enough to go back
+    assert ctl.after_iteration(_records(2)[1]) is None
+    assert ctl.current == ahead
+    assert "step back" in ctl.decisions[-1].reason and "15%" in ctl.decisions[-1].reason
+
+    planner.target = RunShape(actors=4, memory_mb=1024, batch=1000)  # a new direction is judged by the usual bar
+    assert ctl.after_iteration(_records(3)[2]) == RunShape(actors=4, memory_mb=1024, batch=1100)
+
+
+def test_a_large_gain_still_allows_a_step_back():
+    start = RunShape(actors=4, memory_mb=1024, batch=2000)
+    ctl, planner = _controller(RunShape(actors=8, memory_mb=1024, batch=2000), start, every=1)
+    assert ctl.after_iteration(_records(1)[0]).actors == 8
+    planner.target = start  # going back now gains 50%
+    assert ctl.after_iteration(_records(2)[1]) == start

@@ -200,3 +200,33 @@ def test_fit_progress_recovers_known_curve():
     pts = [(b, 10_000 * (1 + b / 800)) for b in (256, 1024, 4096)]
     e_min, bn = fit_progress(pts)
     assert e_min == pytest.approx(10_000, rel=0.03) and bn == pytest.approx(800, rel=0.03)
+
+
+def test_progress_model_passes_through_measured_points_and_keeps_the_curve_between():
+    from optimizers.seraph.models import ProgressModel
+    from optimizers.seraph.planner import fit_progress
+
+    # flat from 512 to 1,024, then steeper than the curve: a shape no smooth fit follows
+    pts = [(512, 21_000.0), (1024, 19_000.0), (2048, 51_000.0), (4000, 90_000.0)]
+    e_min, bn = fit_progress(pts)
+    model = ProgressModel.through_points(bn, e_min, pts)
+    for b, e in pts:
+        assert model.env_steps(b) == pytest.approx(e)
+    between = model.env_steps(1448)  # ~ the log-midpoint of 1,024 and 2,048
+    assert 19_000 < between < 51_000
+    # beyond the ends the measured ratio is held and the curve carries on
+    curve = ProgressModel(bn, e_min)
+    assert model.env_steps(8000) / curve.env_steps(8000) == pytest.approx(90_000 / curve.env_steps(4000))
+    assert model.updates(1024) == pytest.approx(19_000 / 1024)
+    # the rest of training scales the whole curve; a grown noise scale lowers large batches more than small
+    assert model.scaled(0.5).env_steps(2048) == pytest.approx(25_500)
+    grown = ProgressModel(2 * bn, e_min, model.residual)
+    assert grown.env_steps(4000) / model.env_steps(4000) < grown.env_steps(512) / model.env_steps(512) <= 1.0
+
+
+def test_planner_ranks_batches_by_the_measured_points():
+    planner = _planner()
+    progress = planner.progress_model()
+    ref = dict(planner._lagged_points())
+    for b, e in ref.items():
+        assert progress.env_steps(b) == pytest.approx(e)

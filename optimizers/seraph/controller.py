@@ -9,7 +9,11 @@ toward it, with three guards against thrashing:
 * **bounded steps**: one change moves batch and actors by at most a factor of
   ``max_factor`` (default 2) and memory by at most one profiled level;
 * **cool-down**: after a change it waits ``every`` iterations before the next decision,
-  so the new shape is measured before it is judged.
+  so the new shape is measured before it is judged;
+* **no flip-flop**: a step back to a shape the run left in its last ``memory`` changes
+  must promise ``reversal_gain`` (default 15%), three times the usual bar. Refits on a
+  few noisy iterations can swing a prediction by ~10%; without this the benchmark saw
+  runs go 2 -> 1 -> 2 -> 4 -> 2 -> 1 actors in six decisions.
 
 Every decision that changes the shape is logged with its reason; decisions that keep
 the shape are logged too (with why), so the run explains itself.
@@ -94,8 +98,11 @@ class SeraphController:
     every: int = 3
     min_gain: float = 0.05
     max_factor: float = 2.0
+    reversal_gain: float = 0.15
+    memory: int = 3
     decisions: list[Decision] = field(default_factory=list)
     _since_decision: int = 0
+    _left: list[RunShape] = field(default_factory=list)  # shapes changed away from, newest last
 
     def after_iteration(self, record: Any) -> Any | None:
         self.planner.observe(record)
@@ -122,11 +129,14 @@ class SeraphController:
         step_cand = score(step)
         now_v, step_v = self.objective_key(now), self.objective_key(step_cand)
         gain = (now_v - step_v) / now_v if now_v > 0 else 0.0
-        if gain < self.min_gain:
+        reverses = step in self._left[-self.memory :]
+        needed = max(self.min_gain, self.reversal_gain) if reverses else self.min_gain
+        if gain < needed:
+            what = "a step back to the recently left" if reverses else "a bounded step to"
             return self._keep(
                 iteration,
                 env_steps,
-                f"best shape {target.as_dict()} differs but a bounded step gains only {gain:.1%} (< {self.min_gain:.0%})",
+                f"best shape {target.as_dict()} differs but {what} {step.as_dict()} gains only {gain:.1%} (< {needed:.0%})",
                 b_noise,
                 gain,
             )
@@ -139,6 +149,7 @@ class SeraphController:
         self.decisions.append(
             Decision(iteration, env_steps, True, reason, self.current.as_dict(), step.as_dict(), b_noise, gain)
         )
+        self._left.append(self.current)
         self.current = step
         return self.make_run_config(step)
 

@@ -278,10 +278,18 @@ class CostModel:
 
 @dataclass
 class ProgressModel:
-    """Env steps to the target as a function of the batch (McCandlish et al. 2018)."""
+    """Env steps to the target as a function of the batch (McCandlish et al. 2018).
+
+    ``E(B) = E_min (1 + B / B_noise)``, times an optional measured ``residual``: pairs
+    ``(batch, measured / curve)`` at the batches where steps-to-target were measured,
+    interpolated in log-batch and held flat beyond the ends. With it the model passes
+    through the measured points (the curve's B_noise still sets how they move when the
+    live noise scale grows); without it, it is the plain curve.
+    """
 
     b_noise: float
     e_min: float
+    residual: tuple[tuple[float, float], ...] = ()
 
     @classmethod
     def calibrate(cls, b_noise: float, e_ref: float, b_ref: float) -> "ProgressModel":
@@ -289,22 +297,44 @@ class ProgressModel:
             raise ValueError("b_noise, e_ref and b_ref must be positive")
         return cls(b_noise=b_noise, e_min=e_ref / (1.0 + b_ref / b_noise))
 
+    @classmethod
+    def through_points(cls, b_noise: float, e_min: float, points: Sequence[tuple[float, float]]) -> "ProgressModel":
+        """The curve ``(b_noise, e_min)`` corrected to pass through measured ``(batch, steps)``."""
+        curve = cls(b_noise, e_min)
+        residual = tuple(sorted((float(b), float(e) / curve.env_steps(b)) for b, e in points))
+        return cls(b_noise, e_min, residual)
+
     @property
     def s_min(self) -> float:
         return self.e_min / self.b_noise
 
+    def _residual_at(self, batch: float) -> float:
+        pts = self.residual
+        if not pts:
+            return 1.0
+        if batch <= pts[0][0]:
+            return pts[0][1]
+        if batch >= pts[-1][0]:
+            return pts[-1][1]
+        xs = [math.log(b) for b, _ in pts]
+        ys = [math.log(r) for _, r in pts]
+        return math.exp(float(np.interp(math.log(batch), xs, ys)))
+
     def env_steps(self, batch: float) -> float:
-        return self.e_min * (1.0 + batch / self.b_noise)
+        return self.e_min * (1.0 + batch / self.b_noise) * self._residual_at(batch)
 
     def updates(self, batch: float) -> float:
-        return self.s_min * (1.0 + self.b_noise / batch)
+        return self.env_steps(batch) / batch
 
     def scaled(self, remaining_fraction: float) -> "ProgressModel":
         """The same curve for the part of training still to go."""
-        return ProgressModel(self.b_noise, self.e_min * max(remaining_fraction, 0.0))
+        return ProgressModel(self.b_noise, self.e_min * max(remaining_fraction, 0.0), self.residual)
 
-    def as_dict(self) -> dict[str, float]:
-        return {"b_noise": self.b_noise, "e_min": self.e_min, "s_min": self.s_min}
+    def as_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"b_noise": self.b_noise, "e_min": self.e_min, "s_min": self.s_min}
+        if self.residual:
+            d["residual"] = [list(p) for p in self.residual]
+        return d
 
 
 def all_shapes(
