@@ -118,3 +118,17 @@ def test_progress_model_matches_mccandlish_relations():
 def test_min_steps_per_actor_prunes_tiny_fragments():
     shapes = all_shapes([1, 64], [512], [500], min_steps_per_actor=16)
     assert shapes == [RunShape(1, 512, 500)]
+
+
+def test_near_ties_go_to_the_other_figure():
+    from optimizers.seraph.search import TIE_TOLERANCE, Candidate
+
+    def cand(actors, time_s, cost):
+        return Candidate(RunShape(actors, 1769, 1024), 10, 10_240, time_s, cost)
+
+    fast_dear, close_cheap, slow_cheapest = cand(4, 10.0, 3.0), cand(2, 10.0 * (1 + TIE_TOLERANCE / 2), 2.0), cand(1, 12.0, 1.9)
+    cands = [fast_dear, close_cheap, slow_cheapest]
+    assert choose(cands, Objective("speed")).best == close_cheap  # 1.5% slower on paper is a tie; it is cheaper
+    assert choose(cands, Objective("cost")).best == close_cheap  # 5% dearer than the cheapest is not a tie
+    # a deadline the near-tie misses still rules it out
+    assert choose(cands, Objective("speed"), Constraints(deadline_s=10.0)).best == fast_dear
