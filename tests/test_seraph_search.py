@@ -129,6 +129,6 @@ def test_near_ties_go_to_the_other_figure():
     fast_dear, close_cheap, slow_cheapest = cand(4, 10.0, 3.0), cand(2, 10.0 * (1 + TIE_TOLERANCE / 2), 2.0), cand(1, 12.0, 1.9)
     cands = [fast_dear, close_cheap, slow_cheapest]
     assert choose(cands, Objective("speed")).best == close_cheap  # 1.5% slower on paper is a tie; it is cheaper
-    assert choose(cands, Objective("cost")).best == close_cheap  # 5% dearer than the cheapest is not a tie
+    assert choose(cands, Objective("cost")).best == slow_cheapest  # 5% dearer than the cheapest is not a tie
     # a deadline the near-tie misses still rules it out
     assert choose(cands, Objective("speed"), Constraints(deadline_s=10.0)).best == fast_dear
