@@ -26,25 +26,29 @@ def run_grid(
     return rows
 
 
-def oracle(rows: list[dict[str, Any]], objective: str) -> dict[str, Any] | None:
-    """The grid shape with the best median (over seeds) time or cost to the target."""
+def ranked_shapes(rows: list[dict[str, Any]], objective: str) -> list[dict[str, Any]]:
+    """The grid's shapes that reached the target on every seed, best median time or cost first."""
     key = {"cost": "cost_usd", "speed": "lambda_time_s"}[objective]
     by_shape: dict[tuple[int, int, int], list[dict[str, Any]]] = {}
     for r in rows:
         c = r["config"]
         by_shape.setdefault((c["actors"], c["memory_mb"], c["batch"]), []).append(r)
-    best = None
-    for shape, runs in by_shape.items():
-        if not all(r["reached"] for r in runs):
-            continue
-        med = statistics.median(r[key] for r in runs)
-        if best is None or med < best["median"]:
-            best = {
-                "config": dict(zip(("actors", "memory_mb", "batch"), shape)),
-                "median": med,
-                "objective": objective,
-                "median_cost_usd": statistics.median(r["cost_usd"] for r in runs),
-                "median_lambda_time_s": statistics.median(r["lambda_time_s"] for r in runs),
-                "seeds": len(runs),
-            }
-    return best
+    ranked = [
+        {
+            "config": dict(zip(("actors", "memory_mb", "batch"), shape)),
+            "median": statistics.median(r[key] for r in runs),
+            "objective": objective,
+            "median_cost_usd": statistics.median(r["cost_usd"] for r in runs),
+            "median_lambda_time_s": statistics.median(r["lambda_time_s"] for r in runs),
+            "seeds": len(runs),
+        }
+        for shape, runs in by_shape.items()
+        if all(r["reached"] for r in runs)
+    ]
+    return sorted(ranked, key=lambda o: o["median"])
+
+
+def oracle(rows: list[dict[str, Any]], objective: str) -> dict[str, Any] | None:
+    """The grid shape with the best median (over seeds) time or cost to the target."""
+    ranked = ranked_shapes(rows, objective)
+    return ranked[0] if ranked else None

@@ -1,0 +1,49 @@
+"""The Seraph benchmark's oracle: ranked grid shapes, and re-measured side by side."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.seraph import _use_grid, oracle_candidates  # noqa: E402
+from optimizers.baselines.rl_grid import oracle, ranked_shapes  # noqa: E402
+from optimizers.seraph.models import RunShape  # noqa: E402
+
+
+def _row(shape, seed, cost, time_s, reached=True):
+    a, m, b = shape
+    return {"config": {"actors": a, "memory_mb": m, "batch": b}, "seed": seed, "cost_usd": cost,
+            "lambda_time_s": time_s, "reached": reached}
+
+
+GRID = [
+    *(_row((1, 1769, 1024), s, c, 6.0) for s, c in enumerate((1.0, 2.0, 3.0))),  # median cost 2.0
+    *(_row((4, 1769, 1024), s, c, 5.0) for s, c in enumerate((1.5, 1.8, 9.0))),  # median cost 1.8, fastest
+    *(_row((4, 3008, 1024), s, 2.5, 5.5) for s in range(3)),
+    *(_row((1, 885, 512), s, 0.5, 9.0, reached=(s != 1)) for s in range(3)),  # cheapest but missed a seed
+]
+
+
+def test_ranked_shapes_order_by_median_and_skip_shapes_that_missed_the_target():
+    ranked = [tuple(o["config"].values()) for o in ranked_shapes(GRID, "cost")]
+    assert ranked == [(4, 1769, 1024), (1, 1769, 1024), (4, 3008, 1024)]
+    assert oracle(GRID, "speed")["config"] == {"actors": 4, "memory_mb": 1769, "batch": 1024}
+
+
+def test_oracle_candidates_are_the_union_of_each_objectives_top_k():
+    assert oracle_candidates(GRID, 1) == [RunShape(4, 1769, 1024)]
+    assert oracle_candidates(GRID, 2) == [RunShape(4, 1769, 1024), RunShape(1, 1769, 1024), RunShape(4, 3008, 1024)]
+
+
+def test_the_remeasured_runs_decide_the_oracle_and_the_grids_pick_is_kept():
+    again = [*(_row((4, 1769, 1024), s, 2.2, 5.2) for s in range(3)), *(_row((1, 1769, 1024), s, 2.1, 6.1) for s in range(3))]
+    res = {"oracle_remeasured_runs": again}
+    _use_grid(res, GRID, "earlier.json", 2)
+    assert res["oracle_as_in_grid"]["cost"]["median"] == 1.8
+    assert res["oracle"]["cost"]["config"]["actors"] == 1 and res["oracle"]["cost"]["median"] == 2.1
+    assert res["oracle"]["speed"]["median"] == 5.2 and "re-measured" in res["oracle"]["speed"]["rule"]
+    plain = {}
+    _use_grid(plain, GRID, "earlier.json", 0)
+    assert plain["oracle"]["cost"]["median"] == 1.8 and "oracle_as_in_grid" not in plain
