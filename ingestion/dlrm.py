@@ -253,7 +253,7 @@ def dlrm_knob_space(node: Node, *, batch_sizes: tuple[int, ...] = (4096,), max_p
     cap = max(1, min(node.vcpus, max_parallelism or node.vcpus))
     par = tuple(sorted({0, 1, *(v for v in (2, 4, 8, 16, 32, 64) if v <= cap), cap}))
     knobs = (
-        Knob("read_parallelism", par, kind="cpu", stage="read", default=0),
+        Knob("read_parallelism", par, kind="cpu", stage="read", default=0, limited_by="cycle_length"),
         Knob("cycle_length", (1, 4), kind="other", stage="read", default=1),
         Knob("shuffle_buffer", (1024, 8192), kind="buffer", stage="shuffle", default=1024),
         Knob("batch_size", tuple(sorted(set(batch_sizes))), kind="batch", stage="batch", default=max(batch_sizes)),

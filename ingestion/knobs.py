@@ -29,6 +29,9 @@ class Knob:
 
     ``stage`` names the pipeline stage the knob belongs to (for per-stage reports
     and for the simulator). ``kind="cpu"`` knobs count against the CPU budget.
+    ``limited_by`` (cpu knobs): another knob whose value caps the threads the stage really
+    runs (tf.data's interleave reads at most ``cycle_length`` files at once); the simulator
+    uses it, the CPU budget still counts the knob's own value.
     """
 
     name: str
@@ -36,6 +39,7 @@ class Knob:
     kind: KnobKind = "other"
     stage: str | None = None
     default: int | None = None
+    limited_by: str | None = None
 
     def __post_init__(self) -> None:
         if not self.values:

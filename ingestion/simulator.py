@@ -23,7 +23,18 @@ min(1, X c_i / (phi n_i))`` is the share of time stage ``i``'s threads spend run
 solved by damped iteration. Below the core count this is the classic bottleneck model; above it,
 stages compete for cores, and at the fixed point the total CPU demand ``X sum c_i`` never exceeds
 ``C``. Oversubscription costs context switches: throughput is multiplied by
-``1 / (1 + overhead * max(0, threads / C - 1))``.
+``1 / (1 + overhead * max(0, threads / C - 1))``. Busy cores also slow each other (shared
+caches and memory bandwidth): with ``busy = X * sum_i c_i`` cores' worth of CPU work, throughput
+is multiplied by ``1 / (1 + core_contention * max(0, busy - 1) / (C - 1))`` (0 by default; the
+real pipeline's calibration fits it).
+
+Runners fetch their input
+-------------------------
+Stages without threads of their own run inline in the thread that pulls from them. When that
+puller is a parallel stage, it is the stage's runner thread that runs them, once per element,
+and that fetch counts as one of the stage's ``n`` calls in flight (tf.data's parallel map). So
+each of the ``n`` slots is busy for the fetch plus the call: a parallel stage with one thread is
+serial with its inline input, and two threads overlap them.
 
 Buffers and memory
 ------------------
@@ -71,6 +82,9 @@ class StageModel:
     # Extra CPU seconds per element when the stage runs on threads of its own (tf.data's
     # hand-off through a buffer and thread synchronisation); large for per-row elements.
     async_cpu_s_per_call: float = 0.0
+    # A knob that caps this stage's threads (tf.data's interleave runs at most
+    # ``cycle_length`` files at once, whatever its ``num_parallel_calls``). None: no cap.
+    threads_cap_knob: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +99,7 @@ class PipelineModel:
     burstiness: float = 0.2
     oversub_overhead: float = 0.05
     source: str = "synthetic"
+    core_contention: float = 0.0
 
     def stage(self, name: str) -> StageModel:
         for s in self.stages:
@@ -109,6 +124,7 @@ class PipelineModel:
             "burstiness": self.burstiness,
             "oversub_overhead": self.oversub_overhead,
             "source": self.source,
+            "core_contention": self.core_contention,
         }
 
     @classmethod
@@ -132,6 +148,16 @@ def _rows_per_element(model: PipelineModel, stage: StageModel, config: Mapping[s
     return int(config.get(model.batch_knob, model.default_batch)) if model.batch_knob else model.default_batch
 
 
+def stage_threads(stage: StageModel, config: Mapping[str, int]) -> float:
+    """Threads the stage runs on in ``config`` (0 = inline), after its cap knob if any."""
+    if not stage.threads_knob:
+        return 0.0
+    threads = float(config[stage.threads_knob])
+    if stage.threads_cap_knob and stage.threads_cap_knob in config and threads > 0:
+        threads = min(threads, max(1.0, float(config[stage.threads_cap_knob])))
+    return threads
+
+
 def stage_costs(model: PipelineModel, config: Mapping[str, int]) -> tuple[list[float], list[float], list[float], list[int]]:
     """Per stage: CPU s/row, wait s/row, threads (0 = inline/sequential) and rows per element."""
     c, w, n, rows = [], [], [], []
@@ -141,7 +167,7 @@ def stage_costs(model: PipelineModel, config: Mapping[str, int]) -> tuple[list[f
         for knob, table in s.cost_factors.items():
             if knob in config:
                 factor *= table.get(int(config[knob]), 1.0)
-        threads = float(config[s.threads_knob]) if s.threads_knob else 0.0
+        threads = stage_threads(s, config)
         cost = factor * (s.cpu_s_per_row + s.cpu_s_per_call / r)
         for knob, table in s.cost_deltas.items():
             if knob in config:
@@ -157,12 +183,17 @@ def stage_costs(model: PipelineModel, config: Mapping[str, int]) -> tuple[list[f
 
 @dataclass
 class Server:
-    """What runs on threads of its own: a parallel stage, or a run of sequential stages."""
+    """What runs on threads of its own: a parallel stage, or a run of sequential stages.
+
+    ``feeder``: index of the run of inline stages that this parallel stage's runner thread
+    executes to fetch each input (None if its input comes from another server's buffer).
+    """
 
     stages: list[int]
     cpu_s: float
     wait_s: float
     threads: float
+    feeder: int | None = None
 
 
 def servers(model: PipelineModel, config: Mapping[str, int]) -> list[Server]:
@@ -173,16 +204,25 @@ def servers(model: PipelineModel, config: Mapping[str, int]) -> list[Server]:
     ``num_parallel_calls=None``) run inline in the single thread that pulls from them (the
     next asynchronous stage's runner, or the consumer), so each maximal run of them is one
     single-thread server whose cost is the sum of its stages' costs.
+
+    When that puller is a parallel stage, its runner thread fetches each input itself (the
+    run's work) before it hands the call to a pool thread, and the fetch counts as one of the
+    stage's ``n`` calls in flight (tf.data's ``ParallelMapDataset`` increments its call count
+    before ``GetNext`` on its input). So the parallel stage's server records the run as its
+    ``feeder``: each of its ``n`` slots is busy for the fetch plus the call, and the run
+    itself is one thread (the runner). With one thread the fetch and the call are serial.
     """
     c, w, n, _ = stage_costs(model, config)
     out: list[Server] = []
     run: Server | None = None
     for i in range(len(model.stages)):
         if n[i] > 0:
+            feeder = None
             if run is not None:
                 out.append(run)
+                feeder = len(out) - 1
                 run = None
-            out.append(Server([i], c[i], w[i], n[i]))
+            out.append(Server([i], c[i], w[i], n[i], feeder))
         elif run is None:
             run = Server([i], c[i], w[i], 1.0)
         else:
@@ -195,10 +235,16 @@ def servers(model: PipelineModel, config: Mapping[str, int]) -> list[Server]:
 
 
 def processor_sharing_throughput(
-    cpu_s: list[float], wait_s: list[float], threads: list[float], cores: float, iterations: int = 60
+    cpu_s: list[float], wait_s: list[float], threads: list[float], cores: float, iterations: int = 60,
+    feeders: list[int | None] | None = None,
 ) -> tuple[float, list[float], list[float], float]:
-    """Solve the processor-sharing fixed point; return (rows/s, per-server capacity, utilisation, phi)."""
+    """Solve the processor-sharing fixed point; return (rows/s, per-server capacity, utilisation, phi).
+
+    ``feeders[i]`` (optional) is the server whose work each of server ``i``'s threads also
+    waits for per element (a parallel stage's runner fetching its input; see :func:`servers`).
+    """
     k = len(cpu_s)
+    feeders = feeders or [None] * k
     rho = [1.0] * k
     x = 0.0
     caps = [0.0] * k
@@ -206,7 +252,9 @@ def processor_sharing_throughput(
     for _ in range(iterations):
         runnable = sum(n * r for n, r in zip(threads, rho))
         phi = min(1.0, cores / runnable) if runnable > 0 else 1.0
-        caps = [n / (c / phi + w) if c / phi + w > 0 else math.inf for n, c, w in zip(threads, cpu_s, wait_s)]
+        busy = [c / phi + w for c, w in zip(cpu_s, wait_s)]  # seconds per row of one thread
+        slot = [b + (busy[f] if f is not None else 0.0) for b, f in zip(busy, feeders)]
+        caps = [n / t if t > 0 else math.inf for n, t in zip(threads, slot)]
         x_new = min(caps)
         new_rho = [min(1.0, x_new * c / (phi * n)) for n, c in zip(threads, cpu_s)]
         if abs(x_new - x) <= 1e-9 * max(x_new, 1.0) and max(abs(a - b) for a, b in zip(rho, new_rho)) < 1e-7:
@@ -218,12 +266,18 @@ def processor_sharing_throughput(
     return x, caps, util, phi
 
 
+def solve_servers(group: list[Server], cores: float) -> tuple[float, list[float], list[float], float]:
+    """:func:`processor_sharing_throughput` of the servers :func:`servers` returned."""
+    return processor_sharing_throughput([g.cpu_s for g in group], [g.wait_s for g in group],
+                                        [g.threads for g in group], cores, feeders=[g.feeder for g in group])
+
+
 def memory_mb(model: PipelineModel, config: Mapping[str, int]) -> tuple[float, list[float]]:
     """Modelled resident memory: base plus every element held in flight or in a buffer."""
     per_stage = []
     for s in model.stages:
         elem_mb = _rows_per_element(model, s, config) * s.bytes_per_row / 2**20
-        held = (max(1.0, float(config[s.threads_knob])) if s.threads_knob else 1.0) + (
+        held = max(1.0, stage_threads(s, config)) + (
             float(config[s.buffer_knob]) if s.buffer_knob else 0.0
         )
         per_stage.append(held * elem_mb)
@@ -245,11 +299,16 @@ def simulate(
     """
     mem, mem_stages = memory_mb(model, config)
     group = servers(model, config)
-    x, caps, util, phi = processor_sharing_throughput(
-        [g.cpu_s for g in group], [g.wait_s for g in group], [g.threads for g in group], float(node.vcpus)
-    )
-    total_threads = sum(g.threads for g in group)
+    x, caps, util, phi = solve_servers(group, float(node.vcpus))
+    # Threads that can run at once: a parallel stage's runner fetching its input is one of the
+    # stage's own calls in flight, so a feeder run adds no thread of its own.
+    feeding = {g.feeder for g in group if g.feeder is not None}
+    total_threads = sum(g.threads for gi, g in enumerate(group) if gi not in feeding)
     x *= 1.0 / (1.0 + model.oversub_overhead * max(0.0, total_threads / node.vcpus - 1.0))
+    # Busy cores slow each other (shared caches and memory bandwidth; vCPUs sharing a host):
+    # with `busy` cores' worth of CPU work per second, beyond one core the CPU work costs more.
+    busy = x * sum(g.cpu_s for g in group)
+    x *= 1.0 / (1.0 + model.core_contention * max(0.0, busy - 1.0) / max(1.0, node.vcpus - 1.0))
     for s in model.stages:
         if s.buffer_knob:
             x *= 1.0 - model.burstiness / (1.0 + float(config[s.buffer_knob]))
@@ -410,10 +469,12 @@ def model_from_space(
         if batch_knob is not None and batch_knob in knobs:
             batched = True
         fields: dict = {"cpu_s_per_row": 1e-6, **costs.get(stage, {})}
+        cpu_knob = next((k for k in knobs if k.kind == "cpu"), None)
         stages.append(
             StageModel(
                 name=stage,
-                threads_knob=next((k.name for k in knobs if k.kind == "cpu"), None),
+                threads_knob=cpu_knob.name if cpu_knob else None,
+                threads_cap_knob=cpu_knob.limited_by if cpu_knob else None,
                 buffer_knob=next((k.name for k in knobs if k.kind == "buffer"), None),
                 batched=batched,
                 **fields,

@@ -34,7 +34,7 @@ def _space() -> KnobSpace:
 def _truth(space: KnobSpace):
     costs = {"read": 2e-6, "batch": 1e-7, "parse": 5e-6, "transform": 12e-6, "prefetch": 1e-7}
     model = model_from_space(space, costs={s: {"cpu_s_per_row": c, "bytes_per_row": 300.0} for s, c in costs.items()},
-                             burstiness=0.1, oversub_overhead=0.1, source="truth")
+                             burstiness=0.1, oversub_overhead=0.0, core_contention=0.2, source="truth")
     # reading on a thread of its own costs 25 us per (per-row) element, so much that the reader
     # becomes the bottleneck (as on the real pipeline); prefetch 4 costs 3 us per row more
     stages = tuple(
@@ -81,6 +81,7 @@ def test_calibration_recovers_stage_costs_and_fits_contention(tmp_path, monkeypa
     assert cal.fit_error is not None and cal.fit_error < 0.05
     assert cal.model.stage("read").async_cpu_s_per_call == pytest.approx(25e-6, rel=0.2)
     assert cal.model.stage("prefetch").cost_deltas["prefetch"][4] == pytest.approx(3e-6, rel=0.2)
+    assert cal.model.core_contention == pytest.approx(0.2) and cal.model.oversub_overhead == 0.0
     # its predictions hold on configurations it never measured
     for config in [c for c in space.grid() if c not in calls][:20]:
         assert simulate(cal.model, config, node).rows_per_s == pytest.approx(simulate(truth, config, node).rows_per_s, rel=0.1)
@@ -88,6 +89,34 @@ def test_calibration_recovers_stage_costs_and_fits_contention(tmp_path, monkeypa
     n = len(calls)
     again = calibrate(spec, node, evaluate=evaluate)
     assert again.cached and len(calls) == n and again.model == cal.model
+
+
+def test_contention_fit_keeps_the_single_thread_point_and_finds_core_contention():
+    from ingestion.calibrate import fit_contention, sequential_config
+
+    space = _space()
+    node = Node("n2", vcpus=2, ram_gib=8)
+    truth = replace(_truth(space), burstiness=0.0, core_contention=0.5)
+    base = sequential_config(space)
+    configs = [base, {**base, "parse_par": 1, "transform_par": 1}, {**base, "transform_par": 2},
+               {**base, "prefetch": 4}]
+    points = [(c, simulate(truth, c, node)) for c in configs]
+    # a model whose costs were scaled for another burstiness: the fit re-anchors them
+    start = replace(truth, burstiness=0.2, oversub_overhead=0.3, core_contention=0.0)
+    fitted = fit_contention(start, node, points, anchor=points[0])
+    assert fitted.core_contention == pytest.approx(0.5) and fitted.burstiness == 0.0 and fitted.oversub_overhead == 0.0
+    assert simulate(fitted, base, node).rows_per_s == pytest.approx(points[0][1].rows_per_s, rel=1e-6)
+    for c, m in points:
+        assert simulate(fitted, c, node).rows_per_s == pytest.approx(m.rows_per_s, rel=1e-3)
+
+
+def test_dlrm_read_threads_are_capped_by_open_files():
+    from ingestion.dlrm import dlrm_knob_space
+
+    space = dlrm_knob_space(Node("n2", vcpus=2, ram_gib=8))
+    assert space.knob("read_parallelism").limited_by == "cycle_length"
+    model = model_from_space(space)
+    assert model.stage("read").threads_cap_knob == "cycle_length"
 
 
 def test_calibration_json_round_trip():

@@ -114,10 +114,77 @@ def test_inline_stages_run_in_one_thread():
     assert simulate(model, {"ra": 0, "pa": 2}, node).extra["bottleneck"] in ("read", "parse")
 
 
+def _chain(threads_cap: str | None = None) -> tuple[PipelineModel, KnobSpace]:
+    """read (1 ms/row) -> parse (2 ms/row) -> sink (tiny), every thread knob 0 = inline."""
+    space = KnobSpace(
+        (Knob("ra", (0, 1, 2), kind="cpu", stage="read", limited_by=threads_cap),
+         Knob("files", (1, 4), kind="other", stage="read", default=1),
+         Knob("pa", (0, 1, 2), kind="cpu", stage="parse"),
+         Knob("sink", (1,), kind="buffer", stage="sink")),
+        cpu_budget=2,
+    )
+    costs = {"read": {"cpu_s_per_row": 1e-3}, "parse": {"cpu_s_per_row": 2e-3}, "sink": {"cpu_s_per_row": 1e-9}}
+    return model_from_space(space, costs=costs, burstiness=0.0, oversub_overhead=0.0), space
+
+
+def test_parallel_stage_fetches_its_input_in_its_own_calls():
+    """tf.data's parallel map runs its inline input in its runner, counted as one call in flight:
+    with one thread, fetch and call are serial (no gain over sequential); with two they overlap."""
+    model, _ = _chain()
+    node = Node("n4", vcpus=4, ram_gib=8)
+    rate = lambda **k: simulate(model, {"ra": 0, "files": 1, "pa": 0, "sink": 1, **k}, node).rows_per_s  # noqa: E731
+    assert rate() == pytest.approx(1 / 3e-3)
+    assert rate(pa=1) == pytest.approx(1 / 3e-3)  # read + parse in one slot
+    assert rate(pa=2) == pytest.approx(2 / 3e-3)  # two slots of 3 ms, runner busy 1 ms per row
+    assert rate(ra=1, pa=1) == pytest.approx(1 / 2e-3)  # read's own thread feeds parse's buffer
+    group = __import__("ingestion.simulator", fromlist=["servers"]).servers(model, {"ra": 0, "files": 1, "pa": 1, "sink": 1})
+    assert [g.feeder for g in group] == [None, 0, None]
+
+
+def test_a_runner_fetching_its_input_adds_no_oversubscribed_thread():
+    from dataclasses import replace
+
+    model, _ = _chain()
+    node = Node("n2", vcpus=2, ram_gib=8)
+    config = {"ra": 0, "files": 1, "pa": 2, "sink": 1}  # runner(read) + 2 parse calls + sink thread
+    costly = replace(model, oversub_overhead=0.5)
+    # 2 parse calls (the runner's fetch is one of them) + the sink = 3 threads on 2 cores, not 4
+    assert simulate(costly, config, node).rows_per_s == pytest.approx(simulate(model, config, node).rows_per_s / 1.25)
+
+
+def test_thread_cap_knob_limits_the_threads_a_stage_runs():
+    from dataclasses import replace
+
+    model, _ = _chain(threads_cap="files")
+    assert model.stage("read").threads_cap_knob == "files"
+    # make reading the bottleneck: parse almost free
+    model = replace(model, stages=tuple(replace(s, cpu_s_per_row=1e-9) if s.name == "parse" else s for s in model.stages))
+    node = Node("n4", vcpus=4, ram_gib=8)
+    base = {"ra": 2, "files": 1, "pa": 0, "sink": 1}
+    assert simulate(model, base, node).rows_per_s == pytest.approx(simulate(model, {**base, "ra": 1}, node).rows_per_s)
+    assert simulate(model, {**base, "files": 4}, node).rows_per_s > simulate(model, base, node).rows_per_s
+    assert memory_mb(model, base)[0] == memory_mb(model, {**base, "ra": 1})[0]
+
+
+def test_core_contention_slows_work_on_several_cores_only():
+    from dataclasses import replace
+
+    model, _ = one_stage(cpu_s=1e-3)
+    node = Node("n4", vcpus=4, ram_gib=8)
+    slowed = replace(model, core_contention=0.3)
+    assert simulate(slowed, {"t": 1}, node).rows_per_s == pytest.approx(simulate(model, {"t": 1}, node).rows_per_s)
+    assert simulate(slowed, {"t": 4}, node).rows_per_s == pytest.approx(4000.0 / 1.3)
+    assert simulate(slowed, {"t": 2}, node).rows_per_s > simulate(slowed, {"t": 1}, node).rows_per_s
+
+
 def test_model_json_round_trip():
-    model = random_pipeline(np.random.default_rng(1), "read")
+    from dataclasses import replace
+
+    model = replace(random_pipeline(np.random.default_rng(1), "read"), core_contention=0.2)
     again = PipelineModel.from_json(model.to_json())
     assert again == model
+    capped, _ = _chain(threads_cap="files")
+    assert PipelineModel.from_json(capped.to_json()) == capped
 
 
 def test_prefix_costs_are_differences_with_a_monotone_envelope():

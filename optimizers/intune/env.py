@@ -48,7 +48,7 @@ from ingestion.simulator import (
     random_pipeline,
     simulate,
 )
-from ingestion.simulator import processor_sharing_throughput, servers
+from ingestion.simulator import servers, solve_servers
 from optimizers.base import Config, Measurement
 
 MAX_CPU = 6
@@ -138,9 +138,7 @@ def apply_action(space: KnobSpace, config: Mapping[str, int], action: Action) ->
 def stage_capacities(model: PipelineModel, config: Mapping[str, int], node: Node) -> dict[str, float]:
     """Rows/s each stage's server could sustain in ``config`` according to the model."""
     group = servers(model, config)
-    _, caps, _, _ = processor_sharing_throughput(
-        [g.cpu_s for g in group], [g.wait_s for g in group], [g.threads for g in group], float(node.vcpus)
-    )
+    _, caps, _, _ = solve_servers(group, float(node.vcpus))
     return {model.stages[i].name: caps[gi] for gi, g in enumerate(group) for i in g.stages}
 
 
