@@ -11,7 +11,8 @@ grid"), and the calibration uses 9 of the grid's points (in-sample for those).
 
 ``--grid`` takes either the simulator-error JSON of ``benchmarks.ingestion_sim --sim-error-data``
 (which also holds the prefix timings) or the pipeline helper's ``benchmarks/ingestion.py`` JSON
-(its grid search history; prefix timings then come from ``--prefix-from``).
+(its grid search history; prefix timings then come from ``--prefix-from``: another run's
+simulator-error JSON or a saved calibration profile, ``Calibration.to_json``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ def _load(grid_path: str, prefix_path: str | None) -> tuple[dict[tuple, float], 
     grid = {tuple(sorted(t["config"].items())): t["rows_per_s"] for t in history}
     if not prefix_path:
         raise SystemExit("--prefix-from is needed with a benchmarks/ingestion.py JSON (it has no prefix timings)")
-    return grid, json.load(open(prefix_path))["simulator_error"]["calibration"]["prefix_rows_per_s"]
+    source = json.load(open(prefix_path))
+    if "prefix_rows_per_s" in source:  # a saved calibration profile (Calibration.to_json)
+        return grid, source["prefix_rows_per_s"]
+    return grid, source["simulator_error"]["calibration"]["prefix_rows_per_s"]
 
 
 def replay(grid: dict[tuple, float], prefix: dict[str, float], max_trials: int = 25) -> dict[str, Any]:
