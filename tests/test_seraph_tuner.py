@@ -230,3 +230,51 @@ def test_planner_ranks_batches_by_the_measured_points():
     ref = dict(planner._lagged_points())
     for b, e in ref.items():
         assert progress.env_steps(b) == pytest.approx(e)
+
+
+def _actor_planner(runs_4):
+    from optimizers.seraph.planner import Planner, Reference
+    from optimizers.seraph.search import Constraints, Objective
+    from optimizers.seraph.tuner import prices_for
+
+    workload = workload_for("CartPole-v1", None)
+    base_runs = [(1, b, e) for b in (512, 1024) for e in (19_500, 20_000, 20_500, 21_000, 21_500, 20_250, 20_750, 20_500)]
+    # 1 actor: 20,500 steps at both batches; 4 actors: 18,000 (net of the 500-step-per-actor lag: 0.8x)
+    ref = Reference(
+        points=((512, 20_500.0), (1024, 20_500.0)), source="test", actors=1,
+        by_actors=((4, ((512, 18_000.0), (1024, 18_000.0), (4000, 99_000.0))),),  # 4,000: no 1-actor point, ignored
+        runs=tuple(base_runs + [(4, b, e) for b in (512, 1024) for e in runs_4]),
+    )
+    return Planner(
+        profile=_synthetic_profile(workload), objective=Objective("cost"), constraints=Constraints(),
+        prices=prices_for("x86_64"), reference=ref, episode_steps=500,
+    )
+
+
+def test_a_significant_actor_effect_is_used_and_interpolated():
+    planner = _actor_planner((17_000, 17_500, 18_000, 18_000, 18_500, 17_800, 18_200, 18_000))  # all below 1 actor's
+    assert planner.actor_factors() == [(1, 1.0), (4, pytest.approx(0.8))]
+    assert planner.actor_factor_tests[4]["p_value"] < 0.001
+    assert planner.actor_factor(2) == pytest.approx(0.9)  # halfway in log2(actors)
+    assert planner.actor_factor(16) == pytest.approx(0.8)  # flat beyond the largest measured count
+    progress = planner.progress_model()
+    assert planner.env_steps_to_target(progress, RunShape(4, 1769, 512)) == pytest.approx(18_000)
+    assert planner.env_steps_to_target(progress, RunShape(1, 1769, 512)) == pytest.approx(20_500)
+    assert planner.plan().as_dict()["progress_model"]["noise"]["actor_factors"] == [[1, 1.0], [4, pytest.approx(0.8)]]
+
+
+def test_an_actor_effect_inside_the_seed_spread_is_not_used():
+    planner = _actor_planner((9_000, 30_000, 14_000, 40_000, 18_000, 12_000, 26_000, 19_000))  # median 18,000, wide
+    assert planner.actor_factors() == [(1, 1.0)]
+    assert planner.actor_factor_tests[4]["p_value"] > 0.05
+    assert planner.actor_factor(4) == 1.0
+
+
+def test_rank_sum_p_matches_the_asymptotic_mann_whitney():
+    from optimizers.seraph.planner import rank_sum_p
+
+    a = [135168, 147456, 151552, 155648, 169984, 194560, 321536, 354304]
+    b = [124928, 176128, 188416, 192512, 270336, 358400, 591872, 677888]
+    assert rank_sum_p(b, a) == pytest.approx(0.18926, abs=1e-4)  # scipy.stats.mannwhitneyu(method="asymptotic")
+    assert rank_sum_p(a, a) == pytest.approx(1.0)
+    assert rank_sum_p([1, 2, 3, 4, 5, 6, 7, 8], [11, 12, 13, 14, 15, 16, 17, 18]) < 0.001

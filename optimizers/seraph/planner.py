@@ -68,7 +68,10 @@ class Reference:
 
     points: tuple[tuple[int, float], ...]  # (batch, env steps to target)
     source: str
-    actors: int = 4  # the trainer preset's actor count, used for the measured points
+    actors: int = 4  # the actor count of ``points``
+    # the same measured at other actor counts: ((actors, ((batch, env steps), ...)), ...)
+    by_actors: tuple[tuple[int, tuple[tuple[int, float], ...]], ...] = ()
+    runs: tuple[tuple[int, int, float], ...] = ()  # every run behind the points: (actors, batch, env steps)
 
     @property
     def batch(self) -> int:
@@ -79,7 +82,10 @@ class Reference:
         return float(self.points[0][1])
 
     def as_dict(self) -> dict[str, Any]:
-        return {"points": [list(p) for p in self.points], "actors": self.actors, "source": self.source}
+        d: dict[str, Any] = {"points": [list(p) for p in self.points], "actors": self.actors, "source": self.source}
+        if self.by_actors:
+            d["by_actors"] = {str(a): [list(p) for p in pts] for a, pts in self.by_actors}
+        return d
 
 
 def fit_progress(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
@@ -121,11 +127,35 @@ def reference_for(env_id: str, max_steps: int, batch: int) -> Reference:
             points=tuple((int(b), float(e)) for b, e in measured["points"]),
             source=measured["source"],
             actors=int(measured["actors"]),
+            by_actors=tuple(
+                (int(a), tuple((int(b), float(e)) for b, e in entry["points"]))
+                for a, entry in sorted(measured.get("by_actors", {}).items(), key=lambda kv: int(kv[0]))
+            ),
+            runs=tuple(
+                (int(entry["actors"]), int(r["batch"]), float(r["env_steps"]))
+                for entry in (measured, *measured.get("by_actors", {}).values())
+                for r in entry.get("runs", [])
+            ),
         )
     ref = REFERENCES.get(env_id)
     if ref is not None:
         return ref
     return Reference(points=((batch, max_steps / 2),), source="assumed: half of max_steps")
+
+
+ACTOR_FACTOR_P = 0.05  # the conventional level; not tuned
+
+
+def rank_sum_p(x: Sequence[float], y: Sequence[float]) -> float:
+    """Two-sided p-value of the Mann-Whitney rank-sum test (normal approximation with
+    continuity correction, as ``scipy.stats.mannwhitneyu(method="asymptotic")``; ties
+    count half, without the tie correction of the variance)."""
+    n1, n2 = len(x), len(y)
+    u = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in x for b in y)
+    mu = n1 * n2 / 2.0
+    sigma = math.sqrt(n1 * n2 * (n1 + n2 + 1) / 12.0)
+    z = max(abs(u - mu) - 0.5, 0.0) / sigma
+    return math.erfc(z / math.sqrt(2.0))
 
 
 @dataclass
@@ -226,6 +256,7 @@ class Planner:
             self.space.min_steps_per_actor,
         )
         self._b_noise_profile = self.profile.b_noise
+        self._actor_factors = self.actor_factors()
 
     # ---------------------------------------------------------------- the noise scale
     @property
@@ -239,9 +270,56 @@ class Planner:
             return 1.0
         return min(max(live / pilot, 1.0), 4.0)
 
-    def _lagged_points(self) -> list[tuple[int, float]]:
-        lag = self.reference.actors * self.episode_steps
-        return [(int(b), max(e - lag, 0.5 * e)) for b, e in self.reference.points]
+    def _lagged_points(self, actors: int | None = None, points: Sequence[tuple[int, float]] | None = None) -> list[tuple[int, float]]:
+        lag = (self.reference.actors if actors is None else actors) * self.episode_steps
+        return [(int(b), max(e - lag, 0.5 * e)) for b, e in (self.reference.points if points is None else points)]
+
+    def actor_factors(self) -> list[tuple[int, float]]:
+        """(actors, env-steps factor) relative to the reference's actor count, measured.
+
+        For each actor count measured in ``reference.by_actors``: the geometric mean, over
+        the batches measured at both, of its steps to the target over the reference's
+        (each net of its detection lag). More actors fill a batch with more, shorter episode
+        fragments, which can help (less correlated samples) or hurt (more bootstrapped
+        segment ends). A factor is used only when the runs behind it differ from the
+        reference's at p < ``ACTOR_FACTOR_P`` (:func:`rank_sum_p`); steps to a target
+        spread 2-5x across seeds, and an optimiser fed a noisy point estimate picks
+        whatever the noise favours. Otherwise, and without such measurements, it is 1.
+        """
+        base = dict(self._lagged_points())
+        out = [(self.reference.actors, 1.0)]
+        self.actor_factor_tests: dict[int, dict[str, float]] = {}
+        for a, pts in self.reference.by_actors:
+            logs = [math.log(e / base[b]) for b, e in self._lagged_points(a, pts) if b in base]
+            if not logs or a == self.reference.actors:
+                continue
+            factor = math.exp(sum(logs) / len(logs))
+            p = self._actor_p_value(a, base)
+            self.actor_factor_tests[a] = {"measured_factor": factor, "p_value": p}
+            if p is not None and p < ACTOR_FACTOR_P:
+                out.append((a, factor))
+        return sorted(out)
+
+    def _actor_p_value(self, actors: int, base_medians: dict[int, float]) -> float | None:
+        """Rank-sum p-value of the runs at ``actors`` against the reference's at the same
+        batches, each run's steps (net of lag) relative to the reference's median there."""
+        common = {b for ra, b, _ in self.reference.runs if ra == actors} & set(base_medians)
+
+        def rel(a: int) -> list[float]:
+            lag = a * self.episode_steps
+            return [max(e - lag, 0.5 * e) / base_medians[b] for ra, b, e in self.reference.runs if ra == a and b in common]
+
+        x, y = rel(actors), rel(self.reference.actors)
+        return rank_sum_p(x, y) if x and y else None
+
+    def actor_factor(self, actors: int) -> float:
+        """The measured factor at ``actors``, interpolated in log2(actors), flat beyond the ends."""
+        pts = self._actor_factors
+        if actors <= pts[0][0]:
+            return pts[0][1]
+        if actors >= pts[-1][0]:
+            return pts[-1][1]
+        return float(np.interp(math.log2(actors), [math.log2(a) for a, _ in pts], [f for _, f in pts]))
 
     @property
     def b_noise(self) -> float:
@@ -287,11 +365,14 @@ class Planner:
             "b_simple_pilot": self._b_noise_profile,
             "b_simple_live": self.live_b_simple,
             "growth": self.noise_growth(),
+            "actor_factors": [list(p) for p in self._actor_factors],
+            "actor_factor_tests": {str(a): t for a, t in self.actor_factor_tests.items()},
         }
 
     # ---------------------------------------------------------------- planning
     def env_steps_to_target(self, progress: ProgressModel, s: RunShape) -> float:
-        """McCandlish's E(B), plus the steps it takes to *see* the target.
+        """McCandlish's E(B) times the measured actor factor (:meth:`actor_factors`), plus
+        the steps it takes to *see* the target.
 
         The trainer judges the target on completed episodes. When the policy becomes
         good enough, each of the ``a`` actors still has an episode in flight that must
@@ -300,7 +381,7 @@ class Planner:
         what makes many short actor segments slower to the target than their rollout
         time suggests (measured on CartPole: 16 actors needed ~40% more steps than 1).
         """
-        return progress.env_steps(s.batch) + s.actors * self.episode_steps
+        return progress.env_steps(s.batch) * self.actor_factor(s.actors) + s.actors * self.episode_steps
 
     def _score(self, progress: ProgressModel, shapes: Sequence[RunShape]) -> list[Candidate]:
         return score_shapes(

@@ -12,7 +12,13 @@ the ones a benchmark evaluates on (we use 10, 11, 12; ``benchmarks/seraph.py`` u
 
 writes (merges into) ``optimizers/seraph/data/references.json``, with every run and the
 command, which the planner reads. A run that does not reach the target within the
-step cap counts at the cap and is flagged ``censored``.
+step cap counts at the cap and is flagged ``censored``. Runs merge by (batch, seed):
+re-measuring one batch or adding seeds keeps the other runs, and each point is the
+median over all runs at its batch.
+
+``--actors A`` (A > 1) measures the same at A actors and stores it under ``by_actors``:
+the planner takes from it how the actor count changes the env steps to the target at
+the same batch (more actors: more, shorter, decorrelated episode fragments per batch).
 """
 
 from __future__ import annotations
@@ -41,7 +47,10 @@ def load_references(path: Path = REFERENCES_PATH) -> dict[str, dict[str, Any]]:
         return {}
 
 
-def measure(env_id: str, target_reward: float, batches: list[int], seeds: list[int], max_steps: int | None) -> dict[str, Any]:
+def measure(
+    env_id: str, target_reward: float, batches: list[int], seeds: list[int], max_steps: int | None,
+    actors: int = REFERENCE_ACTORS,
+) -> dict[str, Any]:
     """Train to the target at each batch and seed; the median env steps per batch."""
     from serverless.presets import preset_for
     from serverless.trainer import RunConfig, TrainSpec, train
@@ -53,7 +62,7 @@ def measure(env_id: str, target_reward: float, batches: list[int], seeds: list[i
         for seed in seeds:
             spec = TrainSpec(
                 env_id=env_id, target_reward=target_reward, max_steps=cap,
-                run=RunConfig(actors=REFERENCE_ACTORS, memory_mb=REFERENCE_MEMORY_MB, batch=batch),
+                run=RunConfig(actors=actors, memory_mb=REFERENCE_MEMORY_MB, batch=batch),
                 ppo=preset.ppo, seed=seed, backend="local", checkpoint_every=0,
             )
             t0 = time.perf_counter()
@@ -64,18 +73,25 @@ def measure(env_id: str, target_reward: float, batches: list[int], seeds: list[i
             })
             print(f"{env_id} batch {batch} seed {seed}: {'reached' if res.reached else 'NOT reached'} "
                   f"at {res.env_steps} env steps", file=sys.stderr)
-    points = [[b, statistics.median(r["env_steps"] for r in runs if r["batch"] == b)] for b in batches]
+    return summarise(runs, actors=actors, target_reward=target_reward, max_steps=cap)
+
+
+def summarise(runs: list[dict[str, Any]], *, actors: int, target_reward: float, max_steps: int) -> dict[str, Any]:
+    """One reference entry from runs: the median env steps per batch over its seeds."""
+    all_batches = sorted({r["batch"] for r in runs})
+    all_seeds = sorted({r["seed"] for r in runs})
+    points = [[b, statistics.median(r["env_steps"] for r in runs if r["batch"] == b)] for b in all_batches]
     return {
         "points": points,
-        "actors": REFERENCE_ACTORS,
+        "actors": actors,
         "memory_mb": REFERENCE_MEMORY_MB,
         "target_reward": target_reward,
-        "max_steps": cap,
-        "seeds": seeds,
+        "max_steps": max_steps,
+        "seeds": all_seeds,
         "runs": runs,
         "source": (
-            f"measured: trainer preset PPO, {REFERENCE_ACTORS} actor x {REFERENCE_MEMORY_MB} MB, local backend, "
-            f"seeds {','.join(map(str, seeds))}, median env steps to {target_reward:g}"
+            f"measured: trainer preset PPO, {actors} actor{'s' if actors > 1 else ''} x {REFERENCE_MEMORY_MB} MB, "
+            f"local backend, seeds {','.join(map(str, all_seeds))}, median env steps to {target_reward:g}"
         ),
     }
 
@@ -87,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batches", required=True, help="comma-separated batch sizes, e.g. 512,1024,2048,4000")
     p.add_argument("--seeds", default="10,11,12")
     p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--actors", type=int, default=REFERENCE_ACTORS, help="actors per run (default 1; others go to by_actors)")
     p.add_argument("--out", type=Path, default=REFERENCES_PATH)
     args = p.parse_args(argv)
     try:
@@ -96,11 +113,25 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError(f"--batches and --seeds take comma-separated integers, got {args.batches!r} and {args.seeds!r}") from None
     if not batches or not seeds or min(batches) < 1:
         raise UserError("--batches and --seeds each need at least one value; batches must be >= 1")
-    entry = measure(args.env, args.target_reward, batches, seeds, args.max_steps)
+    if args.actors < 1:
+        raise UserError(f"--actors must be >= 1, got {args.actors}")
+    entry = measure(args.env, args.target_reward, batches, seeds, args.max_steps, args.actors)
+    envs = load_references(args.out)  # read after the runs: another measurement may have written meanwhile
+    base = envs.get(args.env, {})
+    by_actors = dict(base.get("by_actors", {}))
+    earlier = base if args.actors == REFERENCE_ACTORS else by_actors.get(str(args.actors), {})
+    if earlier.get("target_reward") == args.target_reward and earlier.get("max_steps") == entry["max_steps"]:
+        new = {(r["batch"], r["seed"]) for r in entry["runs"]}
+        kept = [r for r in earlier.get("runs", []) if (r["batch"], r["seed"]) not in new]
+        runs = sorted([*kept, *entry["runs"]], key=lambda r: (r["batch"], r["seed"]))
+        entry = summarise(runs, actors=args.actors, target_reward=args.target_reward, max_steps=entry["max_steps"])
     entry["command"] = "python -m optimizers.seraph.references " + " ".join(argv if argv is not None else sys.argv[1:])
     entry["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    envs = load_references(args.out)
-    envs[args.env] = entry
+    if args.actors == REFERENCE_ACTORS:
+        envs[args.env] = {**entry, **({"by_actors": by_actors} if by_actors else {})}
+    else:
+        by_actors[str(args.actors)] = entry
+        envs[args.env] = {**base, "by_actors": by_actors}
     write_json(args.out, {"about": __doc__.split("\n\n")[0], "envs": envs})
     print(json.dumps({"env": args.env, "points": entry["points"]}))
     return 0

@@ -1,0 +1,32 @@
+"""The reference-points CLI merges runs by (batch, seed) and keeps other actor counts apart."""
+
+import json
+
+from optimizers.seraph import references
+
+
+def _fake_measure(steps_by_seed):
+    def measure(env_id, target_reward, batches, seeds, max_steps, actors=1):
+        runs = [
+            {"batch": b, "seed": s, "reached": True, "env_steps": steps_by_seed[s] * b // 512, "censored": False, "wall_s": 1.0}
+            for b in batches for s in seeds
+        ]
+        return references.summarise(runs, actors=actors, target_reward=target_reward, max_steps=300_000)
+
+    return measure
+
+
+def test_runs_merge_by_batch_and_seed_and_other_actor_counts_go_to_by_actors(tmp_path, monkeypatch):
+    out = tmp_path / "refs.json"
+    monkeypatch.setattr(references, "measure", _fake_measure({10: 1000, 11: 3000, 12: 2000, 13: 9000}))
+    args = ["--env", "CartPole-v1", "--target-reward", "475", "--out", str(out)]
+    references.main([*args, "--batches", "512,1024", "--seeds", "10,11,12"])
+    references.main([*args, "--batches", "1024", "--seeds", "13"])  # one more seed at one batch
+    references.main([*args, "--batches", "512", "--seeds", "10,11", "--actors", "4"])
+    cp = json.loads(out.read_text())["envs"]["CartPole-v1"]
+    assert cp["points"] == [[512, 2000], [1024, 5000.0]]  # 1,024: median of 2000, 6000, 4000, 18000
+    assert len(cp["runs"]) == 7 and cp["seeds"] == [10, 11, 12, 13]
+    four = cp["by_actors"]["4"]
+    assert four["actors"] == 4 and four["points"] == [[512, 2000.0]]
+    references.main([*args, "--batches", "512", "--seeds", "12"])  # a later 1-actor run keeps by_actors
+    assert "4" in json.loads(out.read_text())["envs"]["CartPole-v1"]["by_actors"]
