@@ -256,7 +256,7 @@ class Planner:
             self.space.min_steps_per_actor,
         )
         self._b_noise_profile = self.profile.b_noise
-        self._actor_factors = self.actor_factors()
+        self._actor_factors, self.actor_factor_tests = self._measure_actor_factors()
 
     # ---------------------------------------------------------------- the noise scale
     @property
@@ -275,7 +275,11 @@ class Planner:
         return [(int(b), max(e - lag, 0.5 * e)) for b, e in (self.reference.points if points is None else points)]
 
     def actor_factors(self) -> list[tuple[int, float]]:
-        """(actors, env-steps factor) relative to the reference's actor count, measured.
+        """(actors, env-steps factor) relative to the reference's actor count, as used."""
+        return list(self._actor_factors)
+
+    def _measure_actor_factors(self) -> tuple[list[tuple[int, float]], dict[int, dict[str, float | None]]]:
+        """The factors to use, and for every measured actor count its factor and p-value.
 
         For each actor count measured in ``reference.by_actors``: the geometric mean, over
         the batches measured at both, of its steps to the target over the reference's
@@ -288,17 +292,17 @@ class Planner:
         """
         base = dict(self._lagged_points())
         out = [(self.reference.actors, 1.0)]
-        self.actor_factor_tests: dict[int, dict[str, float]] = {}
+        tests: dict[int, dict[str, float | None]] = {}
         for a, pts in self.reference.by_actors:
             logs = [math.log(e / base[b]) for b, e in self._lagged_points(a, pts) if b in base]
             if not logs or a == self.reference.actors:
                 continue
             factor = math.exp(sum(logs) / len(logs))
             p = self._actor_p_value(a, base)
-            self.actor_factor_tests[a] = {"measured_factor": factor, "p_value": p}
+            tests[a] = {"measured_factor": factor, "p_value": p}
             if p is not None and p < ACTOR_FACTOR_P:
                 out.append((a, factor))
-        return sorted(out)
+        return sorted(out), tests
 
     def _actor_p_value(self, actors: int, base_medians: dict[int, float]) -> float | None:
         """Rank-sum p-value of the runs at ``actors`` against the reference's at the same
