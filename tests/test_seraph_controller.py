@@ -114,3 +114,17 @@ def test_a_large_gain_still_allows_a_step_back():
     assert ctl.after_iteration(_records(1)[0]).actors == 8
     planner.target = start  # going back now gains 50%
     assert ctl.after_iteration(_records(2)[1]) == start
+
+
+def test_no_change_for_a_gain_inside_the_models_recent_error():
+    start = RunShape(actors=4, memory_mb=1024, batch=2000)
+    ahead = RunShape(actors=4, memory_mb=1024, batch=2200)  # ~8% better than start
+    ctl, planner = _controller(ahead, start, every=1, min_gain=0.05)
+    planner.prediction_error = lambda: 0.12  # the model has been 12% off lately
+    assert ctl.after_iteration(_records(1)[0]) is None
+    assert "recent iteration-time error" in ctl.decisions[-1].reason and "12%" in ctl.decisions[-1].reason
+    planner.prediction_error = lambda: 0.02  # a model that has been right: the usual 5% bar
+    assert ctl.after_iteration(_records(2)[1]) == ahead
+    planner.prediction_error = lambda: 0.9  # a wild model still allows large gains: the bar is capped at 25%
+    planner.target = RunShape(actors=8, memory_mb=1024, batch=2200)  # going there gains ~33%
+    assert ctl.after_iteration(_records(3)[2]).actors == 8

@@ -278,3 +278,12 @@ def test_rank_sum_p_matches_the_asymptotic_mann_whitney():
     assert rank_sum_p(b, a) == pytest.approx(0.18926, abs=1e-4)  # scipy.stats.mannwhitneyu(method="asymptotic")
     assert rank_sum_p(a, a) == pytest.approx(1.0)
     assert rank_sum_p([1, 2, 3, 4, 5, 6, 7, 8], [11, 12, 13, 14, 15, 16, 17, 18]) < 0.001
+
+
+def test_prediction_error_is_the_median_over_recent_iterations():
+    planner = _planner()
+    assert planner.prediction_error() is None
+    for i, (p, m) in enumerate([(1.0, 2.0), (1.0, 1.1), (1.0, 1.0), (1.2, 1.0)]):
+        planner.predictions[i] = {"predicted_s": p, "predicted_cost_usd": 0.0, "measured_s": m}
+    assert planner.prediction_error() == pytest.approx((1 / 11 + 0.2) / 2)  # errors 0.5, 0.091, 0, 0.2
+    assert planner.prediction_error(last=2) is None

@@ -13,7 +13,12 @@ toward it, with three guards against thrashing:
 * **no flip-flop**: a step back to a shape the run left in its last ``memory`` changes
   must promise ``reversal_gain`` (default 15%), three times the usual bar. Refits on a
   few noisy iterations can swing a prediction by ~10%; without this the benchmark saw
-  runs go 2 -> 1 -> 2 -> 4 -> 2 -> 1 actors in six decisions.
+  runs go 2 -> 1 -> 2 -> 4 -> 2 -> 1 actors in six decisions;
+* **no gain inside the model's own error**: when the planner reports its recent
+  iteration-time prediction error (median over the last iterations), a change must
+  promise at least that much (capped at ``max_error_bar``, 25%). A predicted 7% gain from
+  a model that has been 11% off is not evidence. This is a lower bound on the real
+  uncertainty: the steps-to-target part of the prediction is not checked during a run.
 
 Every decision that changes the shape is logged with its reason; decisions that keep
 the shape are logged too (with why), so the run explains itself.
@@ -71,6 +76,9 @@ class Replanner(Protocol):
         """Best plan for the rest of training, the current shape scored the same way,
         and a scorer for any other shape (to judge a bounded step)."""
 
+    # optional: ``prediction_error() -> float | None``, the recent relative error of the
+    # predicted iteration time (see SeraphController)
+
 
 @dataclass
 class Decision:
@@ -100,6 +108,7 @@ class SeraphController:
     max_factor: float = 2.0
     reversal_gain: float = 0.15
     memory: int = 3
+    max_error_bar: float = 0.25
     decisions: list[Decision] = field(default_factory=list)
     _since_decision: int = 0
     _left: list[RunShape] = field(default_factory=list)  # shapes changed away from, newest last
@@ -131,12 +140,17 @@ class SeraphController:
         gain = (now_v - step_v) / now_v if now_v > 0 else 0.0
         reverses = step in self._left[-self.memory :]
         needed = max(self.min_gain, self.reversal_gain) if reverses else self.min_gain
+        error = self._prediction_error()
+        why = ""
+        if error is not None and min(error, self.max_error_bar) > needed:
+            needed, why = min(error, self.max_error_bar), ", the model's recent iteration-time error"
         if gain < needed:
             what = "a step back to the recently left" if reverses else "a bounded step to"
             return self._keep(
                 iteration,
                 env_steps,
-                f"best shape {target.as_dict()} differs but {what} {step.as_dict()} gains only {gain:.1%} (< {needed:.0%})",
+                f"best shape {target.as_dict()} differs but {what} {step.as_dict()} gains only {gain:.1%} "
+                f"(< {needed:.0%}{why})",
                 b_noise,
                 gain,
             )
@@ -152,6 +166,10 @@ class SeraphController:
         self._left.append(self.current)
         self.current = step
         return self.make_run_config(step)
+
+    def _prediction_error(self) -> float | None:
+        report = getattr(self.planner, "prediction_error", None)
+        return report() if callable(report) else None
 
     def _keep(self, iteration: int, env_steps: int, reason: str, b_noise: float | None, gain: float | None = None) -> None:
         self.decisions.append(

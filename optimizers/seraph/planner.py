@@ -441,6 +441,13 @@ class Planner:
             except (ValueError, KeyError, TypeError):
                 pass  # a malformed probe is skipped, not fatal
 
+    def prediction_error(self, last: int = 10) -> float | None:
+        """Median relative error of the predicted iteration time over the last ``last``
+        iterations (None before 3): the controller will not act on a smaller gain."""
+        rows = [self.predictions[i] for i in sorted(self.predictions)][-last:]
+        errs = [abs(r["predicted_s"] - r["measured_s"]) / r["measured_s"] for r in rows if r["measured_s"] > 0]
+        return float(np.median(errs)) if len(errs) >= 3 else None
+
     def remaining_fraction(self, progress: ProgressModel, batch: int) -> float:
         """Share of training still ahead (at least 10%).
 
