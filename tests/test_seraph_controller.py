@@ -102,7 +102,7 @@ def test_a_step_back_needs_a_larger_gain():
     planner.target = start  # the refit now prefers where the run came from, by ~9%: not enough to go back
     assert ctl.after_iteration(_records(2)[1]) is None
     assert ctl.current == ahead
-    assert "step back" in ctl.decisions[-1].reason and "15%" in ctl.decisions[-1].reason
+    assert "back to a recently left value" in ctl.decisions[-1].reason and "15%" in ctl.decisions[-1].reason
 
     planner.target = RunShape(actors=4, memory_mb=1024, batch=1000)  # a new direction is judged by the usual bar
     assert ctl.after_iteration(_records(3)[2]) == RunShape(actors=4, memory_mb=1024, batch=1100)
@@ -128,3 +128,16 @@ def test_no_change_for_a_gain_inside_the_models_recent_error():
     planner.prediction_error = lambda: 0.9  # a wild model still allows large gains: the bar is capped at 25%
     planner.target = RunShape(actors=8, memory_mb=1024, batch=2200)  # going there gains ~33%
     assert ctl.after_iteration(_records(3)[2]).actors == 8
+
+
+def test_a_batch_going_back_counts_as_a_reversal_even_when_the_actors_change():
+    start = RunShape(actors=2, memory_mb=1024, batch=2000)
+    ahead = RunShape(actors=2, memory_mb=1024, batch=2200)  # ~8% better
+    ctl, planner = _controller(ahead, start, every=1, min_gain=0.05, reversal_gain=0.15)
+    assert ctl.after_iteration(_records(1)[0]) == ahead
+    # now the planner wants batch 2,000 again, with 3 actors: batch returns, actors move on
+    planner.target = RunShape(actors=3, memory_mb=1024, batch=2000)  # gain ~ (0.1 + 0.33) / 1.43 = 30%
+    assert ctl.after_iteration(_records(2)[1]) == planner.target  # a large gain still allows it
+    planner.target = RunShape(actors=3, memory_mb=1024, batch=2200)  # batch back again, ~9% gain: refused
+    assert ctl.after_iteration(_records(3)[2]) is None
+    assert "recently left value" in ctl.decisions[-1].reason

@@ -10,8 +10,9 @@ toward it, with three guards against thrashing:
   ``max_factor`` (default 2) and memory by at most one profiled level;
 * **cool-down**: after a change it waits ``every`` iterations before the next decision,
   so the new shape is measured before it is judged;
-* **no flip-flop**: a step back to a shape the run left in its last ``memory`` changes
-  must promise ``reversal_gain`` (default 15%), three times the usual bar. Refits on a
+* **no flip-flop**: a step that takes the batch, the actor count or the memory back to a
+  value the run left in its last ``memory`` changes must promise ``reversal_gain``
+  (default 15%), three times the usual bar. Refits on a
   few noisy iterations can swing a prediction by ~10%; without this the benchmark saw
   runs go 2 -> 1 -> 2 -> 4 -> 2 -> 1 actors in six decisions;
 * **no gain inside the model's own error**: when the planner reports its recent
@@ -138,14 +139,14 @@ class SeraphController:
         step_cand = score(step)
         now_v, step_v = self.objective_key(now), self.objective_key(step_cand)
         gain = (now_v - step_v) / now_v if now_v > 0 else 0.0
-        reverses = step in self._left[-self.memory :]
+        reverses = self._reverses(step)
         needed = max(self.min_gain, self.reversal_gain) if reverses else self.min_gain
         error = self._prediction_error()
         why = ""
         if error is not None and min(error, self.max_error_bar) > needed:
             needed, why = min(error, self.max_error_bar), ", the model's recent iteration-time error"
         if gain < needed:
-            what = "a step back to the recently left" if reverses else "a bounded step to"
+            what = "a step taking a dimension back to a recently left value," if reverses else "a bounded step to"
             return self._keep(
                 iteration,
                 env_steps,
@@ -166,6 +167,17 @@ class SeraphController:
         self._left.append(self.current)
         self.current = step
         return self.make_run_config(step)
+
+    def _reverses(self, step: RunShape) -> bool:
+        """Whether ``step`` takes any dimension back to a value one of the last ``memory``
+        changes moved it away from (a whole-shape match would miss batch 2,048 -> 4,000 ->
+        2,048 when the actor count changes at the same time)."""
+        dims = ("batch", "actors", "memory_mb")
+        return any(
+            getattr(step, d) == getattr(left, d) != getattr(self.current, d)
+            for left in self._left[-self.memory :]
+            for d in dims
+        )
 
     def _prediction_error(self) -> float | None:
         report = getattr(self.planner, "prediction_error", None)
