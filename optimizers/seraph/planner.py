@@ -270,9 +270,14 @@ class Planner:
             return 1.0
         return min(max(live / pilot, 1.0), 4.0)
 
+    def _net_of_lag(self, env_steps: float, actors: int) -> float:
+        """Steps to the target less the detection lag of ``actors`` (see env_steps_to_target),
+        at least half of them."""
+        return max(env_steps - actors * self.episode_steps, 0.5 * env_steps)
+
     def _lagged_points(self, actors: int | None = None, points: Sequence[tuple[int, float]] | None = None) -> list[tuple[int, float]]:
-        lag = (self.reference.actors if actors is None else actors) * self.episode_steps
-        return [(int(b), max(e - lag, 0.5 * e)) for b, e in (self.reference.points if points is None else points)]
+        a = self.reference.actors if actors is None else actors
+        return [(int(b), self._net_of_lag(e, a)) for b, e in (self.reference.points if points is None else points)]
 
     def actor_factors(self) -> list[tuple[int, float]]:
         """(actors, env-steps factor) relative to the reference's actor count, as used."""
@@ -310,8 +315,7 @@ class Planner:
         common = {b for ra, b, _ in self.reference.runs if ra == actors} & set(base_medians)
 
         def rel(a: int) -> list[float]:
-            lag = a * self.episode_steps
-            return [max(e - lag, 0.5 * e) / base_medians[b] for ra, b, e in self.reference.runs if ra == a and b in common]
+            return [self._net_of_lag(e, a) / base_medians[b] for ra, b, e in self.reference.runs if ra == a and b in common]
 
         x, y = rel(actors), rel(self.reference.actors)
         return rank_sum_p(x, y) if x and y else None
