@@ -1,28 +1,36 @@
 """Calibrate the simulator from a short profile of the real pipeline.
 
-Steps (about 40 s on the built-in DLRM pipeline on 2 cores; cached afterwards):
+Steps (about 50 s on the built-in DLRM pipeline on 2 cores; cached afterwards):
 
 1. **Per-stage cost from prefix timings.** With every parallelism knob at its smallest value
    (0 = sequential where allowed, so the whole pipeline runs in one thread) each prefix of the
-   pipeline (read, read+shuffle, ...) is timed (``ingestion.measure.profile_stages`` via the
-   measurement worker). In one thread, a prefix's time per row is the sum of its stages' times,
-   so stage ``k`` costs ``1/r_k - 1/r_{k-1}`` seconds per row. If the batch knob has more than
+   pipeline (read, read+shuffle, ...) is timed, the median of two windows each
+   (``ingestion.measure.profile_stages`` via the measurement worker). In one thread, a prefix's
+   time per row is the sum of its stages' times, so stage ``k`` costs ``1/r_k - 1/r_{k-1}`` seconds per row. If the batch knob has more than
    one value, the prefixes are also timed at the smallest batch to split each batched stage's
    cost into a per-row and a per-call part (``t(B) = a + b / B``).
 2. **Element sizes.** One element of each prefix is pulled in this process and its tensors'
    bytes divided by its rows give each stage's output bytes per row (buffer memory).
-3. **Knob effects.** Each other value of each non-thread, non-batch knob (shuffle buffer, files
-   open at once, prefetch depth) is measured on the single-thread pipeline; a change of time per
-   row over 5% becomes a per-row cost delta of that knob's stage.
+3. **Knob effects, paired.** One ~1 s measurement of the real pipeline varies by about +-12%
+   from one to the next, so no single measurement is trusted as the reference. Each other value
+   of each non-thread, non-batch knob (shuffle buffer, files open at once, prefetch depth) is
+   measured on the single-thread pipeline, alternating with the base (single-thread, default)
+   configuration (base, variant, base, variant, ..., base), so every variant sits between two
+   base measurements; its effect is its
+   ratio to their mean. The **anchor** is the median of all base measurements (the first one
+   included). An effect becomes a per-row cost delta of the knob's stage, relative to the anchor,
+   only if it clears the noise threshold: ``NOISE_Z`` (2) relative standard deviations of the base
+   measurements, at least ``MIN_EFFECT`` (10%) (:func:`knob_deltas`). All stage costs are scaled
+   so the model predicts the anchor exactly.
 4. **Thread hand-off.** Each parallel stage is given one thread of its own (the rest stays
    sequential) and measured; the extra CPU per element that explains the measurement is the
    stage's asynchronous overhead (tf.data hands each element through a buffer between threads,
    which is expensive for per-row elements and negligible for batches).
 5. **Contention.** The model's best configurations are measured too, and the simulator's
    core contention (busy cores slowing each other) and burstiness are fitted to all points
-   (least squares on log throughput), every candidate re-scaled so it still predicts the
-   single-thread measurement exactly. The oversubscription overhead is 0 for the real pipeline
-   (see :func:`fit_contention`). Base memory comes from the measured resident memory.
+   (least squares on log throughput; the knob variants enter at the anchor times their paired
+   ratio), every candidate re-scaled so it still predicts the anchor exactly. The
+   oversubscription overhead is 0 for the real pipeline (see :func:`fit_contention`). Base memory comes from the measured resident memory.
 
 The result is a :class:`Calibration` (the model plus what it was fitted from, and its error on
 the fitting points), cached as JSON under ``trainwise.paths.cache_dir("profiles")`` keyed by the
@@ -33,11 +41,12 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
-from ingestion.knobs import Config, KnobSpace
+from ingestion.knobs import Config, Knob, KnobSpace
 from ingestion.node import Node
 from ingestion.simulator import PipelineModel, model_from_space, simulate
 from optimizers.base import Measurement
@@ -45,6 +54,12 @@ from trainwise.errors import UserError
 
 Evaluate = Callable[[Config], Measurement]
 MIN_STAGE_S = 2e-8  # a floor for a stage's cost per row (timing noise can make a difference negative)
+#: Smallest relative knob effect booked as a cost delta (one ~1 s measurement of the real
+#: pipeline on 2 cores varies by about +-12%, so smaller paired effects are indistinguishable).
+MIN_EFFECT = 0.10
+#: A knob effect is booked only above this many relative standard deviations of the base
+#: configuration's repeated measurements (when that is more than ``MIN_EFFECT``).
+NOISE_Z = 2.0
 
 
 @dataclass
@@ -58,6 +73,8 @@ class Calibration:
     calibration_s: float = 0.0
     cached: bool = False
     key: str = ""
+    base_samples: list[float] = field(default_factory=list)
+    knob_effects: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def fit_error(self) -> float | None:
@@ -73,6 +90,8 @@ class Calibration:
             "fit_points": self.fit_points,
             "calibration_s": self.calibration_s,
             "key": self.key,
+            "base_samples": self.base_samples,
+            "knob_effects": self.knob_effects,
         }
 
     @classmethod
@@ -85,6 +104,8 @@ class Calibration:
             calibration_s=float(data.get("calibration_s", 0.0)),
             cached=True,
             key=str(data.get("key", "")),
+            base_samples=[float(x) for x in data.get("base_samples", [])],
+            knob_effects=list(data.get("knob_effects", [])),
         )
 
 
@@ -211,33 +232,71 @@ def contention_configs(model: PipelineModel, space: KnobSpace, node: Node, count
     return chosen[:count]
 
 
-def knob_deltas(
-    space: KnobSpace, base_config: Config, base: Measurement, measure: Callable[[Config], Measurement],
-    *, threshold: float = 0.05,
-) -> tuple[dict[str, dict[str, dict[int, float]]], list[tuple[Config, Measurement]]]:
-    """Per non-CPU, non-batch knob value: extra seconds per row against the default, measured on
-    the single-thread pipeline (``1/X_v - 1/X_default``); effects under ``threshold`` are noise.
+def noise_threshold(samples: list[float], floor: float = MIN_EFFECT, z: float = NOISE_Z) -> float:
+    """The smallest relative effect that is not measurement noise: ``z`` times the relative
+    standard deviation of repeated measurements of one configuration, at least ``floor``."""
+    usable = [x for x in samples if x > 0]
+    if len(usable) < 2:
+        return floor
+    return max(floor, z * statistics.stdev(usable) / statistics.mean(usable))
 
-    Returns ``{stage: {knob: {value: delta}}}`` and the measured points."""
+
+def knob_deltas(
+    space: KnobSpace, base_config: Config, first_base: Measurement, measure: Callable[[Config], Measurement],
+    *, floor: float = MIN_EFFECT, z: float = NOISE_Z,
+) -> tuple[dict[str, dict[str, dict[int, float]]], list[tuple[Config, Measurement]], list[float], list[dict[str, Any]]]:
+    """Per non-CPU, non-batch knob value: extra seconds per row against the default on the
+    single-thread pipeline, from **paired** measurements.
+
+    The base configuration is measured again before the first variant and after each one
+    (base, variant, base, variant, base, ...), so each variant sits between two base measurements and its effect is the ratio
+    ``r`` of the variant to the mean of those two: a drift of the machine or one lucky base
+    measurement moves both sides. The anchor is the median of all base measurements
+    (``first_base`` included). An effect is booked only if ``|1 - r|`` clears
+    :func:`noise_threshold` of the base measurements (their own spread, at least ``floor``), as
+    ``(1/r - 1) / anchor`` seconds per row.
+
+    Returns ``{stage: {knob: {value: delta}}}``, the variants' points, every base measurement
+    (rows/s, in order) and one record per variant (its ratio and whether it was booked)."""
     deltas: dict[str, dict[str, dict[int, float]]] = {}
     points: list[tuple[Config, Measurement]] = []
-    if base.rows_per_s <= 0:
-        return deltas, points
+    base_samples = [first_base.rows_per_s] if first_base.rows_per_s > 0 else []
+    variants: list[tuple[Knob, int, Config, Measurement, float, float]] = []
+    if first_base.rows_per_s <= 0:
+        return deltas, points, base_samples, []
+    previous = 0.0
     for k in space.knobs:
         if k.kind in ("cpu", "batch") or len(k.values) < 2:
             continue
         for v in k.values:
             if v == base_config[k.name]:
                 continue
+            if not previous:  # the first variant is bracketed too (the first base was measured apart)
+                previous = measure(base_config).rows_per_s
+                if previous > 0:
+                    base_samples.append(previous)
             config = {**base_config, k.name: v}
             m = measure(config)
             points.append((config, m))
-            if m.oom or m.rows_per_s <= 0:
-                continue
-            delta = 1.0 / m.rows_per_s - 1.0 / base.rows_per_s
-            if abs(delta) * base.rows_per_s >= threshold:
-                deltas.setdefault(k.stage or k.name, {}).setdefault(k.name, {})[int(v)] = delta
-    return deltas, points
+            after = measure(base_config).rows_per_s
+            if after > 0:
+                base_samples.append(after)
+            bracket = [x for x in (previous, after) if x > 0]
+            previous = after if after > 0 else previous
+            variants.append((k, int(v), config, m, sum(bracket) / len(bracket), after))
+    anchor = statistics.median(base_samples)
+    threshold = noise_threshold(base_samples, floor, z)
+    effects: list[dict[str, Any]] = []
+    for k, v, config, m, bracket, _ in variants:
+        if m.oom or m.rows_per_s <= 0:
+            effects.append({"knob": k.name, "value": v, "ratio": None, "booked": False})
+            continue
+        ratio = m.rows_per_s / bracket
+        booked = abs(1.0 - ratio) >= threshold
+        effects.append({"knob": k.name, "value": v, "ratio": ratio, "threshold": threshold, "booked": booked})
+        if booked:
+            deltas.setdefault(k.stage or k.name, {}).setdefault(k.name, {})[v] = (1.0 / ratio - 1.0) / anchor
+    return deltas, points, base_samples, effects
 
 
 def fit_async_overhead(
@@ -265,7 +324,7 @@ def fit_async_overhead(
 
 
 #: Bump when the calibration method changes, so cached profiles of an older method are not reused.
-CALIBRATION_VERSION = 3
+CALIBRATION_VERSION = 4
 
 
 def cache_key(spec: Any, node: Node) -> str:
@@ -340,9 +399,6 @@ def calibrate(
                 costs.setdefault(s, {})["bytes_per_row"] = b
         model = model_from_space(space, costs=costs, name=spec.name, source="calibrated")
         model = replace(model, base_mb=max(50.0, base.peak_rss_mb - (memory_mb_of(model, config) - model.base_mb)))
-        # Scale all costs so the single-thread point matches the whole-pipeline measurement.
-        model = anchored(model, node, (config, base))
-        points: list[tuple[Config, Measurement]] = [(config, base)]
 
         def measure_whole(c: Config) -> Measurement:
             return evaluate(c, warmup_s=0.5, window_s=window_s, repeats=1)
@@ -350,12 +406,28 @@ def calibrate(
         def in_time() -> bool:
             return time_budget_s is None or time.monotonic() - started < 0.8 * time_budget_s
 
-        # Knob effects the structure does not explain (shuffle buffer size, files open at once...).
+        # Knob effects the structure does not explain (shuffle buffer size, files open at once...),
+        # each paired with base measurements; the anchor is the median of all base measurements.
+        base_samples, effects = [base.rows_per_s], []
+        more: list[tuple[Config, Measurement]] = []
+        deltas: dict[str, dict[str, dict[int, float]]] = {}
         if in_time():
-            deltas, more = knob_deltas(space, config, base, measure_whole)
-            points += more
-            model = replace(model, stages=tuple(replace(s, cost_deltas=deltas.get(s.name, {})) for s in model.stages))
-        model = fit_contention(model, node, points, (config, base))  # burstiness from the buffer variations
+            deltas, more, base_samples, effects = knob_deltas(space, config, base, measure_whole)
+        anchor = (config, replace(base, rows_per_s=statistics.median(base_samples) if base_samples else base.rows_per_s))
+        # Scale all costs so the single-thread point matches the anchor; the deltas are already
+        # relative to it, so they join after the scaling.
+        model = anchored(model, node, anchor)
+        model = replace(model, stages=tuple(replace(s, cost_deltas=deltas.get(s.name, {})) for s in model.stages))
+        points: list[tuple[Config, Measurement]] = [anchor]
+        # The variants enter the fits at the anchor's level times their paired ratio (the ratio is
+        # what the pairing measured well; the level of one measurement is as noisy as any).
+        raw: dict[int, Measurement] = {}
+        for (c, m), e in zip(more, effects):
+            if e.get("ratio"):
+                raw[len(points)] = m
+                m = replace(m, rows_per_s=anchor[1].rows_per_s * e["ratio"])
+            points.append((c, m))
+        model = fit_contention(model, node, points, anchor)  # burstiness from the buffer variations
         # The price of running a stage on threads of its own: one thread at each stage in turn.
         overheads: dict[str, float] = {}
         for k in space.cpu_knobs:
@@ -370,14 +442,14 @@ def calibrate(
         model = replace(model, stages=tuple(replace(s, async_cpu_s_per_call=overheads.get(s.name, 0.0))
                                             for s in model.stages))
         # Contention: fit on everything so far plus the model's best configurations.
-        model = fit_contention(model, node, points, (config, base))
+        model = fit_contention(model, node, points, anchor)
         for c in contention_configs(model, space, node, contention_points):
             if not in_time():
                 break
             if any(c == p[0] for p in points):
                 continue
             points.append((c, measure_whole(c)))
-        model = fit_contention(model, node, points, (config, base))
+        model = fit_contention(model, node, points, anchor)
     finally:
         if worker is not None:
             worker.close()
@@ -385,7 +457,11 @@ def calibrate(
         {"config": c, "measured": m.rows_per_s, "simulated": simulate(model, c, node).rows_per_s, "oom": m.oom}
         for c, m in points
     ]
-    result = Calibration(model, config, prefix, fit_points, round(time.monotonic() - started, 2), False, key)
+    fit_points[0]["note"] = f"median of {len(base_samples)} base measurements"
+    for i, m in raw.items():
+        fit_points[i].update(measured_raw=m.rows_per_s, note="anchor x paired ratio to the adjacent base measurements")
+    result = Calibration(model, config, prefix, fit_points, round(time.monotonic() - started, 2), False, key,
+                         base_samples=base_samples, knob_effects=effects)
     from trainwise.results import write_json
 
     write_json(path, result.to_json(), with_environment=False)

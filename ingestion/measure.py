@@ -22,8 +22,9 @@ runaway configuration cannot take the tuner down. The protocol is JSON lines ove
 
 Per-stage timing: tf.data 2.21 has no public per-stage statistics (StatsAggregator is
 gone), so with ``stage_profile=True`` and a spec that has ``build_upto`` each prefix of
-the pipeline (read, read+shuffle, ...) is timed on its own; a stage's cost shows as the
-drop in throughput after it. This is what the simulator is calibrated from.
+the pipeline (read, read+shuffle, ...) is timed on its own (``repeats`` windows, their
+median); a stage's cost shows as the drop in throughput after it. This is what the
+simulator is calibrated from.
 """
 
 from __future__ import annotations
@@ -163,17 +164,21 @@ def measure_in_process(
         "repeats": repeats,
     }
     if stage_profile and spec.build_upto is not None and spec.stages:
-        extra["stage_rows_per_s"] = profile_stages(spec, config, warmup_s=min(warmup_s, 1.0), window_s=window_s)
+        extra["stage_rows_per_s"] = profile_stages(spec, config, warmup_s=min(warmup_s, 1.0), window_s=window_s,
+                                                     repeats=repeats)
     return Measurement(rows_per_s=median, peak_rss_mb=peak, label="measured", extra=extra)
 
 
-def profile_stages(spec: PipelineSpec, config: Config, *, warmup_s: float, window_s: float) -> dict[str, float]:
-    """Rows/s of each prefix of the pipeline (read, read+shuffle, ..., full)."""
+def profile_stages(
+    spec: PipelineSpec, config: Config, *, warmup_s: float, window_s: float, repeats: int = 1
+) -> dict[str, float]:
+    """Rows/s of each prefix of the pipeline (read, read+shuffle, ..., full): the median of
+    ``repeats`` windows each."""
     assert spec.build_upto is not None
     out: dict[str, float] = {}
     for stage in spec.stages:
         it = iter(spec.build_upto(config, stage))
-        out[stage] = _time_iterator(it, None, warmup_s, window_s, 1)[0]
+        out[stage] = statistics.median(_time_iterator(it, None, warmup_s, window_s, max(1, repeats)))
     return out
 
 

@@ -1,7 +1,12 @@
 """InTune as an ask/tell optimizer: a model-best start, then agent-ranked steps on live measurements.
 
 1. **Start** at the best memory-safe configuration of the belief model (the calibrated
-   simulator): exhaustive on the model when the grid is small, else steepest ascent.
+   simulator): exhaustive on the model when the grid is small, else steepest ascent. When the
+   grid is small it then also measures the model's best configuration of each other CPU split
+   (the tuple of the CPU knobs' values) that the model predicts within ``START_BAND`` (15%) of
+   its best, up to ``START_SPLITS`` (3) splits in all (:func:`start_candidates`): near-ties that
+   the model cannot rank (its error is about that size) are settled by measurement before the
+   local search starts from the best of them.
 2. **Live steps**, best-first: take the best measured configuration that has had fewer than
    ``branch`` moves tried from it; rank its valid moves (mask: in the space, within the CPU
    budget, predicted memory under the margin, never an out-of-memory configuration, never one
@@ -51,6 +56,11 @@ ESCAPE_STRETCH = (0.1, 0.2, 0.3, 0.4)
 CONFIRM_SHARE = 0.97
 #: Stop reasons after which the tuner first tries an escape (``InTuneOptimizer._escape``).
 STALLED = ("no improvement", "agent chose stop", "no valid unmeasured neighbour left")
+#: The live start also measures the model's best configuration of each other CPU split that the
+#: model predicts within this share of its best (``start_candidates``).
+START_BAND = 0.15
+#: At most this many distinct CPU splits (the model's best included) are measured at the start.
+START_SPLITS = 3
 
 
 def model_best(
@@ -79,6 +89,27 @@ def model_best(
             break
         current, current_x = c, x
     return current, "steepest ascent on the calibrated simulator"
+
+
+def start_candidates(
+    model: PipelineModel, space: KnobSpace, node: Node, masker: Masker, *, band: float = START_BAND,
+    count: int = START_SPLITS, exhaustive_limit: int = 4000,
+) -> list[Config]:
+    """The model's best memory-safe configuration of each distinct CPU split, best first, those it
+    predicts within ``band`` of its overall best, at most ``count`` (empty for a large grid)."""
+    if space.grid_size() > exhaustive_limit:
+        return []
+    scored = sorted(((simulate(model, c, node).score, c) for c in space.grid() if masker.safe(c)),
+                    key=lambda xc: -xc[0])
+    if not scored:
+        return []
+    floor = scored[0][0] * (1.0 - band)
+    chosen: dict[tuple, Config] = {}
+    for x, c in scored:
+        if x < floor or len(chosen) >= count:
+            break
+        chosen.setdefault(tuple(c[k.name] for k in space.cpu_knobs), c)
+    return list(chosen.values())
 
 
 class InTuneOptimizer:
@@ -117,9 +148,15 @@ class InTuneOptimizer:
     ):
         self.space, self.node, self.belief, self.agent = space, node, belief, agent
         self.masker = Masker(space, node, belief, memory_margin)
+        alternatives: list[Config] = []
         if start is None:
             start, start_source = model_best(belief, space, node, self.masker)
+            alternatives = [c for c in start_candidates(belief, space, node, self.masker)
+                            if Masker.key(c) != Masker.key(start)][: START_SPLITS - 1]
         self.start, self.start_source = dict(start), start_source
+        #: Other CPU splits the model ranks within ``START_BAND`` of its best: measured right after the start.
+        self.start_alternatives = [dict(c) for c in alternatives]
+        self.start_queue = [dict(c) for c in alternatives]
         self.time_budget_s, self.finish_share = time_budget_s, finish_share
         self.max_steps, self.patience, self.min_gain = max_steps, patience, min_gain
         self.branch, self.model_weight = branch, model_weight
@@ -159,6 +196,8 @@ class InTuneOptimizer:
         self.last_ask = now
         if self.current is None:
             return dict(self.start)
+        if self.start_queue:
+            return self.start_queue.pop(0)
         if self.confirm_queue is not None:
             return self.confirm_queue.pop(0) if self.confirm_queue else self._finish(self.confirm_reason)
         reason = self._stop_reason(now)
@@ -225,7 +264,7 @@ class InTuneOptimizer:
         if not measurement.oom and x > max(self.current_m.rows_per_s, 1e-9) * (1.0 + self.min_gain):
             self.current, self.current_m = dict(config), measurement
             self.no_improve = 0
-        else:
+        elif all(Masker.key(c) != key for c in self.start_alternatives):  # the start's own measurements are no stall
             self.no_improve += 1
 
     def _live_points(self) -> list[tuple[Config, float]]:
@@ -483,6 +522,7 @@ class InTuneOptimizer:
             "optimizer": self.name,
             "start": self.start,
             "start_source": self.start_source,
+            "start_alternatives": self.start_alternatives,
             "live_steps": self.steps,
             "model_jumps": self.jumps,
             "escapes": self.escapes,
