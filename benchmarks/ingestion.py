@@ -229,6 +229,8 @@ def run_format(fmt: str, args: argparse.Namespace, node: Any) -> dict[str, Any]:
             result["simulator_error"] = simulator_error(spec, node, calibration(), tuned["grid"]["search"]["history"])
         except Exception as exc:  # the simulator is another helper's module; report, don't hide
             result["simulator_error"] = {"error": f"{type(exc).__name__}: {exc}"}
+        if hasattr(calibration(), "to_json"):  # what the simulator was fitted from (anchor, knob effects)
+            result["calibration"] = calibration().to_json()
     result["search_history"] = {n: t.get("search", {}).get("history") for n, t in tuned.items()}
     return result
 

@@ -12,7 +12,8 @@ grid"), and the calibration uses 9 of the grid's points (in-sample for those).
 ``--grid`` takes either the simulator-error JSON of ``benchmarks.ingestion_sim --sim-error-data``
 (which also holds the prefix timings) or the pipeline helper's ``benchmarks/ingestion.py`` JSON
 (its grid search history; prefix timings then come from ``--prefix-from``: another run's
-simulator-error JSON or a saved calibration profile, ``Calibration.to_json``).
+simulator-error JSON, a saved calibration profile (``Calibration.to_json``) or a
+``benchmarks/ingestion.py`` JSON that holds its calibration (``real[0].calibration``)).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ def _load(grid_path: str, prefix_path: str | None) -> tuple[dict[tuple, float], 
     source = json.load(open(prefix_path))
     if "prefix_rows_per_s" in source:  # a saved calibration profile (Calibration.to_json)
         return grid, source["prefix_rows_per_s"]
+    if "calibration" in source.get("real", [{}])[0]:  # a benchmarks/ingestion.py JSON that saved its calibration
+        return grid, source["real"][0]["calibration"]["prefix_rows_per_s"]
     return grid, source["simulator_error"]["calibration"]["prefix_rows_per_s"]
 
 
