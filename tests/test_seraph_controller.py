@@ -96,7 +96,8 @@ def test_bounded_step_shrinks_too_and_keeps_fragments_long_enough():
 def test_a_step_back_needs_a_larger_gain():
     start = RunShape(actors=4, memory_mb=1024, batch=2000)
     ahead = RunShape(actors=4, memory_mb=1024, batch=2200)  # ~8% better than start: above the 5% bar
-    ctl, planner = _controller(ahead, start, every=1, min_gain=0.05, reversal_gain=0.15)
+    # the reversal rule on its own (the batch-grows-only guard would refuse any way back)
+    ctl, planner = _controller(ahead, start, every=1, min_gain=0.05, reversal_gain=0.15, batch_only_grows=False)
     assert ctl.after_iteration(_records(1)[0]) == ahead
 
     planner.target = start  # the refit now prefers where the run came from, by ~9%: not enough to go back
@@ -133,7 +134,7 @@ def test_no_change_for_a_gain_inside_the_models_recent_error():
 def test_a_batch_going_back_counts_as_a_reversal_even_when_the_actors_change():
     start = RunShape(actors=2, memory_mb=1024, batch=2000)
     ahead = RunShape(actors=2, memory_mb=1024, batch=2200)  # ~8% better
-    ctl, planner = _controller(ahead, start, every=1, min_gain=0.05, reversal_gain=0.15)
+    ctl, planner = _controller(ahead, start, every=1, min_gain=0.05, reversal_gain=0.15, batch_only_grows=False)
     assert ctl.after_iteration(_records(1)[0]) == ahead
     # now the planner wants batch 2,000 again, with 3 actors: batch returns, actors move on
     planner.target = RunShape(actors=3, memory_mb=1024, batch=2000)  # gain ~ (0.1 + 0.33) / 1.43 = 30%
@@ -141,3 +142,30 @@ def test_a_batch_going_back_counts_as_a_reversal_even_when_the_actors_change():
     planner.target = RunShape(actors=3, memory_mb=1024, batch=2200)  # batch back again, ~9% gain: refused
     assert ctl.after_iteration(_records(3)[2]) is None
     assert "recently left value" in ctl.decisions[-1].reason
+
+
+def test_the_batch_never_shrinks():
+    start = RunShape(actors=4, memory_mb=1024, batch=4000)
+    smaller = RunShape(actors=4, memory_mb=1024, batch=2000)  # a refit prefers half the batch: 50% better
+    ctl, planner = _controller(smaller, start, every=1)
+    assert ctl.after_iteration(_records(1)[0]) is None
+    assert ctl.current == start and "only grows" in ctl.decisions[-1].reason
+    # a smaller batch with other actors: the step keeps the batch and is judged as a hardware change
+    # ((4, 4000) -> (8, 4000) scores 2.0 against 2.5 here: 20%, under the 30% hardware bar)
+    planner.target = RunShape(actors=8, memory_mb=1024, batch=2000)
+    assert ctl.after_iteration(_records(2)[1]) is None
+    assert "actors or memory alone" in ctl.decisions[-1].reason
+    assert ctl.current == start and not any(d.changed for d in ctl.decisions)
+
+
+def test_a_change_of_actors_or_memory_alone_needs_the_hardware_bar():
+    start = RunShape(actors=4, memory_mb=1024, batch=2000)
+    target = RunShape(actors=5, memory_mb=1024, batch=2000)  # 20% predicted: above 5%, below the 30% bar
+    ctl, planner = _controller(target, start, every=1, hardware_only_gain=0.30)
+    assert ctl.after_iteration(_records(1)[0]) is None
+    assert "actors or memory alone" in ctl.decisions[-1].reason and "30%" in ctl.decisions[-1].reason
+    planner.target = RunShape(actors=4, memory_mb=1769, batch=2000)  # one memory level: 50% predicted
+    assert ctl.after_iteration(_records(2)[1]) == planner.target
+    # with the batch, the hardware is re-chosen under the usual 5% bar
+    planner.target = RunShape(actors=5, memory_mb=1769, batch=2200)  # ~(0.1 + 0.2) / 1.3 = 23%
+    assert ctl.after_iteration(_records(3)[2]) == planner.target
