@@ -8,15 +8,9 @@ function per memory size concurrently - on AWS, one alias per size invoked in
 parallel, as Lambda Power Tuning does - so the cold starts overlap and the sweep costs
 about one cold start of time.
 
-Each size is first invoked cold (its reported init time - REPORT ``Init Duration`` on
-AWS, ``BillingRecord.init_ms`` on the emulator - is the size's cold-start time). Then
-every size is invoked warm ``WARM_ROUNDS`` (3) times, round-robin over the sizes (each
-round in the opposite order to the one before), and the median warm call gives the
-size's rollout speed. A 256-step warm call is 8-60 ms of CPU, and the CPU time of this
-machine moves up to 2x for seconds at a time when the other core is busy: one warm call
-per size, in size order, measured 885 and 1,769 MB at 17 ms and 3,008 MB at 8 ms in one
-profile (the emulator runs a single-threaded handler alike at and above 1,769 MB), and the
-plans then bought 3,008 MB. Interleaving spreads such a slow phase over the sizes.
+Each size is invoked twice, back to back: the first call is cold (its reported init
+time - REPORT ``Init Duration`` on AWS, ``BillingRecord.init_ms`` on the emulator - is
+the size's cold-start time), the second is warm and gives the size's rollout speed.
 Subtracting the init from a single cold call is not enough on every backend: on Ray
 the first call to a fresh worker also pays one-time costs the backend does not report
 as init.
@@ -25,21 +19,19 @@ The probe's rollouts come from the untrained policy and are not trained on: thei
 time and cost are tuning overhead, reported as such.
 
 Clock: on the modelled clock (local emulator) the probe's time is the makespan of
-the sizes run concurrently (the slowest size's cold call plus its warm calls), which is what
+the sizes run concurrently (the slowest size's cold plus warm call), which is what
 they would take on Lambda. On a measured backend the calls run one after the other
 here, so the measured time is their sum, and is labelled so.
 """
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from typing import Any
 
 from optimizers.seraph.models import Observation, RunShape
 
 PROBE_STEPS = 256  # env steps per probe invocation: long enough to dwarf the per-call overhead
-WARM_ROUNDS = 3  # warm calls per size, interleaved across the sizes; the median is the size's speed
 _PROBE_SEED_OFFSET = 1_000_000  # probe rollouts draw env seeds apart from any training iteration's
 
 
@@ -75,8 +67,7 @@ def probe_memory_sizes(
     steps: int = PROBE_STEPS,
     architecture: str = "x86_64",
 ) -> dict[str, Any]:
-    """Invoke a cold rollout of ``steps`` env steps at each memory size, then ``WARM_ROUNDS``
-    warm ones interleaved across the sizes; price them.
+    """Invoke a cold and a warm rollout of ``steps`` env steps at each memory size; price them.
 
     Returns ``rows`` (one :class:`ProbeRow` dict per size), ``observations`` for the
     performance model, and the probe's ``lambda_time_s`` and ``cost_usd`` with labels.
@@ -104,27 +95,18 @@ def probe_memory_sizes(
         ledger.add_invocation(bill.billed_ms, bill.memory_mb)
         return bill, batch.lambda_s
 
-    n = len(memory_sizes)
-    colds = [call(m, i) for i, m in enumerate(memory_sizes)]
-    warm: dict[int, list[tuple[float, float]]] = {m: [] for m in memory_sizes}  # (lambda s, billed s)
-    for r in range(WARM_ROUNDS):
-        order = list(enumerate(memory_sizes)) if r % 2 == 0 else list(enumerate(memory_sizes))[::-1]
-        for i, m in order:
-            bill, lam = call(m, n * (r + 1) + i)
-            warm[m].append((lam, bill.billed_ms / 1000.0))
-    for (cold_bill, cold_s), memory_mb in zip(colds, memory_sizes):
-        lams, billed = zip(*warm[memory_mb])
-        rows.append(ProbeRow(memory_mb, steps, cold_s, cold_bill.init_ms / 1000.0,
-                             statistics.median(lams), statistics.median(billed)))
+    for i, memory_mb in enumerate(memory_sizes):
+        cold_bill, cold_s = call(memory_mb, 2 * i)
+        warm_bill, warm_s = call(memory_mb, 2 * i + 1)
+        rows.append(ProbeRow(memory_mb, steps, cold_s, cold_bill.init_ms / 1000.0, warm_s, warm_bill.billed_ms / 1000.0))
     modelled = labels == {"modelled"}
-    # on the modelled clock each size is its own function: cold call, then its warm calls
-    per_size = [cold_s + sum(lam for lam, _ in warm[m]) for (_, cold_s), m in zip(colds, memory_sizes)]
+    per_size = [r.cold_lambda_s + r.warm_lambda_s for r in rows]
     lambda_time_s = max(per_size) if modelled else sum(per_size)
     ledger.add_learner_time(lambda_time_s)  # the learner VM waits for the probe
     return {
         "rows": [r.as_dict() for r in rows],
         "observations": [r.observation() for r in rows],
-        "env_steps": (1 + WARM_ROUNDS) * steps * len(rows),
+        "env_steps": 2 * steps * len(rows),
         "lambda_time_s": lambda_time_s,
         "lambda_time_label": (
             "modelled: the sizes invoked concurrently (makespan)" if modelled
