@@ -260,10 +260,10 @@ def knob_deltas(
     (rows/s, in order) and one record per variant (its ratio and whether it was booked)."""
     deltas: dict[str, dict[str, dict[int, float]]] = {}
     points: list[tuple[Config, Measurement]] = []
-    base_samples = [first_base.rows_per_s] if first_base.rows_per_s > 0 else []
-    variants: list[tuple[Knob, int, Config, Measurement, float, float]] = []
     if first_base.rows_per_s <= 0:
-        return deltas, points, base_samples, []
+        return deltas, points, [], []
+    base_samples = [first_base.rows_per_s]
+    variants: list[tuple[Knob, int, Measurement, float]] = []  # knob, value, measurement, bracket mean
     previous = 0.0
     for k in space.knobs:
         if k.kind in ("cpu", "batch") or len(k.values) < 2:
@@ -283,11 +283,11 @@ def knob_deltas(
                 base_samples.append(after)
             bracket = [x for x in (previous, after) if x > 0]
             previous = after if after > 0 else previous
-            variants.append((k, int(v), config, m, sum(bracket) / len(bracket), after))
+            variants.append((k, int(v), m, sum(bracket) / len(bracket)))
     anchor = statistics.median(base_samples)
     threshold = noise_threshold(base_samples, floor, z)
     effects: list[dict[str, Any]] = []
-    for k, v, config, m, bracket, _ in variants:
+    for k, v, m, bracket in variants:
         if m.oom or m.rows_per_s <= 0:
             effects.append({"knob": k.name, "value": v, "ratio": None, "booked": False})
             continue

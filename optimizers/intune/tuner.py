@@ -150,9 +150,14 @@ class InTuneOptimizer:
         self.masker = Masker(space, node, belief, memory_margin)
         alternatives: list[Config] = []
         if start is None:
-            start, start_source = model_best(belief, space, node, self.masker)
-            alternatives = [c for c in start_candidates(belief, space, node, self.masker)
-                            if Masker.key(c) != Masker.key(start)][: START_SPLITS - 1]
+            # one exhaustive pass on a small grid gives the model's best (first) and the other
+            # near-tied CPU splits; a large grid has none and climbs to the model's best instead
+            candidates = start_candidates(belief, space, node, self.masker)
+            if candidates:
+                start, start_source = candidates[0], "exhaustive search on the calibrated simulator"
+                alternatives = candidates[1:]
+            else:
+                start, start_source = model_best(belief, space, node, self.masker)
         self.start, self.start_source = dict(start), start_source
         #: Other CPU splits the model ranks within ``START_BAND`` of its best: measured right after the start.
         self.start_alternatives = [dict(c) for c in alternatives]
