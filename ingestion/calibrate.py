@@ -75,6 +75,8 @@ class Calibration:
     key: str = ""
     base_samples: list[float] = field(default_factory=list)
     knob_effects: list[dict[str, Any]] = field(default_factory=list)
+    #: Re-anchors applied since calibration (:func:`reanchor`), oldest first.
+    reanchors: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def fit_error(self) -> float | None:
@@ -92,6 +94,7 @@ class Calibration:
             "key": self.key,
             "base_samples": self.base_samples,
             "knob_effects": self.knob_effects,
+            "reanchors": self.reanchors,
         }
 
     @classmethod
@@ -106,6 +109,7 @@ class Calibration:
             key=str(data.get("key", "")),
             base_samples=[float(x) for x in data.get("base_samples", [])],
             knob_effects=list(data.get("knob_effects", [])),
+            reanchors=list(data.get("reanchors", [])),
         )
 
 
@@ -171,6 +175,19 @@ def scale_cpu(model: PipelineModel, factor: float) -> PipelineModel:
     """A copy of ``model`` with every stage's CPU cost (per row, per call, deltas) times ``factor``."""
     return replace(model, stages=tuple(replace(
         s, cpu_s_per_row=s.cpu_s_per_row * factor, cpu_s_per_call=s.cpu_s_per_call * factor,
+        cost_deltas={k: {v: d * factor for v, d in t.items()} for k, t in s.cost_deltas.items()})
+        for s in model.stages))
+
+
+def scale_level(model: PipelineModel, factor: float) -> PipelineModel:
+    """A copy of ``model`` on a machine ``factor`` times slower: every time cost (CPU per row,
+    per call, per hand-off, knob deltas, and wait) times ``factor``. The model's throughput of
+    *every* configuration is then exactly ``1 / factor`` of before (processor sharing, busy-core
+    contention and buffer smoothing depend only on ratios of costs), so knob effects and the
+    ranking of configurations are kept; only the level moves."""
+    return replace(model, stages=tuple(replace(
+        s, cpu_s_per_row=s.cpu_s_per_row * factor, cpu_s_per_call=s.cpu_s_per_call * factor,
+        wait_s_per_row=s.wait_s_per_row * factor, async_cpu_s_per_call=s.async_cpu_s_per_call * factor,
         cost_deltas={k: {v: d * factor for v, d in t.items()} for k, t in s.cost_deltas.items()})
         for s in model.stages))
 
@@ -466,6 +483,71 @@ def calibrate(
 
     write_json(path, result.to_json(), with_environment=False)
     return result
+
+
+#: How calibration measures its base configuration in step 3 (``measure_whole``); a re-anchor
+#: measures it the same way, so the two levels differ only by the machine, not by the protocol.
+BASE_PROTOCOL = {"warmup_s": 0.5, "window_s": 1.0, "repeats": 1}
+#: Base measurements one re-anchor takes; their median is the new level (as step 3's anchor).
+REANCHOR_SAMPLES = 5
+
+
+def reanchor(
+    calibration: Calibration,
+    node: Node,
+    *,
+    spec: Any = None,
+    evaluate: Callable[..., Measurement] | None = None,
+    samples: int = REANCHOR_SAMPLES,
+    protocol: Mapping[str, Any] | None = None,
+    note: str = "",
+) -> Calibration:
+    """``calibration`` with its level moved to the machine's speed *now*: the calibration's base
+    configuration (``profile_config``, the single-thread pipeline its anchor was measured on) is
+    measured ``samples`` times with the calibration's own protocol (``BASE_PROTOCOL``), and every
+    time cost of the model is scaled (:func:`scale_level`) so the model predicts their median.
+    Knob effects, hand-off costs, contention and memory are kept: a re-anchor tracks a drift of
+    the machine's speed (measured here at up to 1.7x within minutes), not a change of the pipeline.
+    Costs ``samples`` short measurements (about 1.5 s each), not a recalibration (about 50 s).
+
+    ``evaluate(config, **protocol)`` measures (default: a measurement worker on ``spec``). The
+    returned calibration's ``reanchors`` gets one record: the samples, the levels before and
+    after and their ratio (``level_factor`` > 1: the machine is faster now than the model said).
+    """
+    protocol = dict(BASE_PROTOCOL if protocol is None else protocol)
+    config = dict(calibration.profile_config)
+    worker = None
+    if evaluate is None:
+        if spec is None:
+            raise ValueError("reanchor needs a spec or an evaluate function")
+        from ingestion.measure import MeasureWorker, measure_in_process
+
+        if spec.portable:
+            worker = MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb)
+            evaluate = lambda c, **kw: worker.measure(c, **kw)  # noqa: E731
+        else:
+            evaluate = lambda c, **kw: measure_in_process(spec, c, **kw)  # noqa: E731
+    started = time.monotonic()
+    try:
+        rates = [evaluate(config, **protocol).rows_per_s for _ in range(max(1, samples))]
+    finally:
+        if worker is not None:
+            worker.close()
+    usable = [x for x in rates if x > 0]
+    before = simulate(calibration.model, config, node).rows_per_s
+    record: dict[str, Any] = {
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "config": config, "protocol": protocol,
+        "samples": rates, "level_before": before, "level_after": None, "level_factor": None,
+        "spread": None, "seconds": round(time.monotonic() - started, 2), "note": note, "label": "measured",
+    }
+    if not usable or before <= 0:  # nothing measured: keep the level, say so
+        record["note"] = (note + "; " if note else "") + "no usable measurement: level kept"
+        return replace(calibration, reanchors=[*calibration.reanchors, record])
+    level = statistics.median(usable)
+    record.update(level_after=level, level_factor=level / before,
+                  spread=(max(usable) - min(usable)) / level)
+    return replace(calibration, model=scale_level(calibration.model, before / level),
+                   reanchors=[*calibration.reanchors, record])
 
 
 def memory_mb_of(model: PipelineModel, config: Mapping[str, int]) -> float:

@@ -13,6 +13,13 @@
 
 ``tuning_s`` is wall time from step 1 to the end of step 2 (the final measurement is
 verification, not tuning).
+
+**Control measurements** (``control``, used by the benchmark's grid): a fixed configuration
+measured in the same worker with the same protocol before every ``control_every``-th trial and
+once after the last, so a drift of the machine's speed during a long search is measured. They
+are not trials: the optimizer never sees them, they are not in ``history``, and no trial's
+rows/s is rescaled by them; they are listed in ``search["controls"]`` (their time is in
+``tuning_s``, and separately in ``search["controls_s"]``).
 """
 
 from __future__ import annotations
@@ -74,6 +81,8 @@ def tune_pipeline(
     calibration: Callable[[], Any] | None = None,
     progress: bool = True,
     worker: MeasureWorker | None = None,
+    control: Config | None = None,
+    control_every: int = 10,
 ) -> dict[str, Any]:
     """Tune ``spec`` on ``node`` with ``optimizer``; return the result dict (see module doc)."""
     from optimizers.baselines import make_optimizer
@@ -82,12 +91,28 @@ def tune_pipeline(
         raise UserError(f"--time-budget-s must be positive, got {time_budget_s}")
     own_worker = worker is None and spec.portable
     w = MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb) if own_worker else worker
+    controls: list[dict[str, Any]] = []
+    trials_done = [0]
+    controls_s = [0.0]
     try:
 
-        def evaluate(config: Config) -> Measurement:
+        def measure(config: Config) -> Measurement:
             if w is not None:
                 return w.measure(config, **search.as_kwargs())
             return measure_in_process(spec, config, **search.as_kwargs())
+
+        def measure_control() -> None:
+            t = time.monotonic()
+            m = measure(dict(control))  # type: ignore[arg-type]
+            controls_s[0] += time.monotonic() - t
+            controls.append({"before_trial": trials_done[0], "elapsed_s": round(t - start, 2),
+                             "rows_per_s": m.rows_per_s, "oom": m.oom, "label": m.label})
+
+        def evaluate(config: Config) -> Measurement:
+            if control is not None and control_every > 0 and trials_done[0] % control_every == 0:
+                measure_control()
+            trials_done[0] += 1
+            return measure(config)
 
         start = time.monotonic()
         opt = make_optimizer(optimizer, spec, node, time_budget_s=time_budget_s, seed=seed, calibration=calibration)
@@ -100,6 +125,8 @@ def tune_pipeline(
             setup_s = time.monotonic() - start
             result = run(opt, evaluate, max_trials=1, on_trial=_progress if progress else None)
             result.stopped_by = f"time budget (optimizer set-up took {setup_s:.0f} s; one trial measured past it)"
+        if control is not None and control_every > 0 and trials_done[0]:
+            measure_control()  # closing control, after the last trial
         tuning_s = time.monotonic() - start
         if result.best_config is None or result.best is None or result.best.oom:
             reasons = sorted({str(t.measurement.extra.get("failure")) for t in result.trials if t.measurement.oom})
@@ -130,6 +157,8 @@ def tune_pipeline(
             "best_trial_rows_per_s": result.best.rows_per_s,
             "protocol": search.as_kwargs(),
             "time_budget_s": time_budget_s,
+            **({"controls": controls, "controls_s": round(controls_s[0], 2), "control_config": dict(control),
+                "control_every": control_every} if control is not None else {}),
             "history": [
                 {"config": t.config, "rows_per_s": t.measurement.rows_per_s, "peak_rss_mb": t.measurement.peak_rss_mb,
                  "oom": t.measurement.oom, "label": t.measurement.label, "elapsed_s": t.elapsed_s}
