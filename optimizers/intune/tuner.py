@@ -14,7 +14,8 @@
    gain, and propose the top one. Expanding second-best configurations too lets the search take
    two-step paths that a single greedy step would reject.
 3. **Online refit and jumps**: after every measurement the model is re-fitted to all live
-   measurements; if the re-fitted model, climbing from the best measured configuration, finds an
+   measurements (with fewer than three, only its level: one factor on every cost, so the level
+   follows the machine's speed from the first measurement on); if the re-fitted model, climbing from the best measured configuration, finds an
    unmeasured one it predicts to be better by more than ``min_gain``, that is proposed first.
 4. **Online fine-tuning**: every live transition goes into the agent's replay buffer with its
    reward, and the agent takes a few gradient steps, so it adapts to the real pipeline.
@@ -33,6 +34,14 @@
    ``confirm_top`` (3) best configurations that measured within ``confirm_band`` of the best,
    as many as fit in the rest of the budget. Its recommendation (``best``) is the best by the
    mean of each configuration's measurements, so one lucky short measurement does not decide.
+7. **Settle a near-tie**: the confirmation measures its candidates back to back, so those
+   measurements are paired in time (a drift of the machine hits them alike), while a search
+   measurement of the same configuration may be minutes older and was selected for being high.
+   Once two or more candidates have confirmation measurements, the recommendation is the best by
+   the mean of those *paired* measurements only. If the two best of them are within
+   ``settle_band`` (10%), they are measured once more each in the reverse order (A, B, ... B, A:
+   a linear drift cancels) when that fits in the budget; the search stops early enough to leave
+   room for the confirmation and this settle (``_stop_reason``).
 """
 
 from __future__ import annotations
@@ -61,6 +70,8 @@ STALLED = ("no improvement", "agent chose stop", "no valid unmeasured neighbour 
 START_BAND = 0.15
 #: At most this many distinct CPU splits (the model's best included) are measured at the start.
 START_SPLITS = 3
+#: Measurements of a near-tie settle (the two finalists once more each, in reverse order).
+SETTLE_MEASUREMENTS = 2
 
 
 def model_best(
@@ -141,6 +152,7 @@ class InTuneOptimizer:
         escape_slack: float = 0.02 ** 2,
         confirm_top: int = 3,
         confirm_band: float = 0.10,
+        settle_band: float | None = 0.10,
         finetune_steps: int = 4,
         memory_margin: float = 0.85,
         clock: Callable[[], float] = time.monotonic,
@@ -173,6 +185,11 @@ class InTuneOptimizer:
         self.confirm_top, self.confirm_band = confirm_top, confirm_band
         self.confirm_queue: list[Config] | None = None
         self.confirm_reason = ""
+        self.confirm_order: list[tuple] = []
+        #: Measurements taken back to back in the confirmation and settle (per configuration).
+        self.paired: dict[tuple, list[float]] = {}
+        self.settle_band = settle_band
+        self.settle: list[Config] | None = None  # the settle's queue, once decided (may be empty)
         self.samples: dict[tuple, list[float]] = {}
         self.refit_factors: list[float] = []
         self.expanded: dict[tuple, int] = {}
@@ -204,7 +221,11 @@ class InTuneOptimizer:
         if self.start_queue:
             return self.start_queue.pop(0)
         if self.confirm_queue is not None:
-            return self.confirm_queue.pop(0) if self.confirm_queue else self._finish(self.confirm_reason)
+            if self.confirm_queue:
+                return self.confirm_queue.pop(0)
+            if self.settle is None:
+                self.settle = self._settle_queue()
+            return self.settle.pop(0) if self.settle else self._finish(self.confirm_reason)
         reason = self._stop_reason(now)
         if reason:
             return self._escape_or_finish(reason)
@@ -251,6 +272,7 @@ class InTuneOptimizer:
         if self.current is None:
             self.current, self.current_m = dict(config), measurement
             self.start_x = max(measurement.rows_per_s, 1e-9)
+            self._refit()  # the level, from this first measurement
             return
         self.steps += 1
         x = max(measurement.rows_per_s, 1e-9)
@@ -307,6 +329,8 @@ class InTuneOptimizer:
             self.masker.forbidden.add(key)
             return
         self.samples[key].append(measurement.rows_per_s)
+        if self.confirm_queue is not None:
+            self.paired.setdefault(key, []).append(measurement.rows_per_s)
         mean = float(np.mean(self.samples[key]))
         self.visited[key] = replace(measurement, rows_per_s=mean, extra={**dict(measurement.extra), "samples": list(self.samples[key])})
         self._refit()
@@ -315,10 +339,20 @@ class InTuneOptimizer:
         """Re-fit the belief to the live measurements: a factor on all costs, one on per-call costs
         and one per parallel stage, by coordinate descent on squared log error with a weak prior."""
         points = self._live_points()
-        if len(points) < 3 or not self.refit:
+        if not points or not self.refit:
             return
         n_parallel = sum(1 for st in self.prior.stages if st.threads_knob)
         factors = [1.0] * (2 + n_parallel)
+        if len(points) < 3:  # too few for per-stage factors: the level only (the machine's speed now)
+            for _ in range(2):  # the hand-off costs are not scaled, so a second step refines the first
+                model = self._scaled_model(factors)
+                ratio = float(np.mean([math.log(max(simulate(model, c, self.node).rows_per_s, 1e-9) / x)
+                                       for c, x in points]))
+                factors[0] = min(4.0, max(0.25, factors[0] * math.exp(ratio)))
+            self.belief = self._scaled_model(factors)
+            self.masker.belief = self.belief
+            self.refit_factors = factors
+            return
 
         def loss(fs: list[float]) -> float:
             return self._fit_error(fs, points) + 0.02 * sum(math.log(f) ** 2 for f in fs)
@@ -477,6 +511,10 @@ class InTuneOptimizer:
             expected = float(np.mean(self.durations[-5:]))
             if now - self.t0 + expected > self.finish_share * self.time_budget_s:
                 return "time budget"
+            # leave room for the confirmation and the settle after the next step
+            reserve = self.confirm_top + (SETTLE_MEASUREMENTS if self.settle_band else 0)
+            if reserve and now - self.t0 + expected * (1 + reserve) > CONFIRM_SHARE * self.time_budget_s:
+                return "time budget (kept for the confirmation)"
         return None
 
     def _escape_or_finish(self, reason: str) -> Config | None:
@@ -505,7 +543,30 @@ class InTuneOptimizer:
         if not queue:
             return self._finish(reason)
         self.confirm_queue, self.confirm_reason = queue[1:], reason
+        self.confirm_order = [Masker.key(c) for c in queue]
         return queue[0]
+
+    def _paired_ranking(self) -> list[tuple[tuple, float]]:
+        """Configurations with confirmation (or settle) measurements, best first by the mean of
+        those measurements only (not out of memory)."""
+        ranked = [(k, float(np.mean(v))) for k, v in self.paired.items() if v and not self.visited[k].oom]
+        return sorted(ranked, key=lambda kv: -kv[1])
+
+    def _settle_queue(self) -> list[Config]:
+        """If the two best confirmed configurations are within ``settle_band`` of each other by
+        their paired measurements: each once more, in the reverse of the confirmation's order, if
+        both measurements fit in the budget. Otherwise nothing."""
+        ranked = self._paired_ranking()
+        if not self.settle_band or len(ranked) < 2 or ranked[1][1] < ranked[0][1] * (1.0 - self.settle_band):
+            return []
+        if self.time_budget_s is not None and self.t0 is not None and self.durations:
+            left = CONFIRM_SHARE * self.time_budget_s - (self.clock() - self.t0)
+            if left < SETTLE_MEASUREMENTS * max(self.durations[-5:]):
+                return []
+        pair = [ranked[0][0], ranked[1][0]]
+        order = {k: i for i, k in enumerate(self.confirm_order)}
+        pair.sort(key=lambda k: -order.get(k, 0))  # reverse of the confirmation's order
+        return [dict(k) for k in pair]
 
     def _finish(self, reason: str) -> None:
         self.finished = reason
@@ -515,9 +576,15 @@ class InTuneOptimizer:
 
     @property
     def best(self) -> tuple[Config, Measurement] | None:
-        """The recommendation: the best configuration by the mean of its measurements."""
+        """The recommendation: once two or more configurations have confirmation measurements,
+        the best by the mean of those (paired in time); before that, the best by the mean of all
+        of a configuration's measurements."""
         if not self.visited:
             return None
+        ranked = self._paired_ranking()
+        if len(ranked) >= 2:
+            key = ranked[0][0]
+            return dict(key), self.visited[key]
         key, m = max(self.visited.items(), key=lambda kv: kv[1].score)
         return dict(key), m
 
@@ -531,7 +598,9 @@ class InTuneOptimizer:
             "live_steps": self.steps,
             "model_jumps": self.jumps,
             "escapes": self.escapes,
-            "confirmed": [{"config": dict(k), "rows_per_s_samples": v} for k, v in self.samples.items() if len(v) > 1],
+            "confirmed": [{"config": dict(k), "rows_per_s_samples": v, "paired_samples": self.paired.get(k, [])}
+                          for k, v in self.samples.items() if len(v) > 1],
+            "settled": bool(self.settle is not None and any(len(v) > 1 for v in self.paired.values())),
             "refit_factors": self.refit_factors,
             "stopped_by": self.finished,
             "best_config": None if best is None else best[0],

@@ -1,0 +1,88 @@
+"""InTune's end game on measurements taken at different times: the recommendation among the
+confirmed configurations is decided by their back-to-back (paired) measurements, a near-tie is
+settled by measuring both once more in reverse order, and the model's level follows the live
+measurements from the first one (scripted measurements, no timing)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ingestion.simulator import SIM_NODES, dlrm_like_space, random_pipeline, simulate
+from optimizers.base import Measurement
+from optimizers.intune.agent import MaskedDQN
+from optimizers.intune.env import Masker
+from optimizers.intune.pretrain import PRETRAINED
+from optimizers.intune.tuner import InTuneOptimizer
+
+
+def _opt(**kw) -> InTuneOptimizer:
+    if not PRETRAINED.with_suffix(".npz").exists():
+        pytest.skip("no committed pre-trained agent in this checkout")
+    node = SIM_NODES[8]
+    truth = random_pipeline(np.random.default_rng(3), "parse")
+    return InTuneOptimizer(dlrm_like_space(node), node, truth, MaskedDQN.load(PRETRAINED), finetune_steps=0, **kw)
+
+
+def _m(x: float) -> Measurement:
+    return Measurement(rows_per_s=x, peak_rss_mb=100.0, label="measured")
+
+
+def _searched(opt: InTuneOptimizer, a_x: float, b_x: float) -> tuple[dict, dict]:
+    """The start measured at 100, two of its neighbours a and b at ``a_x`` and ``b_x``, then the
+    confirmation started (it proposes a first)."""
+    opt.start_queue = []  # script the measurements ourselves
+    opt.tell(opt.ask(), _m(100.0))
+    a, b = opt._within_moves(opt.start, 1)[:2]
+    opt.tell(a, _m(a_x))
+    opt.tell(b, _m(b_x))
+    assert opt._confirm_or_finish("scripted") == a  # confirmation: best by search first
+    return a, b
+
+
+def test_a_near_tie_is_settled_in_reverse_order_and_decided_by_paired_measurements():
+    opt = _opt(confirm_band=0.3)  # both candidates confirmed despite a's lucky search measurement
+    a, b = _searched(opt, 160.0, 125.0)  # a: a lucky search measurement, minutes before the end
+    opt.tell(a, _m(110.0))
+    assert opt.ask() == b
+    opt.tell(b, _m(120.0))
+    # the paired measurements (110 vs 120) are within 10%: settle, in the reverse order (b, a)
+    assert opt.ask() == b
+    opt.tell(b, _m(118.0))
+    assert opt.ask() == a
+    opt.tell(a, _m(112.0))
+    assert opt.ask() is None and opt.finished == "scripted"
+    assert opt.paired == {Masker.key(a): [110.0, 112.0], Masker.key(b): [120.0, 118.0]}
+    # by the mean of all its measurements a would win (127 vs 121); by the paired ones b does
+    assert opt.visited[Masker.key(a)].rows_per_s > opt.visited[Masker.key(b)].rows_per_s
+    assert opt.best[0] == b
+    report = opt.report()
+    assert report["settled"] and {tuple(c["paired_samples"]) for c in report["confirmed"]} == {(110.0, 112.0), (120.0, 118.0)}
+
+
+def test_no_settle_when_the_confirmation_is_not_a_near_tie():
+    opt = _opt()
+    a, b = _searched(opt, 130.0, 125.0)
+    opt.tell(a, _m(140.0))
+    assert opt.ask() == b
+    opt.tell(b, _m(110.0))  # 21% apart: no settle
+    assert opt.ask() is None
+    assert opt.best[0] == a and not opt.report()["settled"]
+
+
+def test_settle_can_be_switched_off():
+    opt = _opt(settle_band=None)
+    a, b = _searched(opt, 130.0, 125.0)
+    opt.tell(a, _m(120.0))
+    assert opt.ask() == b
+    opt.tell(b, _m(121.0))
+    assert opt.ask() is None
+
+
+def test_the_model_level_follows_the_first_live_measurement():
+    opt = _opt()
+    start = opt.ask()
+    modelled = simulate(opt.prior, start, opt.node).rows_per_s
+    opt.tell(start, _m(1.7 * modelled))  # the machine runs 1.7x faster than the calibration said
+    assert simulate(opt.belief, start, opt.node).rows_per_s == pytest.approx(1.7 * modelled, rel=0.03)
+    assert opt.refit_factors[1:] == [1.0] * (len(opt.refit_factors) - 1)  # the level only
