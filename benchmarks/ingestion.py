@@ -215,6 +215,48 @@ def drift_report(calibration: Any, reanchored: Any, controls: list[dict[str, Any
     return out
 
 
+def control_tracked_error(anchor: float, pairs: list[dict[str, Any]], controls: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A diagnostic, not a bar figure: the as-calibrated model's error over the grid with its
+    level moved, point by point, to the control measurements (the base configuration measured
+    before every 10th grid point), interpolated linearly between the two controls around each
+    point; ``anchor`` is the calibration's level of the base configuration. It uses no grid
+    measurement, but each control is one short measurement (as noisy as a grid point), so it
+    shows how much of the error is the machine's level, not a better model."""
+    ran = sorted((c for c in controls if not c["oom"] and c["rows_per_s"] > 0), key=lambda c: c["before_trial"])
+    if len(ran) < 2 or anchor <= 0:
+        return None
+    errors = []
+    for p in pairs:
+        i = p["trial"]
+        lo = max((c for c in ran if c["before_trial"] <= i), key=lambda c: c["before_trial"], default=ran[0])
+        hi = min((c for c in ran if c["before_trial"] > i), key=lambda c: c["before_trial"], default=ran[-1])
+        span = hi["before_trial"] - lo["before_trial"]
+        w = (i + 0.5 - lo["before_trial"]) / span if span > 0 else 0.0
+        level = lo["rows_per_s"] * (1.0 - w) + hi["rows_per_s"] * w
+        errors.append(abs(p["simulated_rows_per_s"] * level / anchor - p["measured_rows_per_s"]) / p["measured_rows_per_s"])
+    return {"label": "diagnostic (model level from the controls; not the bar figure)",
+            "mean_rel_error": statistics.fmean(errors), "median_rel_error": statistics.median(errors)}
+
+
+def rescore(path: Path) -> None:
+    """Print the simulator errors and drift of a saved result (no measurement)."""
+    import json
+
+    for f in json.loads(path.read_text()).get("real", []):
+        for key in ("simulator_error", "simulator_error_reanchored"):
+            se = f.get(key) or {}
+            if se.get("mean_rel_error") is not None:
+                print(f"{f['format']}: {se.get('model', 'as calibrated')}: mean {se['mean_rel_error']:.1%}, "
+                      f"median {se['median_rel_error']:.1%}")
+        d = f.get("drift")
+        if d:
+            tracked = control_tracked_error(d["calibration_anchor_rows_per_s"] or 0.0,
+                                            f["simulator_error"]["pairs"], d["controls"])
+            print(f"{f['format']}: controls max/min {d['controls_max_over_min']:.2f}, re-anchor x{d['reanchor_level_factor']:.2f}"
+                  + (f"; {tracked['label']}: mean {tracked['mean_rel_error']:.1%}, median {tracked['median_rel_error']:.1%}"
+                     if tracked else ""))
+
+
 def run_format(fmt: str, args: argparse.Namespace, node: Any) -> dict[str, Any]:
     from ingestion.dlrm import dlrm_spec
     from ingestion.tuning import SEARCH_PROTOCOL, tune_pipeline
@@ -294,6 +336,10 @@ def run_format(fmt: str, args: argparse.Namespace, node: Any) -> dict[str, Any]:
                                                    **simulator_error(spec, node, reanchored["c"], history)}
             result["drift"] = drift_report(calibration(), reanchored["c"], tuned["grid"]["search"].get("controls", []),
                                            result["simulator_error_reanchored"])
+            if result["simulator_error"].get("pairs"):
+                result["drift"]["error_level_from_controls"] = control_tracked_error(
+                    result["drift"]["calibration_anchor_rows_per_s"] or 0.0, result["simulator_error"]["pairs"],
+                    result["drift"]["controls"])
         if hasattr(calibration(), "to_json"):  # what the simulator was fitted from (anchor, knob effects)
             result["calibration"] = calibration().to_json()
     result["search_history"] = {n: t.get("search", {}).get("history") for n, t in tuned.items()}
@@ -363,7 +409,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-sim", action="store_true", help="skip the simulated part (other node sizes)")
     p.add_argument("--verbose", action="store_true", help="print every trial")
     p.add_argument("--json-out", type=Path, default=None)
+    p.add_argument("--rescore", type=Path, default=None,
+                   help="print the simulator errors and drift of a saved result JSON and exit (no measurement)")
     args = p.parse_args(argv)
+    if args.rescore is not None:
+        rescore(args.rescore)
+        return 0
     args.optimizers = [o for o in args.optimizers.split(",") if o]
     unknown = sorted(set(args.optimizers) - set(ALL))
     if unknown:

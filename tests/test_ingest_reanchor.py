@@ -122,3 +122,14 @@ def test_benchmark_grid_reports_both_errors_and_the_drift(monkeypatch):
     bars = {b["bar"]: b["met"] for b in bench.check_bars([fmt])}
     assert bars == {"simulator mean error over grid < 15% (as calibrated)": False,
                     "simulator mean error over grid < 15% (re-anchored before the grid)": True}
+
+
+def test_control_tracked_error_follows_the_controls_between_grid_points():
+    """A model exact at level 100 and a machine whose base configuration measures 100, then 200:
+    with the level interpolated between the controls the error is what the interpolation misses."""
+    pairs = [{"trial": i, "simulated_rows_per_s": 10.0, "measured_rows_per_s": 10.0 * (1.0 + (i + 0.5) / 10)}
+             for i in range(10)]
+    controls = [{"before_trial": 0, "rows_per_s": 100.0, "oom": False}, {"before_trial": 10, "rows_per_s": 200.0, "oom": False}]
+    out = bench.control_tracked_error(100.0, pairs, controls)
+    assert out["mean_rel_error"] == pytest.approx(0.0, abs=1e-12) and "not the bar figure" in out["label"]
+    assert bench.control_tracked_error(100.0, pairs, controls[:1]) is None
