@@ -226,7 +226,7 @@ def print_table(env: str, summary: dict[str, Any], oracle: dict[str, Any]) -> No
 
 
 def _load_grid(path: Path, env: str, seeds: list[int]) -> tuple[list[dict[str, Any]], str]:
-    """The grid of an earlier run of the same env and seeds (the grid does not depend on
+    """The grid of an earlier run of the same env, on ``seeds`` (the grid does not depend on
     Seraph's code: it is full training runs of fixed shapes through the trainer)."""
     import json
 
@@ -237,7 +237,7 @@ def _load_grid(path: Path, env: str, seeds: list[int]) -> tuple[list[dict[str, A
     grid = [g for g in earlier["grid"] if g["seed"] in seeds]
     if not grid:
         raise SystemExit(f"--grid-from {path}: its {env} grid has none of the seeds {seeds}")
-    return grid, f"{path} (measured {earlier.get('measured_at', 'earlier')}, same seeds)"
+    return grid, f"{path} (measured {earlier.get('measured_at', 'earlier')}, seeds {sorted({g['seed'] for g in grid})})"
 
 
 def oracle_candidates(grid: list[dict[str, Any]], top: int) -> list[RunShape]:
@@ -253,7 +253,7 @@ def oracle_candidates(grid: list[dict[str, Any]], top: int) -> list[RunShape]:
     return shapes
 
 
-def _use_grid(res: dict[str, Any], grid: list[dict[str, Any]], source: str, top: int) -> None:
+def _use_grid(res: dict[str, Any], grid: list[dict[str, Any]], source: str, top: int, out_of_sample: bool = False) -> None:
     from optimizers.baselines.rl_grid import oracle
 
     res["grid"] = grid
@@ -265,7 +265,10 @@ def _use_grid(res: dict[str, Any], grid: list[dict[str, Any]], source: str, top:
         res["oracle"] = {o: oracle(again, o) for o in ("cost", "speed")}
         for o in res["oracle"].values():
             if o:
-                o["rule"] = f"best median of the grid's top {top} shapes per objective, re-measured in this run (same seeds)"
+                o["rule"] = (
+                    f"best median of the grid's top {top} shapes per objective, re-measured in this run "
+                    + ("on other seeds than the grid's that chose them (out of sample)" if out_of_sample else "(same seeds)")
+                )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -289,6 +292,11 @@ def main(argv: list[str] | None = None) -> int:
         help="with --grid-from: re-run the grid's best K shapes per objective here, side by side, and take "
         "the oracle from those runs (default 0: the earlier grid's figures as they are)",
     )
+    ap.add_argument(
+        "--grid-seeds", default=None,
+        help="with --grid-from: the grid's seeds that choose the oracle's shapes (default: --seeds). Other seeds "
+        "than --seeds, with --oracle-top 1, give an out-of-sample oracle: no best-of-k on the seeds it is judged on",
+    )
     ap.add_argument("--json-out", type=Path, default=None)
     args = ap.parse_args(argv)
     if args.oracle_top < 0 or (args.oracle_top and args.grid_from is None):
@@ -307,6 +315,15 @@ def main(argv: list[str] | None = None) -> int:
         seeds = [int(s) for s in args.seeds.split(",") if s]
     except ValueError:
         ap.error(f"--seeds must be comma-separated integers, got {args.seeds!r}")
+    try:
+        grid_seeds = seeds if args.grid_seeds is None else [int(s) for s in args.grid_seeds.split(",") if s]
+    except ValueError:
+        ap.error(f"--grid-seeds must be comma-separated integers, got {args.grid_seeds!r}")
+    if args.grid_seeds is not None and args.grid_from is None:
+        ap.error("--grid-seeds needs --grid-from FILE (the grid whose runs on those seeds choose the oracle)")
+    if sorted(grid_seeds) != sorted(seeds) and not args.oracle_top:
+        ap.error("--grid-seeds other than --seeds needs --oracle-top K: the oracle must be re-run on --seeds to compare")
+    out_of_sample = not set(grid_seeds) & set(seeds)
     methods = tuple(m for m in args.methods.split(",") if m)
     bad = [m for m in methods if m not in METHODS]
     if bad:
@@ -314,18 +331,19 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for env in envs:
         partial = None if args.json_out is None else args.json_out.with_suffix(f".{env}.partial.json")
-        earlier = None if args.grid_from is None else _load_grid(args.grid_from, env, seeds)
+        earlier = None if args.grid_from is None else _load_grid(args.grid_from, env, grid_seeds)
         remeasure = oracle_candidates(earlier[0], args.oracle_top) if earlier and args.oracle_top else []
         res = run_env(env, seeds, args.quick, args.max_steps, partial, methods, grid_shapes, remeasure)
         if earlier is not None:
-            _use_grid(res, *earlier, args.oracle_top)
+            _use_grid(res, *earlier, args.oracle_top, out_of_sample)
         res["summary"] = summarise(res)
         print_table(env, res["summary"], res["oracle"])
         results.append(res)
         if args.json_out:
             from trainwise.results import write_json
 
-            write_json(args.json_out, {"benchmark": "seraph", "quick": args.quick, "seeds": seeds, "envs": results})
+            write_json(args.json_out, {"benchmark": "seraph", "quick": args.quick, "seeds": seeds,
+                                       "grid_seeds": grid_seeds, "envs": results})
     return 0
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.seraph import _use_grid, oracle_candidates  # noqa: E402
@@ -47,3 +49,15 @@ def test_the_remeasured_runs_decide_the_oracle_and_the_grids_pick_is_kept():
     plain = {}
     _use_grid(plain, GRID, "earlier.json", 0)
     assert plain["oracle"]["cost"]["median"] == 1.8 and "oracle_as_in_grid" not in plain
+
+
+def test_an_out_of_sample_oracle_says_so_and_grid_seeds_need_a_rerun(tmp_path, capsys):
+    from benchmarks.seraph import main
+
+    again = [_row((4, 1769, 1024), s, 2.2, 5.2) for s in (3, 4, 5)]
+    res = {"oracle_remeasured_runs": again}
+    _use_grid(res, GRID, "earlier.json", 1, out_of_sample=True)
+    assert "out of sample" in res["oracle"]["cost"]["rule"]
+    with pytest.raises(SystemExit):
+        main(["--envs", "CartPole-v1", "--seeds", "3", "--grid-from", str(tmp_path / "g.json"), "--grid-seeds", "0"])
+    assert "--oracle-top" in capsys.readouterr().err
