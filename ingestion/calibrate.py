@@ -300,7 +300,8 @@ def knob_deltas(
                 base_samples.append(after)
             bracket = [x for x in (previous, after) if x > 0]
             previous = after if after > 0 else previous
-            variants.append((k, int(v), m, sum(bracket) / len(bracket)))
+            # both neighbouring base measurements failed: compare with the anchor instead (below)
+            variants.append((k, int(v), m, sum(bracket) / len(bracket) if bracket else 0.0))
     anchor = statistics.median(base_samples)
     threshold = noise_threshold(base_samples, floor, z)
     effects: list[dict[str, Any]] = []
@@ -308,7 +309,7 @@ def knob_deltas(
         if m.oom or m.rows_per_s <= 0:
             effects.append({"knob": k.name, "value": v, "ratio": None, "booked": False})
             continue
-        ratio = m.rows_per_s / bracket
+        ratio = m.rows_per_s / (bracket or anchor)
         booked = abs(1.0 - ratio) >= threshold
         effects.append({"knob": k.name, "value": v, "ratio": ratio, "threshold": threshold, "booked": booked})
         if booked:

@@ -174,6 +174,25 @@ def test_knob_effects_are_paired_and_noise_is_not_booked():
     assert sum(real_deltas) / len(real_deltas) == pytest.approx(true_delta, rel=0.1)
 
 
+def test_a_variant_whose_base_measurements_both_failed_is_compared_with_the_anchor():
+    from ingestion.calibrate import knob_deltas, sequential_config
+
+    space = _noisy_knob_space()
+    base_cfg = sequential_config(space)
+    calls = []
+
+    def measure(config):  # the base fails right around the first variant, then recovers
+        calls.append(config)
+        is_base = config == base_cfg
+        if is_base and len(calls) <= 3:
+            return Measurement(0.0, label="measured")
+        return Measurement(50_000.0 if config["prefetch"] == 4 else 100_000.0, label="measured")
+
+    deltas, points, samples, effects = knob_deltas(space, base_cfg, Measurement(100_000.0, label="measured"), measure)
+    assert all(e["ratio"] is not None for e in effects)
+    assert deltas["prefetch"]["prefetch"][4] == pytest.approx(1 / 50_000.0 - 1 / 100_000.0)
+
+
 def test_noise_threshold_follows_the_base_spread():
     from ingestion.calibrate import MIN_EFFECT, noise_threshold
 
