@@ -30,7 +30,6 @@ measured env-step counts; no timing is taken, so it needs no lock.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -41,7 +40,6 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-REFERENCES = ROOT / "optimizers" / "seraph" / "data" / "references.json"
 # the batch of the oracle's shape in the latest runs (docs/seraph.md)
 DEFAULT_BATCH = {"CartPole-v1": 1024, "LunarLander-v3": 2048}
 MIN_RUNS = 5  # a group needs this many reached runs for its median to normalise by
@@ -91,15 +89,19 @@ def main(argv: list[str] | None = None) -> int:
         trajectories = [int(k) for k in args.trajectories.split(",")]
     except ValueError:
         ap.error("--seeds and --trajectories take comma-separated whole numbers, e.g. 3,5,8")
-    refs = json.loads(REFERENCES.read_text())
+    from optimizers.seraph.references import REFERENCES_PATH, load_references
+
+    refs = load_references()
+    if not refs:
+        raise SystemExit(f"no reference runs in {REFERENCES_PATH}")
     out: dict[str, Any] = {
         "benchmark": "seraph_noise_floor",
         "label": "resampled from measured reference runs (env steps to the target); no timing",
-        "source": str(REFERENCES.relative_to(ROOT)),
+        "source": str(REFERENCES_PATH.relative_to(ROOT)),
         "bar": args.bar,
         "envs": [],
     }
-    for env_id, env in refs["envs"].items():
+    for env_id, env in refs.items():
         batch = DEFAULT_BATCH.get(env_id, int(env["points"][0][0]))
         rel = relative_steps(env, batch)
         rows = [{"seeds": n, "oracle_trajectories": k, **pass_probability(rel, n, k, bar=args.bar)}

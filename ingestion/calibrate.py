@@ -354,6 +354,17 @@ def cache_key(spec: Any, node: Node) -> str:
     return f"{spec.name}-{fingerprint(facts)}"
 
 
+def _default_evaluator(spec: Any, node: Node) -> tuple[Callable[..., Measurement], Any]:
+    """How calibration measures when no ``evaluate`` is given: in a measurement worker (returned
+    too, for the caller to close) when the pipeline is portable, else in this process."""
+    from ingestion.measure import MeasureWorker, measure_in_process
+
+    if spec.portable:
+        worker = MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb)
+        return (lambda c, **kw: worker.measure(c, **kw)), worker
+    return (lambda c, **kw: measure_in_process(spec, c, **kw)), None
+
+
 def calibrate(
     spec: Any,
     node: Node,
@@ -384,13 +395,7 @@ def calibrate(
     config = sequential_config(space)
     worker = None
     if evaluate is None:
-        from ingestion.measure import MeasureWorker, measure_in_process
-
-        if spec.portable:
-            worker = MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb)
-            evaluate = lambda c, **kw: worker.measure(c, **kw)  # noqa: E731
-        else:
-            evaluate = lambda c, **kw: measure_in_process(spec, c, **kw)  # noqa: E731
+        evaluate, worker = _default_evaluator(spec, node)
     try:
         has_prefixes = bool(getattr(spec, "stages", ())) and getattr(spec, "build_upto", None) is not None
         costs: dict[str, dict[str, float]] = {}
@@ -521,13 +526,7 @@ def reanchor(
     if evaluate is None:
         if spec is None:
             raise ValueError("reanchor needs a spec or an evaluate function")
-        from ingestion.measure import MeasureWorker, measure_in_process
-
-        if spec.portable:
-            worker = MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb)
-            evaluate = lambda c, **kw: worker.measure(c, **kw)  # noqa: E731
-        else:
-            evaluate = lambda c, **kw: measure_in_process(spec, c, **kw)  # noqa: E731
+        evaluate, worker = _default_evaluator(spec, node)
     started = time.monotonic()
     try:
         rates = [evaluate(config, **protocol).rows_per_s for _ in range(max(1, samples))]

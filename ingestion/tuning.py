@@ -92,8 +92,8 @@ def tune_pipeline(
     own_worker = worker is None and spec.portable
     w = MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb) if own_worker else worker
     controls: list[dict[str, Any]] = []
-    trials_done = [0]
-    controls_s = [0.0]
+    trials_done = 0
+    controls_s = 0.0
     try:
 
         def measure(config: Config) -> Measurement:
@@ -102,16 +102,18 @@ def tune_pipeline(
             return measure_in_process(spec, config, **search.as_kwargs())
 
         def measure_control() -> None:
+            nonlocal controls_s
             t = time.monotonic()
             m = measure(dict(control))  # type: ignore[arg-type]
-            controls_s[0] += time.monotonic() - t
-            controls.append({"before_trial": trials_done[0], "elapsed_s": round(t - start, 2),
+            controls_s += time.monotonic() - t
+            controls.append({"before_trial": trials_done, "elapsed_s": round(t - start, 2),
                              "rows_per_s": m.rows_per_s, "oom": m.oom, "label": m.label})
 
         def evaluate(config: Config) -> Measurement:
-            if control is not None and control_every > 0 and trials_done[0] % control_every == 0:
+            nonlocal trials_done
+            if control is not None and control_every > 0 and trials_done % control_every == 0:
                 measure_control()
-            trials_done[0] += 1
+            trials_done += 1
             return measure(config)
 
         start = time.monotonic()
@@ -125,7 +127,7 @@ def tune_pipeline(
             setup_s = time.monotonic() - start
             result = run(opt, evaluate, max_trials=1, on_trial=_progress if progress else None)
             result.stopped_by = f"time budget (optimizer set-up took {setup_s:.0f} s; one trial measured past it)"
-        if control is not None and control_every > 0 and trials_done[0]:
+        if control is not None and control_every > 0 and trials_done:
             measure_control()  # closing control, after the last trial
         tuning_s = time.monotonic() - start
         if result.best_config is None or result.best is None or result.best.oom:
@@ -157,7 +159,7 @@ def tune_pipeline(
             "best_trial_rows_per_s": result.best.rows_per_s,
             "protocol": search.as_kwargs(),
             "time_budget_s": time_budget_s,
-            **({"controls": controls, "controls_s": round(controls_s[0], 2), "control_config": dict(control),
+            **({"controls": controls, "controls_s": round(controls_s, 2), "control_config": dict(control),
                 "control_every": control_every} if control is not None else {}),
             "history": [
                 {"config": t.config, "rows_per_s": t.measurement.rows_per_s, "peak_rss_mb": t.measurement.peak_rss_mb,
