@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from optimizers.seraph.memory_probe import probe_memory_sizes
+from optimizers.seraph.memory_probe import charge_learner_wait, probe_memory_sizes
 from optimizers.seraph.models import Observation, PerformanceModel, RunShape
 from serverless.backends.base import BillingRecord, Invocation, InvokeBatch
 
@@ -58,6 +58,31 @@ def test_modelled_probe_time_is_the_makespan_and_measured_is_the_sum():
     assert "makespan" in modelled["lambda_time_label"] and "sum" in measured["lambda_time_label"]
     # the learner VM waits through the probe: a longer probe costs more
     assert measured["cost_usd"] > modelled["cost_usd"] > 0
+
+
+def test_a_modelled_probe_beside_the_pilot_adds_only_what_outlasts_it():
+    alone = probe_memory_sizes("CartPole-v1", [512, 3008], ScriptedBackend("modelled"), hidden=(64, 64), steps=256)
+    span = alone["span_s"]
+    assert alone["learner_wait_s"] == pytest.approx(span)  # nothing beside it: the learner waits it all
+    shorter = charge_learner_wait(alone, beside_s=span / 4)
+    assert shorter["lambda_time_s"] == pytest.approx(0.75 * span)
+    covered = charge_learner_wait(alone, beside_s=10 * span)
+    assert covered["lambda_time_s"] == 0.0
+    # the functions are paid in full either way; only the learner's wait goes
+    assert covered["cost_usd"] == pytest.approx(alone["function_cost_usd"]) and covered["cost_usd"] > 0
+    assert alone["cost_usd"] > shorter["cost_usd"] > covered["cost_usd"]
+    assert alone["cost_usd"] - covered["cost_usd"] == pytest.approx(span * alone["learner_usd_per_s"])
+    # applying it again recomputes from the span instead of subtracting twice
+    assert charge_learner_wait(shorter, beside_s=span / 4)["lambda_time_s"] == pytest.approx(0.75 * span)
+
+
+def test_a_measured_probe_ran_alone_so_the_learner_waits_its_whole_span():
+    measured = probe_memory_sizes("CartPole-v1", [512, 3008], ScriptedBackend("measured"), hidden=(64, 64), steps=256)
+    beside = charge_learner_wait(measured, beside_s=100.0)
+    assert beside["lambda_time_s"] == pytest.approx(measured["span_s"])
+    assert beside["cost_usd"] == pytest.approx(measured["cost_usd"])
+    with pytest.raises(ValueError, match="at least 0"):
+        charge_learner_wait(measured, beside_s=-1.0)
 
 
 def test_no_memory_sizes_is_an_error():

@@ -18,10 +18,21 @@ as init.
 The probe's rollouts come from the untrained policy and are not trained on: their
 time and cost are tuning overhead, reported as such.
 
-Clock: on the modelled clock (local emulator) the probe's time is the makespan of
+Clock: on the modelled clock (local emulator) the probe's span is the makespan of
 the sizes run concurrently (the slowest size's cold plus warm call), which is what
 they would take on Lambda. On a measured backend the calls run one after the other
-here, so the measured time is their sum, and is labelled so.
+here, so the measured span is their sum, and is labelled so.
+
+Overlap with the pilot (modelled clock only): nothing in the pilot depends on the
+probe (the pilot runs at 1,769 MB along a fixed schedule), so on Lambda both start
+together - the probe's functions (one alias per size) beside the pilot's - and the
+learner VM, busy with the pilot's updates, does not wait for the probe unless the probe
+outlasts the pilot. :func:`charge_learner_wait` prices that: the probe adds
+``max(0, span - pilot time)`` to the run's time and that much learner-VM time to its
+cost; its functions' GB-seconds and requests are paid in full either way. Here the
+calls still run before the pilot (the emulator's CPU-time clock is per call, so running
+them one after the other changes no modelled figure). On a measured backend the probe
+really ran before the pilot, so the learner waited its whole span.
 """
 
 from __future__ import annotations
@@ -101,17 +112,46 @@ def probe_memory_sizes(
         rows.append(ProbeRow(memory_mb, steps, cold_s, cold_bill.init_ms / 1000.0, warm_s, warm_bill.billed_ms / 1000.0))
     modelled = labels == {"modelled"}
     per_size = [r.cold_lambda_s + r.warm_lambda_s for r in rows]
-    lambda_time_s = max(per_size) if modelled else sum(per_size)
-    ledger.add_learner_time(lambda_time_s)  # the learner VM waits for the probe
-    return {
+    probe = {
         "rows": [r.as_dict() for r in rows],
         "observations": [r.observation() for r in rows],
         "env_steps": 2 * steps * len(rows),
-        "lambda_time_s": lambda_time_s,
-        "lambda_time_label": (
+        "span_s": max(per_size) if modelled else sum(per_size),
+        "span_label": (
             "modelled: the sizes invoked concurrently (makespan)" if modelled
             else "measured: the sizes invoked one after the other (sum)"
         ),
-        "cost_usd": ledger.total_usd,
+        # on the modelled clock the probe runs beside the pilot (see the module docstring)
+        "overlaps_pilot": modelled,
+        "function_cost_usd": ledger.total_usd,  # GB-seconds and requests; no learner time yet
+        "learner_usd_per_s": ledger.prices.vm_cost(1.0),
         "cost_label": ledger.label,
+    }
+    return charge_learner_wait(probe, beside_s=0.0)
+
+
+def charge_learner_wait(probe: dict[str, Any], *, beside_s: float) -> dict[str, Any]:
+    """The probe's time and cost once it runs beside ``beside_s`` seconds of other work
+    (the pilot's Lambda-clock time) that keeps the learner VM busy anyway.
+
+    ``lambda_time_s`` is what the probe adds to the run's time - its span less the work
+    beside it, at least 0, on the modelled clock; its whole span on a measured backend,
+    where it ran alone - and ``cost_usd`` is its functions' cost plus the learner VM's
+    wait for that time. Recomputed from ``span_s`` each call, so it can be applied again.
+    """
+    if beside_s < 0:
+        raise ValueError(f"beside_s must be at least 0, got {beside_s}")
+    span = float(probe["span_s"])
+    overlap = probe["overlaps_pilot"]
+    wait = max(0.0, span - beside_s) if overlap else span
+    label = probe["span_label"]
+    if overlap and beside_s > 0:
+        label += f"; run beside {beside_s:.2f} s of pilot, it adds the part that outlasts the pilot"
+    return {
+        **probe,
+        "beside_s": beside_s if overlap else 0.0,
+        "learner_wait_s": wait,
+        "lambda_time_s": wait,
+        "lambda_time_label": label,
+        "cost_usd": float(probe["function_cost_usd"]) + wait * float(probe["learner_usd_per_s"]),
     }

@@ -2,7 +2,9 @@
 
 * The **memory probe** (``memory_probe.py``) invokes one cold rollout function per
   memory size of the sweep, all at once: each size's warm rollout speed and its
-  cold-start time, for about one cold start of time.
+  cold-start time, for about one cold start of time. On the modelled clock it runs
+  beside the pilot (they do not depend on each other), so it adds only the part of its
+  span that outlasts the pilot's.
 * The **pilot** is ordinary training whose run shape a :class:`SweepController` changes
   every iteration along a fixed schedule at one vCPU (1,769 MB), so a single run
   measures the concurrency scaling (16 down to 1 functions), the learner's update time
@@ -22,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from optimizers.seraph.memory_probe import probe_memory_sizes
+from optimizers.seraph.memory_probe import charge_learner_wait, probe_memory_sizes
 from optimizers.seraph.models import RunShape
 from optimizers.seraph.noise_scale import NoiseScaleTracker
 from optimizers.seraph.planner import DEFAULT_MEMORY_SWEEP
@@ -184,6 +186,8 @@ def run_pilot(
         if own_backend:
             backend.close()
     records = result.iterations
+    # on the modelled clock the probe ran beside the pilot: the learner waits only for its excess
+    probe = charge_learner_wait(probe, beside_s=result.lambda_time_s)
     return Profile(
         workload=workload.key_dict(),
         backend=backend_name,
