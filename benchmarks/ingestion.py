@@ -35,6 +35,19 @@ For each data format (synthetic Criteo, 200,000 rows by default, generated once 
    rescale a measured rows/s; per block of grid points between two controls the
    re-anchored model's signed error is listed beside the controls, to show how much of the
    error follows the machine;
+4c. **several grid passes** (``--grid-passes N``, default 1): the grid is measured N times in
+   the same worker, each pass in the reverse order of the one before (forward, reversed,
+   forward, ...), with its controls every ``--control-every`` points in every pass. A
+   configuration's grid figure is then the **mean** of its passes' measurements (each pass's
+   figure stays in ``rows_per_s_passes``); an OOM in any pass makes it OOM. The mean, not the
+   median: with an even N in alternating order a configuration measured early in one pass is
+   measured late in the next, so a linear drift of the machine cancels exactly in the mean
+   (the median of two is the mean anyway, and for N >= 3 it would keep one pass's drift). The
+   simulator errors (1 and both models of 4), the oracle's top candidates (3) and the drift
+   report (4b) use the combined figure; ``result["grid_passes"]`` gives the spread between
+   passes and the simulator error against each pass alone. The grid's ``tuning_s`` is the total
+   of all passes (and their controls), ``trials`` the number of grid measurements, and
+   ``--grid-budget-s`` applies to each pass. Still nothing is fitted to the grid's measurements;
 5. the simulated part (other node sizes) from ``benchmarks.ingestion_sim.run_simulated``.
 
 Figures from the live pipeline are labelled ``measured``; the simulator's ``simulated``.
@@ -134,6 +147,69 @@ def grid_top(grid_history: list[dict[str, Any]], n: int) -> list[dict[str, Any]]
     return sorted(ran, key=lambda t: -t["rows_per_s"])[:n]
 
 
+def combine_passes(histories: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One grid history from several passes' (each in the order that pass measured): per
+    configuration, in the first pass's order, the mean rows/s of its passes (why the mean: module
+    doc, 4c), OOM if any pass ran out of memory (rows/s 0 then), the largest peak RSS, and each
+    pass's figure (``rows_per_s_passes``), OOM flag and position in its pass (``pass_trials``).
+    A configuration a pass did not reach (its budget ran out) is combined over the passes that
+    measured it."""
+    by_pass = [{_key(t["config"]): (i, t) for i, t in enumerate(h)} for h in histories]
+    combined = []
+    for t in histories[0]:
+        measured = [index[_key(t["config"])] for index in by_pass if _key(t["config"]) in index]
+        oom = any(m["oom"] for _, m in measured)
+        rates = [m["rows_per_s"] for _, m in measured]
+        combined.append({
+            "config": t["config"],
+            "rows_per_s": 0.0 if oom else statistics.fmean(rates),
+            "peak_rss_mb": max(m["peak_rss_mb"] for _, m in measured),
+            "oom": oom,
+            "label": next((m["label"] for _, m in measured if m["oom"]), t["label"]),
+            "rows_per_s_passes": rates,
+            "oom_passes": [m["oom"] for _, m in measured],
+            "pass_trials": [i for i, _ in measured],
+        })
+    return combined
+
+
+def pass_spread(history: list[dict[str, Any]]) -> dict[str, Any]:
+    """How far a grid configuration's passes lie apart: (max - min) / mean of its passes' rows/s
+    (|pass 1 - pass 2| / mean with two passes), over the configurations measured in two passes or
+    more and never out of memory; and per pass the median ratio of its figure to pass 1's (the
+    machine's level in that pass against the first)."""
+    ran = [t["rows_per_s_passes"] for t in history
+           if len(t.get("rows_per_s_passes", [])) > 1 and not t["oom"] and min(t["rows_per_s_passes"]) > 0]
+    spreads = [(max(r) - min(r)) / statistics.fmean(r) for r in ran]
+    passes = max((len(r) for r in ran), default=0)
+    return {
+        "label": "measured",
+        "configs": len(spreads),
+        "median_rel_spread": statistics.median(spreads) if spreads else None,
+        "mean_rel_spread": statistics.fmean(spreads) if spreads else None,
+        "max_rel_spread": max(spreads) if spreads else None,
+        "median_over_pass1": [statistics.median(r[k] / r[0] for r in ran if len(r) > k) for k in range(passes)],
+    }
+
+
+def grid_passes_report(spec: Any, node: Any, history: list[dict[str, Any]], models: dict[str, Any]) -> dict[str, Any]:
+    """The spread between the grid's passes (:func:`pass_spread`) and, as a diagnostic, each
+    model's simulator error against every pass alone: what a single pass would have reported."""
+    passes = max(len(t["rows_per_s_passes"]) for t in history)
+    by_model = {}
+    for name, model in models.items():
+        by_model[name] = []
+        for k in range(passes):
+            alone = [{"config": t["config"], "rows_per_s": t["rows_per_s_passes"][k], "oom": t["oom_passes"][k]}
+                     for t in history if len(t["rows_per_s_passes"]) > k]
+            se = simulator_error(spec, node, model, alone)
+            by_model[name].append({"pass": k + 1, "mean_rel_error": se["mean_rel_error"],
+                                   "median_rel_error": se["median_rel_error"]})
+    return {"passes": passes, "spread": pass_spread(history),
+            "simulator_error_by_pass": {"label": "diagnostic (each pass alone; the bar uses the mean of the passes)",
+                                        **by_model}}
+
+
 def pick_oracle(top: list[dict[str, Any]], final: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The oracle: of the grid's top configurations, the best as re-measured side by side."""
     candidates = [{"name": f"grid-top{i + 1}", "config": t["config"], "grid_rows_per_s": t["rows_per_s"],
@@ -146,7 +222,8 @@ def pick_oracle(top: list[dict[str, Any]], final: dict[str, dict[str, Any]]) -> 
 
 def simulator_error(spec: Any, node: Any, calibration: Any, grid_history: list[dict[str, Any]]) -> dict[str, Any]:
     """|simulated - measured| / measured over the grid's live trials (``pairs`` in grid order,
-    each with its trial index ``trial``)."""
+    each with its trial index ``trial``; with several grid passes also ``pass_trials``, its
+    position in each pass)."""
     from ingestion.simulator import simulate
 
     model = _model_of(calibration)
@@ -159,7 +236,8 @@ def simulator_error(spec: Any, node: Any, calibration: Any, grid_history: list[d
         err = abs(sim.rows_per_s - t["rows_per_s"]) / t["rows_per_s"]
         errors.append(err)
         pairs.append({"config": t["config"], "trial": i, "measured_rows_per_s": t["rows_per_s"],
-                      "simulated_rows_per_s": sim.rows_per_s, "rel_error": err})
+                      "simulated_rows_per_s": sim.rows_per_s, "rel_error": err,
+                      **({"pass_trials": t["pass_trials"]} if "pass_trials" in t else {})})
     measured_best = max(pairs, key=lambda p: p["measured_rows_per_s"]) if pairs else None
     sim_best = max(pairs, key=lambda p: p["simulated_rows_per_s"]) if pairs else None
     return {
@@ -202,44 +280,70 @@ def drift_report(calibration: Any, reanchored: Any, controls: list[dict[str, Any
     }
     if reanchored_error and reanchored_error.get("pairs") and ran:
         blocks = []
-        edges = [c["before_trial"] for c in controls]
-        for lo, hi, c0, c1 in zip(edges, edges[1:], controls, controls[1:]):
-            block = [p for p in reanchored_error["pairs"] if lo <= p["trial"] < hi]
-            if not block:
-                continue
-            signed = [p["simulated_rows_per_s"] / p["measured_rows_per_s"] - 1.0 for p in block]
-            blocks.append({"trials": [lo, hi], "control_before": c0["rows_per_s"], "control_after": c1["rows_per_s"],
-                           "mean_abs_error": statistics.fmean(abs(x) for x in signed),
-                           "mean_signed_error": statistics.fmean(signed)})
+        by_pass = _controls_by_pass(controls)
+        for k, pass_controls in by_pass.items():
+            edges = [c["before_trial"] for c in pass_controls]
+            for lo, hi, c0, c1 in zip(edges, edges[1:], pass_controls, pass_controls[1:]):
+                block = [p for p in reanchored_error["pairs"] if lo <= _pass_trial(p, k) < hi]
+                if not block:
+                    continue
+                signed = [p["simulated_rows_per_s"] / p["measured_rows_per_s"] - 1.0 for p in block]
+                blocks.append({**({"pass": k} if len(by_pass) > 1 else {}),
+                               "trials": [lo, hi], "control_before": c0["rows_per_s"], "control_after": c1["rows_per_s"],
+                               "mean_abs_error": statistics.fmean(abs(x) for x in signed),
+                               "mean_signed_error": statistics.fmean(signed)})
         out["blocks"] = blocks
     return out
+
+
+def _controls_by_pass(controls: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """The controls of each grid pass (1, 2, ...), in the order measured; a single-pass run's
+    controls carry no ``pass`` and are pass 1."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for c in controls:
+        out.setdefault(c.get("pass", 1), []).append(c)
+    return out
+
+
+def _pass_trial(pair: dict[str, Any], k: int) -> float:
+    """The position of a grid pair's measurement in pass ``k`` (inf if that pass did not measure it)."""
+    positions = pair.get("pass_trials", [pair["trial"]])
+    return positions[k - 1] if k <= len(positions) else float("inf")
 
 
 def control_tracked_error(anchor: float, pairs: list[dict[str, Any]], controls: list[dict[str, Any]]) -> dict[str, Any] | None:
     """A diagnostic, not a bar figure: the as-calibrated model's error over the grid with its
     level moved, point by point, to the control measurements (the base configuration measured
     before every 10th grid point), interpolated linearly between the two controls around each
-    point; ``anchor`` is the calibration's level of the base configuration. It uses no grid
-    measurement, but each control is one short measurement (as noisy as a grid point), so it
-    shows how much of the error is the machine's level, not a better model."""
-    ran = sorted((c for c in controls if not c["oom"] and c["rows_per_s"] > 0), key=lambda c: c["before_trial"])
-    if len(ran) < 2 or anchor <= 0:
+    point; ``anchor`` is the calibration's level of the base configuration. With several grid
+    passes the level of a point is the mean of its interpolated levels in the passes (as its
+    figure is the mean of its passes' measurements). It uses no grid measurement, but each
+    control is one short measurement (as noisy as a grid point), so it shows how much of the
+    error is the machine's level, not a better model."""
+    ran = {k: sorted((c for c in cs if not c["oom"] and c["rows_per_s"] > 0), key=lambda c: c["before_trial"])
+           for k, cs in _controls_by_pass(controls).items()}
+    if any(len(cs) < 2 for cs in ran.values()) or not ran or anchor <= 0:
         return None
     errors = []
     for p in pairs:
-        i = p["trial"]
-        lo = max((c for c in ran if c["before_trial"] <= i), key=lambda c: c["before_trial"], default=ran[0])
-        hi = min((c for c in ran if c["before_trial"] > i), key=lambda c: c["before_trial"], default=ran[-1])
-        span = hi["before_trial"] - lo["before_trial"]
-        w = (i + 0.5 - lo["before_trial"]) / span if span > 0 else 0.0
-        level = lo["rows_per_s"] * (1.0 - w) + hi["rows_per_s"] * w
+        levels = [_level_at(cs, _pass_trial(p, k)) for k, cs in ran.items() if _pass_trial(p, k) != float("inf")]
+        level = statistics.fmean(levels)
         errors.append(abs(p["simulated_rows_per_s"] * level / anchor - p["measured_rows_per_s"]) / p["measured_rows_per_s"])
     return {"label": "diagnostic (model level from the controls; not the bar figure)",
             "mean_rel_error": statistics.fmean(errors), "median_rel_error": statistics.median(errors)}
 
 
+def _level_at(controls: list[dict[str, Any]], i: float) -> float:
+    """The controls' level at grid point ``i`` of their pass: linear between the two around it."""
+    lo = max((c for c in controls if c["before_trial"] <= i), key=lambda c: c["before_trial"], default=controls[0])
+    hi = min((c for c in controls if c["before_trial"] > i), key=lambda c: c["before_trial"], default=controls[-1])
+    span = hi["before_trial"] - lo["before_trial"]
+    w = (i + 0.5 - lo["before_trial"]) / span if span > 0 else 0.0
+    return lo["rows_per_s"] * (1.0 - w) + hi["rows_per_s"] * w
+
+
 def rescore(path: Path) -> None:
-    """Print the simulator errors and drift of a saved result (no measurement)."""
+    """Print the simulator errors, drift and grid passes of a saved result (no measurement)."""
     import json
 
     for f in json.loads(path.read_text()).get("real", []):
@@ -255,6 +359,19 @@ def rescore(path: Path) -> None:
             print(f"{f['format']}: controls max/min {d['controls_max_over_min']:.2f}, re-anchor x{d['reanchor_level_factor']:.2f}"
                   + (f"; {tracked['label']}: mean {tracked['mean_rel_error']:.1%}, median {tracked['median_rel_error']:.1%}"
                      if tracked else ""))
+        if f.get("grid_passes"):
+            print(f"{f['format']}: {passes_line(f['grid_passes'])}")
+
+
+def passes_line(report: dict[str, Any]) -> str:
+    """One line on the grid's passes (measured): their spread and each pass's simulator error alone."""
+    sp = report["spread"]
+    alone = "; ".join(f"{model}: " + ", ".join(f"pass {e['pass']} {e['mean_rel_error']:.1%}" for e in errors)
+                      for model, errors in report["simulator_error_by_pass"].items() if model != "label")
+    return (f"{report['passes']} grid passes (measured): |max - min| / mean of a configuration's passes, median "
+            f"{sp['median_rel_spread'] or 0:.1%} (mean {sp['mean_rel_spread'] or 0:.1%}, max {sp['max_rel_spread'] or 0:.1%}) "
+            f"over {sp['configs']} configurations; pass / pass 1 median {[round(x, 3) for x in sp['median_over_pass1']]}"
+            + (f"; simulator mean error against each pass alone: {alone}" if alone else ""))
 
 
 def run_format(fmt: str, args: argparse.Namespace, node: Any) -> dict[str, Any]:
@@ -277,7 +394,7 @@ def run_format(fmt: str, args: argparse.Namespace, node: Any) -> dict[str, Any]:
         budget = args.grid_budget_s if name == "grid" else args.time_budget_s
         progress(f"[{fmt}] tuning with {name} (budget {budget:.0f} s)")
         try:
-            if name == "grid" and spec.portable and args.control_every > 0:
+            if name == "grid" and (args.grid_passes > 1 or (spec.portable and args.control_every > 0)):
                 tuned[name] = _grid_with_controls(spec, node, args, calibration(), reanchored, budget)
             else:
                 tuned[name] = tune_pipeline(spec, node, name, time_budget_s=budget, seed=args.seed, final=None,
@@ -340,6 +457,11 @@ def run_format(fmt: str, args: argparse.Namespace, node: Any) -> dict[str, Any]:
                 result["drift"]["error_level_from_controls"] = control_tracked_error(
                     result["drift"]["calibration_anchor_rows_per_s"] or 0.0, result["simulator_error"]["pairs"],
                     result["drift"]["controls"])
+        if tuned["grid"]["search"].get("passes", 1) > 1:
+            models = {se["model"]: model for se, model in ((result["simulator_error"], calibration()),
+                                                           (result.get("simulator_error_reanchored"), reanchored.get("c")))
+                      if se and "error" not in se}
+            result["grid_passes"] = grid_passes_report(spec, node, history, models)
         if hasattr(calibration(), "to_json"):  # what the simulator was fitted from (anchor, knob effects)
             result["calibration"] = calibration().to_json()
     result["search_history"] = {n: t.get("search", {}).get("history") for n, t in tuned.items()}
@@ -350,24 +472,61 @@ def _grid_with_controls(spec: Any, node: Any, args: argparse.Namespace, calibrat
                         reanchored: dict[str, Any], budget: float) -> dict[str, Any]:
     """The grid in one worker: first the calibration re-anchored right before it (its base
     configuration measured ``--reanchor-samples`` times; stored in ``reanchored["c"]``), then the
-    grid with a control measurement of that base configuration every ``--control-every`` points."""
+    grid ``--grid-passes`` times, each pass in the reverse order of the one before and with a
+    control measurement of that base configuration every ``--control-every`` points (0: no
+    controls and no re-anchor). Several passes are combined by :func:`combine_grid_passes`."""
+    from contextlib import nullcontext
+
     from ingestion.calibrate import reanchor
     from ingestion.measure import MeasureWorker
     from ingestion.tuning import SEARCH_PROTOCOL, tune_pipeline
+    from optimizers.baselines.grid import GridSearch
 
-    with MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb) as w:
-        if hasattr(calibration, "profile_config"):
+    passes = getattr(args, "grid_passes", 1)
+    with MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb) if spec.portable else nullcontext() as w:
+        control = None
+        if w is not None and args.control_every > 0 and hasattr(calibration, "profile_config"):
             reanchored["c"] = reanchor(calibration, node, evaluate=lambda c, **kw: w.measure(c, **kw),
                                        samples=args.reanchor_samples, note="right before the grid")
             r = reanchored["c"].reanchors[-1]
             progress(f"  re-anchor: base configuration {[round(x) for x in r['samples']]} rows/s, level "
                      f"{r['level_before']:,.0f} -> {r['level_after'] or 0:,.0f} (x{r['level_factor'] or 0:.2f})")
             control = calibration.profile_config
-        else:
-            control = None
-        return tune_pipeline(spec, node, "grid", time_budget_s=budget, seed=args.seed, final=None,
-                             progress=args.verbose, search=SEARCH_PROTOCOL, worker=w, control=control,
-                             control_every=args.control_every)
+        runs = []
+        for k in range(passes):
+            if passes > 1:
+                progress(f"  grid pass {k + 1}/{passes} ({'reversed' if k % 2 else 'forward'} order)")
+            runs.append(tune_pipeline(spec, node, GridSearch(spec.space, reverse=k % 2 == 1), time_budget_s=budget,
+                                      seed=args.seed, final=None, progress=args.verbose, search=SEARCH_PROTOCOL,
+                                      worker=w, control=control, control_every=args.control_every))
+    return runs[0] if passes == 1 else combine_grid_passes(runs)
+
+
+def combine_grid_passes(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One grid result from several passes' ``tune_pipeline`` results: the history combined by
+    :func:`combine_passes`, the pick the best combined figure, ``tuning_s`` the total of the
+    passes (controls included; each pass's in ``tuning_s_passes``), ``trials`` every grid
+    measurement of every pass, the controls of all passes in the order measured, each with its
+    ``pass`` (``before_trial`` counts within its pass)."""
+    first = runs[0]
+    history = combine_passes([r["search"]["history"] for r in runs])
+    best = grid_top(history, 1)
+    search = {
+        **first["search"],
+        "passes": len(runs),
+        "trials": sum(r["search"]["trials"] for r in runs),
+        "trials_passes": [r["search"]["trials"] for r in runs],
+        "stopped_by": "; ".join(dict.fromkeys(r["search"]["stopped_by"] for r in runs)),
+        "best_trial_rows_per_s": best[0]["rows_per_s"] if best else 0.0,
+        "tuning_s_passes": [r["tuning_s"] for r in runs],
+        "history": history,
+    }
+    if "controls" in first["search"]:
+        search["controls"] = [{**c, "pass": k} for k, r in enumerate(runs, 1) for c in r["search"]["controls"]]
+        search["controls_s"] = round(sum(r["search"]["controls_s"] for r in runs), 2)
+    return {**first, "config": best[0]["config"] if best else first["config"],
+            "rows_per_s": best[0]["rows_per_s"] if best else first["rows_per_s"],
+            "tuning_s": sum(r["tuning_s"] for r in runs), "search": search}
 
 
 def check_bars(formats: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -390,6 +549,17 @@ def check_bars(formats: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return bars
 
 
+def _grid_passes(text: str) -> int:
+    """``--grid-passes``: an integer >= 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1 (1: the grid measured once), got {text!r}")
+    return n
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--formats", default="tsv,tfrecord")
@@ -405,6 +575,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="a control measurement of the calibration's base configuration every N grid points (0: none)")
     p.add_argument("--reanchor-samples", type=int, default=5,
                    help="base measurements of the re-anchor right before the grid (default 5)")
+    p.add_argument("--grid-passes", type=_grid_passes, default=1,
+                   help="measure the grid N times, alternating forward and reversed order, and take each "
+                        "configuration's mean (default 1: once)")
     p.add_argument("--data-root", default=".trainwise/bench-data")
     p.add_argument("--skip-sim", action="store_true", help="skip the simulated part (other node sizes)")
     p.add_argument("--verbose", action="store_true", help="print every trial")
@@ -447,6 +620,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"{se['max_rel_error']:.1%}; model low on {se['model_low_on']} of {se['configs']}")
             elif se:
                 print(f"simulator error: not computed ({se.get('error')})")
+        if f.get("grid_passes"):
+            print(passes_line(f["grid_passes"]))
         d = f.get("drift")
         if d:
             print(f"drift (measured, base configuration): calibration anchor {d['calibration_anchor_rows_per_s'] or 0:,.0f}, "

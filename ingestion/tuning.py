@@ -32,7 +32,7 @@ from typing import Any, Callable
 from ingestion.measure import MeasureWorker, measure_in_process
 from ingestion.node import Node
 from ingestion.pipeline import PipelineSpec
-from optimizers.base import Config, Measurement, Trial, run
+from optimizers.base import Config, Measurement, Optimizer, Trial, run
 from trainwise.errors import UserError
 
 
@@ -71,7 +71,7 @@ def _progress(trial: Trial) -> None:
 def tune_pipeline(
     spec: PipelineSpec,
     node: Node,
-    optimizer: str,
+    optimizer: str | Optimizer,
     *,
     time_budget_s: float,
     seed: int = 0,
@@ -84,9 +84,13 @@ def tune_pipeline(
     control: Config | None = None,
     control_every: int = 10,
 ) -> dict[str, Any]:
-    """Tune ``spec`` on ``node`` with ``optimizer``; return the result dict (see module doc)."""
+    """Tune ``spec`` on ``node`` with ``optimizer``; return the result dict (see module doc).
+
+    ``optimizer`` is a registry name (``optimizers.baselines.OPTIMIZERS``), or an ask/tell
+    optimizer already built (e.g. a grid in another order), named by its ``name``."""
     from optimizers.baselines import make_optimizer
 
+    name = optimizer if isinstance(optimizer, str) else optimizer.name
     if time_budget_s <= 0:
         raise UserError(f"--time-budget-s must be positive, got {time_budget_s}")
     own_worker = worker is None and spec.portable
@@ -117,7 +121,8 @@ def tune_pipeline(
             return measure(config)
 
         start = time.monotonic()
-        opt = make_optimizer(optimizer, spec, node, time_budget_s=time_budget_s, seed=seed, calibration=calibration)
+        opt = (make_optimizer(optimizer, spec, node, time_budget_s=time_budget_s, seed=seed, calibration=calibration)
+               if isinstance(optimizer, str) else optimizer)
         remaining = max(0.0, time_budget_s - (time.monotonic() - start))
         result = run(opt, evaluate, time_budget_s=remaining, max_trials=max_trials,
                      on_trial=_progress if progress else None)
@@ -133,7 +138,7 @@ def tune_pipeline(
         if result.best_config is None or result.best is None or result.best.oom:
             reasons = sorted({str(t.measurement.extra.get("failure")) for t in result.trials if t.measurement.oom})
             raise UserError(
-                f"optimizer {optimizer!r} found no configuration that runs within the node's memory budget "
+                f"optimizer {name!r} found no configuration that runs within the node's memory budget "
                 f"({node.ram_budget_mb:,.0f} MB) in {tuning_s:.0f} s ({len(result.trials)} trials; failures: "
                 f"{'; '.join(reasons)[:500] or 'none'}); fix the pipeline, or raise --time-budget-s or the node's RAM"
             )
@@ -144,7 +149,7 @@ def tune_pipeline(
         if own_worker and w is not None:
             w.close()
     return {
-        "optimizer": optimizer,
+        "optimizer": name,
         "pipeline": spec.name,
         "config": chosen,
         "rows_per_s": final_m.rows_per_s,

@@ -3,6 +3,8 @@
 Within the space's value lists and CPU budget nothing can beat the grid's best, so it
 is the reference the other optimizers are compared to. It ignores any time budget of
 its own; the caller's budget stops it (the result then says it was cut short).
+``reverse=True`` proposes the same configurations last to first (a second pass of the
+benchmark's grid, so a linear drift of the machine cancels in the mean of the two).
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from optimizers.base import Config, Measurement
 class GridSearch:
     name = "grid"
 
-    def __init__(self, space: KnobSpace):
-        self._configs = iter(list(space.grid()))
+    def __init__(self, space: KnobSpace, reverse: bool = False):
+        configs = list(space.grid())
+        self._configs = iter(configs[::-1] if reverse else configs)
         self.size = space.grid_size()
         self.history: list[tuple[Config, Measurement]] = []
 
