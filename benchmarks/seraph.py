@@ -157,6 +157,14 @@ def _median(rows: list[dict[str, Any]], key: str) -> float | None:
     return statistics.median(vals) if vals else None
 
 
+def _oracle_steps(env_result: dict[str, Any], config: dict[str, int]) -> float | None:
+    """Median env steps of the oracle shape over the runs it was judged on (the re-run
+    candidates when there are any, else the grid)."""
+    rows = env_result.get("oracle_remeasured_runs") or env_result.get("grid") or []
+    steps = [r["env_steps"] for r in rows if r.get("config") == config and r.get("reached")]
+    return statistics.median(steps) if steps else None
+
+
 def summarise(env_result: dict[str, Any]) -> dict[str, Any]:
     runs = env_result["runs"]
     methods = sorted({r["method"] for r in runs}, key=lambda m: (not m.startswith("static"), m))
@@ -201,6 +209,15 @@ def summarise(env_result: dict[str, Any]) -> dict[str, Any]:
         if s_ and orc.get("speed"):
             bars[f"speed_objective{suffix}_vs_oracle"] = s_["median_lambda_time_s_modelled"] / orc["speed"]["median"]
             bars[f"speed_oracle_bar_met{suffix}"] = bars[f"speed_objective{suffix}_vs_oracle"] <= 1.15
+    # A clock-free diagnostic beside each oracle ratio (not a bar): median env steps to the
+    # target against the oracle shape's, on the runs that set the oracle. The modelled clock is
+    # CPU time, which moved 2x between phases of one run on this machine; steps are counted.
+    for suffix in ("", "_cached_profile"):
+        for objective in ("cost", "speed"):
+            row, o = by.get(f"seraph_{objective}{suffix}"), orc.get(objective)
+            steps = _oracle_steps(env_result, o["config"]) if o else None
+            if row and steps:
+                bars[f"{objective}_objective{suffix}_env_steps_vs_oracle"] = row["median_env_steps"] / steps
     errs = [r["model_check"]["iteration_time_median_abs_error"] for r in runs if r["method"].startswith("seraph") and r["model_check"]["iteration_time_median_abs_error"] is not None]
     if errs:
         bars["iteration_time_prediction_median_abs_error"] = statistics.median(errs)
@@ -271,6 +288,19 @@ def _use_grid(res: dict[str, Any], grid: list[dict[str, Any]], source: str, top:
                 )
 
 
+def rescore(path: Path) -> int:
+    """Print a saved result's table and bars as this code summarises them (no training)."""
+    import json
+
+    try:
+        envs = json.loads(path.read_text())["envs"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SystemExit(f"--rescore {path}: not a readable seraph benchmark result ({exc})") from None
+    for res in envs:
+        print_table(res["env"], summarise(res), res["oracle"])
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--envs", default="CartPole-v1,LunarLander-v3")
@@ -298,7 +328,11 @@ def main(argv: list[str] | None = None) -> int:
         "than --seeds, with --oracle-top 1, give an out-of-sample oracle: no best-of-k on the seeds it is judged on",
     )
     ap.add_argument("--json-out", type=Path, default=None)
+    ap.add_argument("--rescore", type=Path, default=None,
+                    help="re-summarise a saved result JSON with this code's summary (no training) and exit")
     args = ap.parse_args(argv)
+    if args.rescore is not None:
+        return rescore(args.rescore)
     if args.oracle_top < 0 or (args.oracle_top and args.grid_from is None):
         ap.error("--oracle-top K needs K >= 0 and --grid-from FILE (the grid whose best shapes are re-run)")
     grid_shapes = None

@@ -61,3 +61,34 @@ def test_an_out_of_sample_oracle_says_so_and_grid_seeds_need_a_rerun(tmp_path, c
     with pytest.raises(SystemExit):
         main(["--envs", "CartPole-v1", "--seeds", "3", "--grid-from", str(tmp_path / "g.json"), "--grid-seeds", "0"])
     assert "--oracle-top" in capsys.readouterr().err
+
+
+def _run(method, seed, steps, cost, time_s):
+    return {"method": method, "seed": seed, "env_steps": steps, "cost_usd": cost, "lambda_time_s": time_s,
+            "wall_s": time_s, "reached": True, "model_check": {"iteration_time_median_abs_error": None}}
+
+
+def test_env_steps_against_the_oracle_are_reported_beside_the_clocked_ratios(tmp_path, capsys):
+    import json
+
+    from benchmarks.seraph import main, summarise
+
+    # Seraph's cost runs take the oracle's steps exactly but a slower clock phase makes them
+    # cost 1.5x: the clocked ratio says 1.5, the step ratio 1.0
+    oracle_runs = [{**_row((1, 1769, 1024), s, 2.0, 4.0), "env_steps": n} for s, n in zip(range(3), (100, 200, 300))]
+    res = {"env": "CartPole-v1", "oracle_remeasured_runs": oracle_runs,
+           "runs": [*(_run("seraph_cost", s, n, 3.0, 6.0) for s, n in zip(range(3), (100, 200, 300))),
+                    *(_run("seraph_speed", s, n, 3.0, 6.0) for s, n in zip(range(3), (300, 400, 500)))]}
+    _use_grid(res, GRID, "earlier.json", 1)
+    bars = summarise(res)["bars"]
+    assert bars["cost_objective_vs_oracle"] == pytest.approx(1.5)
+    assert bars["cost_objective_env_steps_vs_oracle"] == pytest.approx(1.0)
+    assert bars["speed_objective_env_steps_vs_oracle"] == pytest.approx(2.0)
+    assert "cost_objective_cached_profile_env_steps_vs_oracle" not in bars  # no cached runs
+    # --rescore prints a saved result's summary without training
+    saved = tmp_path / "r.json"
+    saved.write_text(json.dumps({"envs": [res]}))
+    assert main(["--rescore", str(saved)]) == 0
+    assert "cost_objective_env_steps_vs_oracle: 1.000" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="not a readable seraph benchmark result"):
+        main(["--rescore", str(tmp_path / "missing.json")])
