@@ -482,7 +482,7 @@ def _grid_with_controls(spec: Any, node: Any, args: argparse.Namespace, calibrat
     from ingestion.tuning import SEARCH_PROTOCOL, tune_pipeline
     from optimizers.baselines.grid import GridSearch
 
-    passes = getattr(args, "grid_passes", 1)
+    passes = args.grid_passes
     with MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb) if spec.portable else nullcontext() as w:
         control = None
         if w is not None and args.control_every > 0 and hasattr(calibration, "profile_config"):

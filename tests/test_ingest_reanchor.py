@@ -105,7 +105,7 @@ def test_benchmark_grid_reports_both_errors_and_the_drift(monkeypatch):
     worker = FakeWorker(truth, speed=1.5)
     monkeypatch.setattr("ingestion.measure.MeasureWorker", lambda *a, **kw: worker)
     spec = PipelineSpec("fake", build=lambda c: None, space=SPACE, rows_per_element=1, factory="tests:none")
-    args = argparse.Namespace(seed=0, verbose=False, control_every=10, reanchor_samples=5)
+    args = argparse.Namespace(seed=0, verbose=False, control_every=10, reanchor_samples=5, grid_passes=1)
     holder: dict = {}
     grid = bench._grid_with_controls(spec, NODE, args, cal, holder, 600)
     history = grid["search"]["history"]
