@@ -22,6 +22,9 @@ time on Lambda: per iteration the backend's ``lambda_s`` (modelled by the local
 emulator, measured on Ray and AWS) plus the learner host's time (its CPU time on the
 modelled clock, its wall time otherwise: ``_learner_host_s``); the learner VM is
 priced for that time. Each ``IterationRecord`` carries its own ``iteration_lambda_s``.
+On the modelled clock, CPU times are corrected for the host's momentary speed
+(``serverless.host_speed``: a metronome around the timed work); ``host_speed`` in each
+record is the learner's factor, and each invocation's ``emulator`` block the function's.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from serverless import host_speed
 from serverless.backends.base import InvokeBatch
 from serverless.backends.validation import check_memory_mb
 from serverless.ledger import BILLED, MODELLED, CostLedger
@@ -145,6 +149,7 @@ class IterationRecord:
     learner_s: float  # measured PPO update time (wall)
     learner_cpu_s: float  # CPU time of the PPO update (the trainer thread's)
     host_s: float  # the learner host's share of this iteration on the Lambda clock (see _learner_host_s)
+    host_speed: float  # the learner host's speed factor applied on the modelled clock (serverless.host_speed); 1.0 otherwise
     iteration_lambda_s: float  # this iteration on the Lambda clock: lambda_s + host_s
     rollout: dict[str, Any]  # billing summary of this iteration's invocations
     cost_usd: float  # cumulative
@@ -248,6 +253,7 @@ def _learner_host_s(*, modelled: bool, host_cpu_s: float, host_wall_s: float) ->
     on an otherwise idle host CPU time is its wall time, and unlike wall time it does
     not grow when other jobs share this machine. The emulated functions' part is CPU
     time as well (``lambda_clock``), so the whole modelled clock is load-independent.
+    The caller passes CPU time already corrected for the host's speed (``host_speed``).
     On a measured backend (Lambda, Ray) the host's part is its measured wall time.
     """
     return max(0.0, host_cpu_s if modelled else host_wall_s)
@@ -476,6 +482,10 @@ def train(
     stop_reason = "reached" if state.reached(spec.target_reward) else "max_steps"
     try:
         while stop_reason != "reached" and state.env_steps < spec.max_steps:
+            # the learner host's speed right now (modelled clock only; outside the timed work)
+            speed = host_speed.Bracket("learner") if lambda_label == "modelled" else None
+            if speed is not None:
+                speed.start()
             t_iter = time.perf_counter()
             c_iter = time.thread_time()
             # 1. the policy out to the functions (the last batch shrinks to fit the budget)
@@ -499,9 +509,12 @@ def train(
             state.env_steps += steps
             # 4. clocks and cost: on Lambda the learner waits for the functions, then updates
             iter_wall = time.perf_counter() - t_iter
+            host_cpu_s = time.thread_time() - c_iter - c_invoke
+            modelled = batch.lambda_s_label == "modelled"
+            speed_factor = speed.stop() if speed is not None and modelled else 1.0
             host_s = _learner_host_s(
-                modelled=batch.lambda_s_label == "modelled",
-                host_cpu_s=time.thread_time() - c_iter - c_invoke,
+                modelled=modelled,
+                host_cpu_s=host_cpu_s * speed_factor,
                 host_wall_s=iter_wall - batch.wall_s,
             )
             iter_lambda_time = batch.lambda_s + host_s
@@ -517,6 +530,7 @@ def train(
                 learner_s=learner_s,
                 learner_cpu_s=float(stats["learner_cpu_s"]),
                 host_s=host_s,
+                host_speed=speed_factor,
                 iteration_lambda_s=iter_lambda_time,
                 rollout=_rollout_summary(batch),
                 cost_usd=ledger.total_usd,

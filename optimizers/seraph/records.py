@@ -48,7 +48,8 @@ def view(record: Any) -> RecordView:
     rollout = _get(record, "rollout") or {}
     lambda_s = float(_get(record, "lambda_s"))
     modelled = _get(record, "lambda_s_label") == "modelled"
-    learner_s = float(_get(record, "learner_cpu_s" if modelled else "learner_s"))
+    # on the modelled clock: CPU time, corrected for the host's speed like the rest of that clock
+    learner_s = float(_get(record, "learner_cpu_s")) * float(_get(record, "host_speed", 1.0)) if modelled else float(_get(record, "learner_s"))
     wall_s = float(_get(record, "wall_s"))
     invocations = int(rollout.get("invocations", 0) or 0)
     billed_total_ms = float(rollout.get("billed_ms_total", 0.0) or 0.0)

@@ -14,7 +14,8 @@
   and resets a fresh env, and the model adds sandbox start and import time.
 - **Two clocks.** ``wall_s`` is measured here. ``lambda_s`` is *modelled*
   (:mod:`serverless.lambda_clock`): every invocation timed as if on its own
-  Lambda instance at the requested concurrency, from its measured CPU time scaled
+  Lambda instance at the requested concurrency, from its measured CPU time
+  (corrected for the host's momentary speed, :mod:`serverless.host_speed`) scaled
   to its CPU share, plus cold starts and invoke overhead. Billing records are the
   modelled durations rounded up to 1 ms, labelled "modelled".
 """
@@ -211,10 +212,12 @@ class LocalBackend:
             if reply.get("ok"):
                 result = reply["result"]
                 cold = bool(result.get("cold_start"))
-                cpu_ms = float(reply["cpu_ms"])
+                factor = float(reply.get("speed_factor", 1.0))
+                cpu_ms = float(reply["cpu_ms"]) * factor  # in reference-host CPU ms (serverless.host_speed)
                 result["emulator"] = {
                     "measured_wall_ms": float(reply["wall_ms"]),
-                    "measured_cpu_ms": cpu_ms,
+                    "measured_cpu_ms": float(reply["cpu_ms"]),
+                    "host_speed": factor,
                     "throttled_s": paused,
                 }
                 error = None

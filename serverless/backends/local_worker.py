@@ -5,7 +5,8 @@ Started by :class:`serverless.backends.local.LocalBackend` as
 frames on stdin/stdout (the same JSON a Lambda invoke carries; never pickle):
 
 - on start it sends ``{"ready": true, "pid": .., "import_ms": ..}``;
-- ``{"op": "invoke", "event": {...}}`` -> ``{"ok": true, "result": {...}, "wall_ms", "cpu_ms"}``
+- ``{"op": "invoke", "event": {...}}`` -> ``{"ok": true, "result": {...}, "wall_ms", "cpu_ms",
+  "speed_factor"}`` (``cpu_ms`` raw; ``speed_factor`` from ``serverless.host_speed``)
   or ``{"ok": false, "error": "..."}``;
 - ``{"op": "reset"}`` -> ``{"ok": true}`` (drop warm state: a new function version);
 - ``{"op": "exit"}`` ends the process.
@@ -48,6 +49,7 @@ def main() -> None:
     inp = sys.stdin.buffer
     t0 = time.perf_counter()
     from serverless import handler as handler_module
+    from serverless import host_speed
 
     import_ms = (time.perf_counter() - t0) * 1000.0 + 0.0
     write_frame(out, {"ready": True, "pid": os.getpid(), "import_ms": import_ms})
@@ -59,20 +61,18 @@ def main() -> None:
             handler_module.reset_warm_state()
             write_frame(out, {"ok": True})
             continue
+        speed = host_speed.Bracket("rollout")  # the metronome runs outside the timed work
+        speed.start()
         w0, c0 = time.perf_counter(), time.process_time()
         try:
             result = handler_module.handler(msg["event"], None)
         except Exception as exc:  # reported per invocation, like a Lambda function error
             write_frame(out, {"ok": False, "error": f"{type(exc).__name__}: {exc}"})
             continue
+        wall_ms, cpu_ms = (time.perf_counter() - w0) * 1000.0, (time.process_time() - c0) * 1000.0
         write_frame(
             out,
-            {
-                "ok": True,
-                "result": result,
-                "wall_ms": (time.perf_counter() - w0) * 1000.0,
-                "cpu_ms": (time.process_time() - c0) * 1000.0,
-            },
+            {"ok": True, "result": result, "wall_ms": wall_ms, "cpu_ms": cpu_ms, "speed_factor": speed.stop()},
         )
 
 
