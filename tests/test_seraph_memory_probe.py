@@ -12,18 +12,23 @@ INIT_MS = 400.0
 
 
 class ScriptedBackend:
-    """30 us per step at one vCPU, 20 ms per call; the first call at each size is cold."""
+    """30 us per step at one vCPU, 20 ms per call; the first call at each size is cold.
+
+    Above one vCPU the handler gains nothing (single-threaded), unless ``keeps_gaining``.
+    """
 
     name = "scripted"
 
-    def __init__(self, label: str = "modelled") -> None:
+    def __init__(self, label: str = "modelled", keeps_gaining: bool = False) -> None:
         self.label = label
+        self.keeps_gaining = keeps_gaining
         self.calls: list[tuple[int, int]] = []
 
     def invoke(self, events, memory_mb, concurrency=None):
         cold = all(m != memory_mb for m, _ in self.calls)
         self.calls.append((memory_mb, len(events)))
-        duration_ms = 30e-3 * events[0]["num_steps"] * max(1.0, 1769 / memory_mb)
+        slowdown = 1769 / memory_mb if self.keeps_gaining else max(1.0, 1769 / memory_mb)
+        duration_ms = 30e-3 * events[0]["num_steps"] * slowdown
         init_ms = INIT_MS if cold else 0.0
         bill = BillingRecord(
             billed_ms=int(duration_ms) + 1, duration_ms=duration_ms, init_ms=init_ms, memory_mb=memory_mb,
@@ -83,6 +88,28 @@ def test_a_measured_probe_ran_alone_so_the_learner_waits_its_whole_span():
     assert beside["cost_usd"] == pytest.approx(measured["cost_usd"])
     with pytest.raises(ValueError, match="at least 0"):
         charge_learner_wait(measured, beside_s=-1.0)
+
+
+SWEEP = [512, 885, 1769, 3008, 5307, 10240]
+
+
+def test_sizes_past_the_plateau_are_not_probed():
+    backend = ScriptedBackend()  # no gain above one vCPU
+    out = probe_memory_sizes("CartPole-v1", SWEEP, backend, hidden=(64, 64), steps=256)
+    assert [r["memory_mb"] for r in out["rows"]] == [512, 885, 1769, 3008]
+    assert out["skipped_sizes"] == [5307, 10240] and "3008 MB" in out["skipped_reason"]
+    assert {m for m, _ in backend.calls} == {512, 885, 1769, 3008}  # nothing was paid at the larger sizes
+    # one wave: the four sizes together
+    assert out["span_s"] == pytest.approx(max(r["cold_lambda_s"] + r["warm_lambda_s"] for r in out["rows"]))
+
+
+def test_a_handler_that_keeps_gaining_gets_every_size_one_wave_at_a_time():
+    out = probe_memory_sizes("CartPole-v1", SWEEP, ScriptedBackend(keeps_gaining=True), hidden=(64, 64), steps=256)
+    rows = out["rows"]
+    assert [r["memory_mb"] for r in rows] == SWEEP and out["skipped_sizes"] == [] and out["skipped_reason"] is None
+    per_size = {r["memory_mb"]: r["cold_lambda_s"] + r["warm_lambda_s"] for r in rows}
+    first_wave = max(per_size[m] for m in (512, 885, 1769, 3008))
+    assert out["span_s"] == pytest.approx(first_wave + per_size[5307] + per_size[10240])
 
 
 def test_no_memory_sizes_is_an_error():

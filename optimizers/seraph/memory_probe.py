@@ -15,12 +15,21 @@ Subtracting the init from a single cold call is not enough on every backend: on 
 the first call to a fresh worker also pays one-time costs the backend does not report
 as init.
 
+Sizes past the plateau are not probed. A rollout handler is single-threaded, so memory
+above one vCPU (1,769 MB) buys it little or nothing, yet a call at 10,240 MB costs 5.8x
+one at 1,769 MB. The sizes up to one vCPU and the first size above it are invoked
+together (the first wave); each larger size is then invoked on its own, and only while
+the size before it ran at least ``PLATEAU_GAIN`` (10%) faster per step than its own
+predecessor (the warm calls' handler durations). The sizes left out are reported
+(``skipped_sizes``); the performance model takes them to run like the largest size
+probed (``PerformanceModel._k``), which is what a plateau means.
+
 The probe's rollouts come from the untrained policy and are not trained on: their
 time and cost are tuning overhead, reported as such.
 
-Clock: on the modelled clock (local emulator) the probe's span is the makespan of
-the sizes run concurrently (the slowest size's cold plus warm call), which is what
-they would take on Lambda. On a measured backend the calls run one after the other
+Clock: on the modelled clock (local emulator) the probe's span is, per wave, the
+makespan of the sizes run concurrently (the slowest size's cold plus warm call),
+summed over the waves: what they would take on Lambda. On a measured backend the calls run one after the other
 here, so the measured span is their sum, and is labelled so.
 
 Overlap with the pilot (modelled clock only): nothing in the pilot depends on the
@@ -43,6 +52,8 @@ from typing import Any
 from optimizers.seraph.models import Observation, RunShape
 
 PROBE_STEPS = 256  # env steps per probe invocation: long enough to dwarf the per-call overhead
+ONE_VCPU_MB = 1769  # Lambda's memory size for one full vCPU
+PLATEAU_GAIN = 0.10  # a larger size is probed only while the last one gained at least this per step
 _PROBE_SEED_OFFSET = 1_000_000  # probe rollouts draw env seeds apart from any training iteration's
 
 
@@ -106,19 +117,37 @@ def probe_memory_sizes(
         ledger.add_invocation(bill.billed_ms, bill.memory_mb)
         return bill, batch.lambda_s
 
-    for i, memory_mb in enumerate(memory_sizes):
-        cold_bill, cold_s = call(memory_mb, 2 * i)
-        warm_bill, warm_s = call(memory_mb, 2 * i + 1)
-        rows.append(ProbeRow(memory_mb, steps, cold_s, cold_bill.init_ms / 1000.0, warm_s, warm_bill.billed_ms / 1000.0))
+    per_step_ms: list[float] = []  # the warm calls' handler duration per step, in probe order
+    waves_s: list[float] = []
+    skipped: list[int] = []
+    waves = probe_waves(memory_sizes)
+    for w, wave in enumerate(waves):
+        if w > 0 and not still_gaining(per_step_ms):
+            skipped = [m for later in waves[w:] for m in later]
+            break
+        spans = []
+        for memory_mb in wave:
+            i = len(rows)
+            cold_bill, cold_s = call(memory_mb, 2 * i)
+            warm_bill, warm_s = call(memory_mb, 2 * i + 1)
+            rows.append(ProbeRow(memory_mb, steps, cold_s, cold_bill.init_ms / 1000.0, warm_s, warm_bill.billed_ms / 1000.0))
+            per_step_ms.append(warm_bill.duration_ms / steps)
+            spans.append(cold_s + warm_s)
+        waves_s.append(max(spans))
     modelled = labels == {"modelled"}
     per_size = [r.cold_lambda_s + r.warm_lambda_s for r in rows]
     probe = {
         "rows": [r.as_dict() for r in rows],
         "observations": [r.observation() for r in rows],
         "env_steps": 2 * steps * len(rows),
-        "span_s": max(per_size) if modelled else sum(per_size),
+        "skipped_sizes": skipped,
+        "skipped_reason": (
+            f"past the plateau: {rows[-1].memory_mb} MB ran less than {PLATEAU_GAIN:.0%} faster per step than "
+            f"{rows[-2].memory_mb} MB" if skipped else None
+        ),
+        "span_s": sum(waves_s) if modelled else sum(per_size),
         "span_label": (
-            "modelled: the sizes invoked concurrently (makespan)" if modelled
+            f"modelled: the sizes invoked concurrently in {len(waves_s)} wave(s) (sum of the waves' makespans)" if modelled
             else "measured: the sizes invoked one after the other (sum)"
         ),
         # on the modelled clock the probe runs beside the pilot (see the module docstring)
@@ -128,6 +157,20 @@ def probe_memory_sizes(
         "cost_label": ledger.label,
     }
     return charge_learner_wait(probe, beside_s=0.0)
+
+
+def probe_waves(memory_sizes: list[int]) -> list[list[int]]:
+    """The sizes up to one vCPU and the first above it together, then one wave per larger size."""
+    sizes = sorted(set(memory_sizes))
+    above = [m for m in sizes if m > ONE_VCPU_MB]
+    return [[m for m in sizes if m <= ONE_VCPU_MB] + above[:1], *([m] for m in above[1:])]
+
+
+def still_gaining(per_step_ms: list[float]) -> bool:
+    """Did the largest size probed so far run at least PLATEAU_GAIN faster per step than the one before?"""
+    if len(per_step_ms) < 2:
+        return True
+    return per_step_ms[-1] <= (1.0 - PLATEAU_GAIN) * per_step_ms[-2]
 
 
 def charge_learner_wait(probe: dict[str, Any], *, beside_s: float) -> dict[str, Any]:
