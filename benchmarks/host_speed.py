@@ -11,8 +11,8 @@ its metronome (``serverless/host_speed.py``). Reports, per kind of work:
 
 Every figure is measured CPU time on this machine (``time.thread_time``).
 
-``--calibrate`` instead prints each metronome's median over ``--samples`` ticks: the
-numbers to put in ``host_speed.REFERENCE_MS`` on the reference host.
+``--calibrate`` instead prints each metronome's median over ``--samples`` ticks on each
+CPU: the reference (``host_speed.REFERENCE_MS``) is the fast state, the smallest of them.
 
     .venv/bin/python -m benchmarks.host_speed --seconds 240 --json-out FILE
     .venv/bin/python -m benchmarks.host_speed --calibrate
@@ -32,11 +32,26 @@ import numpy as np
 from serverless import host_speed
 
 
-def calibrate(samples: int) -> dict[str, float]:
-    out = {}
-    for kind, tick in host_speed.METRONOMES.items():
-        tick()  # first call builds its state
-        out[kind] = statistics.median(tick() for _ in range(samples))
+def calibrate(samples: int) -> dict[str, dict[int, float]]:
+    """Each metronome's median on each CPU this process may use (pinned in turn).
+
+    A vCPU's speed depends on what shares its physical core on the host, and it changes:
+    the same process measured 5.8 ms pinned to CPU 0 and 3.3 ms on CPU 1, and minutes
+    later 3.3 ms on both. The reference is the fast, uncontended state: the smallest of
+    the per-CPU medians, over a few calibrations.
+    """
+    import os
+
+    cpus = sorted(os.sched_getaffinity(0))
+    out: dict[str, dict[int, float]] = {kind: {} for kind in host_speed.METRONOMES}
+    try:
+        for cpu in cpus:
+            os.sched_setaffinity(0, {cpu})
+            for kind, tick in host_speed.METRONOMES.items():
+                tick()  # the first call builds its state
+                out[kind][cpu] = statistics.median(tick() for _ in range(samples))
+    finally:
+        os.sched_setaffinity(0, set(cpus))
     return out
 
 
@@ -104,8 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json-out", type=Path)
     args = ap.parse_args(argv)
     if args.calibrate:
-        for kind, ms in calibrate(args.samples).items():
-            print(f"{kind}: median {ms:.4f} ms over {args.samples} ticks (measured)")
+        for kind, per_cpu in calibrate(args.samples).items():
+            cells = ", ".join(f"CPU {cpu} {ms:.4f} ms" for cpu, ms in per_cpu.items())
+            print(f"{kind}: median over {args.samples} ticks: {cells} (measured); reference now {host_speed.REFERENCE_MS[kind]} ms")
         return 0
     report = probe(args.seconds, args.batch, args.block)
     report["label"] = "measured CPU time on this machine; 'corrected' = raw x metronome factor (serverless/host_speed.py)"

@@ -3,8 +3,12 @@
 The emulator models a function's duration, and the learner VM's time, from CPU time
 measured on this host. On the development machine (a 2-vCPU VM) the same work takes up to
 1.5x more CPU time in stretches of a few seconds than in others, with nothing else
-running: no system time, no page faults, no preemption, just a slower host (measured with
-the probes in ``benchmarks/host_speed.py``). Real Lambda does not slow down because our
+running: no system time, no page faults, no preemption, just a slower vCPU (measured with
+the probes in ``benchmarks/host_speed.py``). Each vCPU has its own state: one process
+pinned to CPU 0 ran the learner metronome in 5.8 ms while CPU 1 ran it in 3.3 ms, and
+minutes later both took 3.3 ms; presumably what shares the physical core on the host.
+Different kinds of work slow by different amounts (one slow state cost the Python-loop
+metronome 1.7x and the torch one 1.05x), hence one metronome per kind of work. Real Lambda does not slow down because our
 host's neighbours got busy, and two runs that train the very same trajectory should not be
 billed 1.5x apart, so the modelled clock is corrected for it.
 
@@ -30,10 +34,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-# Median CPU time of one metronome on the reference host (2-vCPU Intel Xeon VM, the
-# project's development machine), the median of three medians of 1,000 ticks each, 2026-12-01 05:35 UTC:
-# `python -m benchmarks.host_speed --calibrate`.
-REFERENCE_MS = {"rollout": 1.52, "learner": 3.66}
+# CPU time of one metronome on the reference host (2-vCPU Intel Xeon VM, the project's
+# development machine) in its fast, uncontended state: the smallest per-CPU median of 600
+# ticks over three calibrations, 2026-12-01 06:14 UTC (`python -m benchmarks.host_speed
+# --calibrate`; the slow states read up to 1.7x more: rollout 2.58-2.65 ms in one of them).
+REFERENCE_MS = {"rollout": 1.50, "learner": 3.25}
 
 # A factor outside these bounds means the metronome itself misfired (e.g. the process
 # was descheduled mid-tick on a host without CPU-time accounting); it is clamped.
@@ -78,7 +83,12 @@ _learner_state: dict[str, Any] = {}
 
 
 def learner_metronome_ms() -> float:
-    """CPU ms of a fixed learner-like workload: forward and backward of a small torch MLP."""
+    """CPU ms of a fixed learner-like workload: forward and backward of a small torch MLP.
+
+    Always on one torch thread: ``thread_time`` counts only the calling thread, so with
+    torch's intra-op pool the same work would read as less CPU time (the learner itself
+    runs on one thread, ``PPOConfig.torch_threads``).
+    """
     import torch
 
     if not _learner_state:
@@ -88,11 +98,18 @@ def learner_metronome_ms() -> float:
         )
         _learner_state.update(net=net, x=torch.randn(256, 8, generator=gen))
     net, x = _learner_state["net"], _learner_state["x"]
-    c0 = time.thread_time()
-    for _ in range(_LEARNER_REPS):
-        net.zero_grad(set_to_none=True)
-        net(x).pow(2).mean().backward()
-    return (time.thread_time() - c0) * 1000.0
+    threads = torch.get_num_threads()
+    if threads != 1:
+        torch.set_num_threads(1)
+    try:
+        c0 = time.thread_time()
+        for _ in range(_LEARNER_REPS):
+            net.zero_grad(set_to_none=True)
+            net(x).pow(2).mean().backward()
+        return (time.thread_time() - c0) * 1000.0
+    finally:
+        if threads != 1:
+            torch.set_num_threads(threads)
 
 
 METRONOMES: dict[str, Callable[[], float]] = {"rollout": rollout_metronome_ms, "learner": learner_metronome_ms}

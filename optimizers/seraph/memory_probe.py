@@ -29,8 +29,9 @@ time and cost are tuning overhead, reported as such.
 
 Clock: on the modelled clock (local emulator) the probe's span is, per wave, the
 makespan of the sizes run concurrently (the slowest size's cold plus warm call),
-summed over the waves: what they would take on Lambda. On a measured backend the calls run one after the other
-here, so the measured span is their sum, and is labelled so.
+summed over the waves: what they would take on Lambda. On a measured backend the
+calls run one after the other here, so the measured span is their sum, and is
+labelled so.
 
 Overlap with the pilot (modelled clock only): nothing in the pilot depends on the
 probe (the pilot runs at 1,769 MB along a fixed schedule), so on Lambda both start
