@@ -210,8 +210,8 @@ def summarise(env_result: dict[str, Any]) -> dict[str, Any]:
             bars[f"speed_objective{suffix}_vs_oracle"] = s_["median_lambda_time_s_modelled"] / orc["speed"]["median"]
             bars[f"speed_oracle_bar_met{suffix}"] = bars[f"speed_objective{suffix}_vs_oracle"] <= 1.15
     # A clock-free diagnostic beside each oracle ratio (not a bar): median env steps to the
-    # target against the oracle shape's, on the runs that set the oracle. The modelled clock is
-    # CPU time, which moved 2x between phases of one run on this machine; steps are counted.
+    # target against the oracle shape's, on the runs that set the oracle. Steps are counted, so
+    # they read older results too, whose uncorrected CPU-time clock moved 2x within one run.
     for suffix in ("", "_cached_profile"):
         for objective in ("cost", "speed"):
             row, o = by.get(f"seraph_{objective}{suffix}"), orc.get(objective)
