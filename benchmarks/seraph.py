@@ -49,7 +49,9 @@ def _log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def _seraph(env: str, seed: int, objective: str, target: float, max_steps: int | None, cached: bool) -> dict[str, Any]:
+def _seraph(
+    env: str, seed: int, objective: str, target: float, max_steps: int | None, cached: bool, steps_per_env: int = 0
+) -> dict[str, Any]:
     """``cached=False``: profile afresh (the pilot is the start of training; its cost counts).
     ``cached=True``: reuse the profile the fresh run just stored (a second tuning of the
     same workload): no pilot, training from scratch with the plan."""
@@ -58,7 +60,7 @@ def _seraph(env: str, seed: int, objective: str, target: float, max_steps: int |
     with tempfile.TemporaryDirectory() as tmp:
         res = tune_and_train(
             env_id=env, target_reward=target, objective=objective, seed=seed, max_steps=max_steps,
-            reprofile=not cached, run_dir=Path(tmp),
+            reprofile=not cached, run_dir=Path(tmp), steps_per_env=steps_per_env,
         )
     a = res["achieved"]
     ov = res["tuning_overhead"]
@@ -90,7 +92,7 @@ METHODS = ("static", "seraph", "memory_sweep", "optuna", "grid")
 
 def run_env(
     env: str, seeds: list[int], quick: bool, max_steps: int | None, partial: Path | None = None, methods: tuple[str, ...] = METHODS,
-    grid_shapes: list[RunShape] | None = None, remeasure: list[RunShape] = (),
+    grid_shapes: list[RunShape] | None = None, remeasure: list[RunShape] = (), steps_per_env: int = 0,
 ) -> dict[str, Any]:
     from optimizers.baselines.rl_grid import oracle, run_grid
     from optimizers.baselines.rl_memory_sweep import run_memory_sweep
@@ -101,7 +103,7 @@ def run_env(
     from serverless.backends import make_backend
 
     target = TARGETS[env]
-    workload = workload_for(env, max_steps)
+    workload = workload_for(env, max_steps, steps_per_env=steps_per_env)
     space = search_space_for(workload, (512, 885, 1769, 3008, 5307, 10240))
 
     class _Runs(list):  # every finished run is saved at once, so a long benchmark loses nothing
@@ -125,7 +127,7 @@ def run_env(
             for objective in ("cost", "speed"):
                 for cached in (False, True):
                     _log(f"{env} seed {seed}: seraph {objective}{' (cached profile)' if cached else ''}")
-                    runs.append({"seed": seed, **_seraph(env, seed, objective, target, max_steps, cached)})
+                    runs.append({"seed": seed, **_seraph(env, seed, objective, target, max_steps, cached, steps_per_env)})
         if "memory_sweep" not in methods and "optuna" not in methods:
             continue
         pilot_cost = next((r["pilot_cost_usd"] for r in runs if r["method"] == "seraph_cost" and r["seed"] == seed), None)
@@ -327,12 +329,17 @@ def main(argv: list[str] | None = None) -> int:
         help="with --grid-from: the grid's seeds that choose the oracle's shapes (default: --seeds). Other seeds "
         "than --seeds, with --oracle-top 1, give an out-of-sample oracle: no best-of-k on the seeds it is judged on",
     )
+    ap.add_argument("--steps-per-env", type=int, default=0,
+                    help="every run splits its batches into envs of about N steps (PPOConfig.steps_per_env; default 0: "
+                    "one env per actor)")
     ap.add_argument("--json-out", type=Path, default=None)
     ap.add_argument("--rescore", type=Path, default=None,
                     help="re-summarise a saved result JSON with this code's summary (no training) and exit")
     args = ap.parse_args(argv)
     if args.rescore is not None:
         return rescore(args.rescore)
+    if args.steps_per_env < 0:
+        ap.error(f"--steps-per-env must be >= 0 (0 = one env per actor), got {args.steps_per_env}")
     if args.oracle_top < 0 or (args.oracle_top and args.grid_from is None):
         ap.error("--oracle-top K needs K >= 0 and --grid-from FILE (the grid whose best shapes are re-run)")
     grid_shapes = None
@@ -367,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         partial = None if args.json_out is None else args.json_out.with_suffix(f".{env}.partial.json")
         earlier = None if args.grid_from is None else _load_grid(args.grid_from, env, grid_seeds)
         remeasure = oracle_candidates(earlier[0], args.oracle_top) if earlier and args.oracle_top else []
-        res = run_env(env, seeds, args.quick, args.max_steps, partial, methods, grid_shapes, remeasure)
+        res = run_env(env, seeds, args.quick, args.max_steps, partial, methods, grid_shapes, remeasure, args.steps_per_env)
         if earlier is not None:
             _use_grid(res, *earlier, args.oracle_top, out_of_sample)
         res["summary"] = summarise(res)

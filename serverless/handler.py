@@ -15,8 +15,16 @@ Result::
      "episode_lengths": [...], "env_steps": 256, "actor_id": 0, "cold_start": false,
      "timings": {"init_ms", "rollout_ms", "total_ms", "cpu_ms"}}
 
+Env slots (optional). An event with ``"slots": [{"slot": k, "num_steps": n, "seed": s},
+...]`` steps one env per slot, each for its own ``n`` steps with its own seed, in the
+order given; ``num_steps`` is then their sum. The trainer uses slots so that what is
+learned does not depend on how many functions share the work (``PPOConfig.steps_per_env``).
+The result's arrays are the slots' segments one after another, with
+``segment_lengths`` and ``segment_slots`` [S] (int64) and ``last_value`` [S], and
+``episode_slots`` names the slot of each finished episode.
+
 Warm state (a deliberate choice). Env state lives in a module-level cache keyed by
-``actor_id``, so a warm function continues its episodes across invocations, exactly
+``actor_id`` (by slot, for slot events), so a warm function continues its episodes across invocations, exactly
 as a warm Lambda container keeps its globals; a cold one (a new process, a new
 container, or a changed env id) makes a fresh env and resets it with the event's
 seed. Episodes therefore span rollout segments, as in a vectorised-env PPO, instead
@@ -63,15 +71,17 @@ class _ActorState:
 
 
 _ACTORS: dict[int, _ActorState] = {}
+_SLOTS: dict[int, _ActorState] = {}
 _module_init_reported = False
 
 
 def reset_warm_state() -> None:
     """Forget every cached env: the next invocation of each actor is a cold start."""
     global _module_init_reported
-    for state in _ACTORS.values():
-        state.env.close()
-    _ACTORS.clear()
+    for cache in (_ACTORS, _SLOTS):
+        for state in cache.values():
+            state.env.close()
+        cache.clear()
     _module_init_reported = False
 
 
@@ -81,11 +91,23 @@ def _validate(event: dict[str, Any]) -> None:
         raise ValueError(f"event is missing {missing}; required keys: {list(REQUIRED_KEYS)}")
     if int(event["num_steps"]) < 1:
         raise ValueError(f"num_steps must be >= 1, got {event['num_steps']}")
+    slots = event.get("slots")
+    if slots is None:
+        return
+    if not isinstance(slots, list) or not slots:
+        raise ValueError("slots must be a non-empty list of {slot, num_steps, seed}")
+    for entry in slots:
+        if not isinstance(entry, dict) or any(k not in entry for k in ("slot", "num_steps", "seed")):
+            raise ValueError(f"each slot needs slot, num_steps and seed; got {entry!r}")
+        if int(entry["num_steps"]) < 1:
+            raise ValueError(f"slot {entry['slot']}: num_steps must be >= 1, got {entry['num_steps']}")
+    if sum(int(e["num_steps"]) for e in slots) != int(event["num_steps"]):
+        raise ValueError("num_steps must be the sum of the slots' num_steps")
 
 
-def _actor_state(actor_id: int, env_id: str, seed: int) -> tuple[_ActorState, bool]:
-    """The cached env for ``actor_id`` (warm) or a freshly reset one (cold)."""
-    state = _ACTORS.get(actor_id)
+def _cached_env(cache: dict[int, _ActorState], key: int, env_id: str, seed: int) -> tuple[_ActorState, bool]:
+    """The cached env under ``key`` (warm) or a freshly reset one (cold)."""
+    state = cache.get(key)
     if state is not None and state.env_id == env_id:
         return state, False
     if state is not None:
@@ -94,8 +116,42 @@ def _actor_state(actor_id: int, env_id: str, seed: int) -> tuple[_ActorState, bo
     obs, _ = env.reset(seed=seed)
     env.action_space.seed(seed)
     state = _ActorState(env_id=env_id, env=env, obs=np.asarray(obs, dtype=np.float32))
-    _ACTORS[actor_id] = state
+    cache[key] = state
     return state, True
+
+
+def _actor_state(actor_id: int, env_id: str, seed: int) -> tuple[_ActorState, bool]:
+    """The cached env for ``actor_id`` (warm) or a freshly reset one (cold)."""
+    return _cached_env(_ACTORS, actor_id, env_id, seed)
+
+
+def _slot_rollouts(policy: NumpyPolicy, event: dict[str, Any]) -> tuple[dict[str, Any], bool, float]:
+    """Every slot of a slot event in turn: one result, its segments in the event's order,
+    whether any slot's env was made cold, and the milliseconds spent making envs."""
+    env_id = str(event["env_id"])
+    outs, any_cold, make_ms = [], False, 0.0
+    for entry in event["slots"]:
+        seed = int(entry["seed"])
+        t_env = time.perf_counter()
+        state, cold = _cached_env(_SLOTS, int(entry["slot"]), env_id, seed)
+        if cold:
+            any_cold = True
+            make_ms += (time.perf_counter() - t_env) * 1000.0
+        outs.append(rollout(policy, state, int(entry["num_steps"]), np.random.default_rng(seed)))
+    arrays = {
+        k: np.concatenate([o["arrays"][k] for o in outs])
+        for k in outs[0]["arrays"] if k != "last_value"
+    }
+    arrays["last_value"] = np.asarray([o["arrays"]["last_value"] for o in outs], dtype=np.float32)
+    arrays["segment_lengths"] = np.asarray([int(e["num_steps"]) for e in event["slots"]], dtype=np.int64)
+    arrays["segment_slots"] = np.asarray([int(e["slot"]) for e in event["slots"]], dtype=np.int64)
+    out = {
+        "arrays": arrays,
+        "episode_returns": [r for o in outs for r in o["episode_returns"]],
+        "episode_lengths": [n for o in outs for n in o["episode_lengths"]],
+        "episode_slots": [int(e["slot"]) for e, o in zip(event["slots"], outs) for _ in o["episode_returns"]],
+    }
+    return out, any_cold, make_ms
 
 
 def rollout(policy: NumpyPolicy, state: _ActorState, num_steps: int, rng: np.random.Generator) -> dict[str, Any]:
@@ -177,13 +233,18 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     if not _module_init_reported:
         init_ms += MODULE_INIT_MS
         _module_init_reported = True
-    t_env = time.perf_counter()
-    state, cold = _actor_state(actor_id, str(event["env_id"]), seed)
-    if cold:
-        init_ms += (time.perf_counter() - t_env) * 1000.0
-
-    t_roll = time.perf_counter()
-    out = rollout(policy, state, int(event["num_steps"]), np.random.default_rng(seed))
+    if "slots" in event:
+        t_roll = time.perf_counter()
+        out, cold, make_ms = _slot_rollouts(policy, event)
+        init_ms += make_ms
+        t_roll += make_ms / 1000.0  # making envs is init, not rollout
+    else:
+        t_env = time.perf_counter()
+        state, cold = _actor_state(actor_id, str(event["env_id"]), seed)
+        if cold:
+            init_ms += (time.perf_counter() - t_env) * 1000.0
+        t_roll = time.perf_counter()
+        out = rollout(policy, state, int(event["num_steps"]), np.random.default_rng(seed))
     rollout_ms = (time.perf_counter() - t_roll) * 1000.0
     payload = encode_b64(out["arrays"])
     total_ms = (time.perf_counter() - t0) * 1000.0
@@ -191,6 +252,7 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         "trajectories_npz_b64": payload,
         "episode_returns": out["episode_returns"],
         "episode_lengths": out["episode_lengths"],
+        **({"episode_slots": out["episode_slots"]} if "episode_slots" in out else {}),
         "env_steps": int(event["num_steps"]),
         "actor_id": actor_id,
         "cold_start": cold,

@@ -47,9 +47,20 @@ class PPOConfig:
     # torch intra-op threads for the learner; None leaves the process setting alone.
     # 1 by default: for a 64x64 MLP, threads cost more than they give.
     torch_threads: int | None = 1
+    # How a batch is split into env streams. 0: one env per actor function, stepped
+    # batch/actors steps (so the actor count changes the rollout length and the number
+    # of envs, and with them what is learned). N > 0: the batch is split over
+    # max(actors, batch // N) env *slots* of about N steps each, dealt round-robin to the
+    # functions; each slot has its own env and seeds, so for a given batch the training
+    # is the same whatever the actor count (see serverless.trainer.slot_plan).
+    steps_per_env: int = 0
 
     def __post_init__(self) -> None:
         self.hidden = tuple(int(h) for h in self.hidden)
+        if isinstance(self.steps_per_env, bool) or not isinstance(self.steps_per_env, int) or self.steps_per_env < 0:
+            from trainwise.errors import UserError
+
+            raise UserError(f"steps_per_env must be a whole number >= 0 (0 = one env per actor), got {self.steps_per_env!r}")
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

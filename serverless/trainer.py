@@ -4,7 +4,9 @@ Each iteration:
 
 1. export the policy to numpy arrays, encode them once as ``.npz`` (base64);
 2. invoke ``actors`` rollout functions through the backend, each for
-   ``batch / actors`` env steps (the remainder spread over the first actors);
+   ``batch / actors`` env steps (the remainder spread over the first actors); with
+   ``PPOConfig.steps_per_env`` set, the batch is split into env slots first and the
+   functions share the slots out (:func:`slot_plan`);
 3. compute GAE per segment and run one PPO update;
 4. account the cost (function GB-s, requests, learner VM time), record the
    iteration, ask the controller (if any) for a new :class:`RunConfig`,
@@ -224,14 +226,34 @@ def decode_trajectories(result: dict[str, Any]) -> dict[str, np.ndarray]:
     return decode_npz_field(result, "trajectories")
 
 
+_STEP_ARRAYS = ("obs", "actions", "logprobs", "values", "rewards", "terminated", "truncated", "trunc_values")
+
+
+def _segments(tr: dict[str, np.ndarray]) -> list[tuple[int | None, dict[str, np.ndarray], float]]:
+    """A result's segments as (slot or None, arrays, last value); one unless it ran slots."""
+    if "segment_lengths" not in tr:
+        return [(None, tr, float(tr["last_value"]))]
+    out, start = [], 0
+    for slot, n, last in zip(tr["segment_slots"], tr["segment_lengths"], tr["last_value"]):
+        end = start + int(n)
+        out.append((int(slot), {k: tr[k][start:end] for k in _STEP_ARRAYS}, float(last)))
+        start = end
+    return out
+
+
 def assemble_batch(results: list[dict[str, Any]], gamma: float, lam: float) -> dict[str, np.ndarray]:
-    """Concatenate the segments, with GAE advantages and returns computed per segment."""
+    """Concatenate the segments, with GAE advantages and returns computed per segment.
+
+    Segments from env slots are put in slot order, so the batch (and the minibatches the
+    learner draws from it) does not depend on which function ran which slot."""
+    segments = [seg for result in results for seg in _segments(decode_trajectories(result))]
+    if all(slot is not None for slot, _, _ in segments):
+        segments.sort(key=lambda seg: seg[0])
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("obs", "actions", "logprobs", "values", "advantages", "returns")}
-    for result in results:
-        tr = decode_trajectories(result)
+    for _, tr, last_value in segments:
         adv, ret = compute_gae(
             tr["rewards"], tr["values"], tr["terminated"], tr["truncated"], tr["trunc_values"],
-            float(tr["last_value"]), gamma, lam,
+            last_value, gamma, lam,
         )
         for k in ("obs", "actions", "logprobs", "values"):
             parts[k].append(tr[k])
@@ -298,10 +320,18 @@ class _RunState:
         self.recent_returns = deque(self.recent_returns, maxlen=self.reach_window)
 
     def add_episodes(self, results: list[dict[str, Any]]) -> None:
-        for res in results:  # actor order
-            for ret in res["episode_returns"]:
-                self.recent_returns.append(float(ret))
-                self.episodes += 1
+        """Actor order; with env slots, slot order (episodes of one slot in their order)."""
+        finished = [
+            (slots[i] if slots else None, float(ret))
+            for res in results
+            for slots in [res.get("episode_slots")]
+            for i, ret in enumerate(res["episode_returns"])
+        ]
+        if finished and all(slot is not None for slot, _ in finished):
+            finished.sort(key=lambda item: item[0])  # stable: a slot's own episodes keep their order
+        for _, ret in finished:
+            self.recent_returns.append(ret)
+            self.episodes += 1
 
     def mean_recent(self) -> float | None:
         return float(np.mean(self.recent_returns)) if self.recent_returns else None
@@ -391,11 +421,31 @@ class _ProgressBar:
             self.bar.close()
 
 
-def rollout_events(env_id: str, seed: int, iteration: int, learner: PPOLearner, run: RunConfig) -> list[dict[str, Any]]:
-    """One event per actor; the weights are encoded once and shared by all."""
+def slot_plan(batch: int, actors: int, steps_per_env: int) -> list[list[tuple[int, int]]]:
+    """Per actor, its env slots as (slot, steps): ``max(actors, batch // steps_per_env)``
+    slots share the batch (the remainder spread over the first), dealt round-robin.
+
+    For a given batch the slots, their lengths and (see :func:`rollout_events`) their seeds
+    do not depend on ``actors`` as long as ``actors <= batch // steps_per_env``; beyond that
+    every function gets one slot and the split follows the actor count again.
+    """
+    n_slots = max(actors, batch // steps_per_env)
+    base, extra = divmod(batch, n_slots)
+    steps = [base + (1 if k < extra else 0) for k in range(n_slots)]
+    return [[(k, steps[k]) for k in range(a, n_slots, actors)] for a in range(actors)]
+
+
+def rollout_events(
+    env_id: str, seed: int, iteration: int, learner: PPOLearner, run: RunConfig, steps_per_env: int = 0
+) -> list[dict[str, Any]]:
+    """One event per actor; the weights are encoded once and shared by all.
+
+    ``steps_per_env`` > 0: each event carries its env slots, each seeded by (seed,
+    iteration, slot), so a slot's env and actions do not depend on the function that runs it.
+    """
     weights_b64 = encode_b64(export_numpy(learner.model))
     spec_dict = learner.spec.to_dict()
-    return [
+    events = [
         {
             "env_id": env_id,
             "num_steps": n,
@@ -406,6 +456,11 @@ def rollout_events(env_id: str, seed: int, iteration: int, learner: PPOLearner, 
         }
         for actor_id, n in enumerate(run.steps_per_actor())
     ]
+    if steps_per_env > 0:
+        for event, slots in zip(events, slot_plan(run.batch, run.actors, steps_per_env)):
+            event["slots"] = [{"slot": k, "num_steps": n, "seed": _event_seed(seed, iteration, k)} for k, n in slots]
+            event["num_steps"] = sum(n for _, n in slots)
+    return events
 
 
 def _account(batch: InvokeBatch, ledger: CostLedger, notes: list[str], iteration: int) -> list[dict[str, Any]]:
@@ -492,7 +547,7 @@ def train(
             run = state.run
             room = spec.max_steps - state.env_steps
             this_run = replace(run, batch=max(room, run.actors)) if room < run.batch else run
-            events = rollout_events(spec.env_id, spec.seed, state.iteration, learner, this_run)
+            events = rollout_events(spec.env_id, spec.seed, state.iteration, learner, this_run, ppo.steps_per_env)
             # 2. rollouts, billed
             c_invoke = time.thread_time()
             batch = backend.invoke(events, this_run.memory_mb, concurrency=this_run.actors)

@@ -6,7 +6,7 @@ import pytest
 
 from optimizers.seraph.models import Observation, RunShape
 from optimizers.seraph.profiles import Profile, save_profile
-from optimizers.seraph.profiling import batches_for, pilot_schedule, workload_for
+from optimizers.seraph.profiling import batches_for, pilot_batch, pilot_schedule, workload_for
 from trainwise.cli import main
 from trainwise.paths import hardware_fingerprint
 
@@ -14,11 +14,13 @@ from trainwise.paths import hardware_fingerprint
 def _synthetic_profile(workload):
     """Rows shaped like a real pilot's: 30 us per env step at >= 1769 MB, slower below."""
     obs = []
-    for s in pilot_schedule(min(batches_for(workload))):
+    for s in pilot_schedule(pilot_batch(workload)):
         k = 30e-6 * max(1.0, 1769 / s.memory_mb)
         roll = 0.02 + k * s.batch / s.actors
         learner = 0.35e-3 * s.batch
         obs.append(Observation(s, roll, roll - 0.01, learner, roll + learner + 0.01))
+    for b in batches_for(workload):  # the learner timing's rows: the update alone at each batch
+        obs.append(Observation(RunShape(1, 1769, b), 0.0, 0.0, 0.35e-3 * b, 0.35e-3 * b, learner_only=True))
     for m in (512, 885, 3008, 5307, 10240):  # the memory probe's rows: one rollout each, no learner
         roll = 0.02 + 30e-6 * max(1.0, 1769 / m) * 256
         obs.append(Observation(RunShape(1, m, 256), roll, roll - 0.01, 0.0, roll, rollout_only=True))
@@ -232,12 +234,12 @@ def test_planner_ranks_batches_by_the_measured_points():
         assert progress.env_steps(b) == pytest.approx(e)
 
 
-def _actor_planner(runs_4):
+def _actor_planner(runs_4, steps_per_env=0):
     from optimizers.seraph.planner import Planner, Reference
     from optimizers.seraph.search import Constraints, Objective
     from optimizers.seraph.tuner import prices_for
 
-    workload = workload_for("CartPole-v1", None)
+    workload = workload_for("CartPole-v1", None, steps_per_env=steps_per_env)
     base_runs = [(1, b, e) for b in (512, 1024) for e in (19_500, 20_000, 20_500, 21_000, 21_500, 20_250, 20_750, 20_500)]
     # 1 actor: 20,500 steps at both batches; 4 actors: 18,000 (net of the 500-step-per-actor lag: 0.8x)
     ref = Reference(
@@ -261,6 +263,14 @@ def test_a_significant_actor_effect_is_used_and_interpolated():
     assert planner.env_steps_to_target(progress, RunShape(4, 1769, 512)) == pytest.approx(18_000)
     assert planner.env_steps_to_target(progress, RunShape(1, 1769, 512)) == pytest.approx(20_500)
     assert planner.plan().as_dict()["progress_model"]["noise"]["actor_factors"] == [[1, 1.0], [4, pytest.approx(0.8)]]
+
+
+def test_with_env_slots_the_actor_count_has_no_effect_on_steps():
+    # the same measured effect as above, but the workload splits batches into env slots:
+    # the actor count no longer changes what is learned, so the planner does not use it
+    planner = _actor_planner((17_000, 17_500, 18_000, 18_000, 18_500, 17_800, 18_200, 18_000), steps_per_env=128)
+    assert planner.actor_factors() == [(1, 1.0)]
+    assert planner.actor_factor(4) == 1.0
 
 
 def test_an_actor_effect_inside_the_seed_spread_is_not_used():

@@ -62,6 +62,9 @@ class Observation:
     the learner's update time, ``iteration_s`` the Lambda-clock iteration time.
     ``rollout_only`` rows come from the memory probe (invocations without a learner
     update): they inform the rollout and billed fits, not the learner's.
+    ``learner_only`` rows time the learner's update alone at a batch (the profile's
+    learner timing, :func:`optimizers.seraph.profiling.time_learner_updates`): they
+    inform the learner fit only.
     """
 
     shape: RunShape
@@ -71,6 +74,7 @@ class Observation:
     iteration_s: float
     cold: bool = False
     rollout_only: bool = False
+    learner_only: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -127,9 +131,23 @@ class PerformanceModel:
             return None
         return {m: max(v, 0.0) / per_step[base] for m, v in per_step.items()}
 
+    @staticmethod
+    def _fit_learner(trained: Sequence[Observation], timed: Sequence[Observation]) -> np.ndarray:
+        """``l0 + l1 * B``. With the learner timed at two or more batches, the line's shape
+        comes from the timing and its level from training (the median ratio of the trained
+        iterations' learner time to the timed line at their batches): the timing runs one
+        update on a synthetic batch, training runs many on real ones, and only training
+        says what an update costs in the run. Without a timing, a line through the trained
+        iterations."""
+        if len({o.shape.batch for o in timed}) >= 2:
+            line = _nonneg_lstsq(np.array([[1.0, o.shape.batch] for o in timed]), np.array([o.learner_s for o in timed]))
+            ratios = [o.learner_s / p for o in trained if (p := line[0] + line[1] * o.shape.batch) > 0]
+            return np.asarray(line, dtype=float) * (float(np.median(ratios)) if ratios else 1.0)
+        return _nonneg_lstsq(np.array([[1.0, o.shape.batch] for o in trained]), np.array([o.learner_s for o in trained]))
+
     @classmethod
     def _fit_once(cls, obs: Sequence[Observation]) -> "PerformanceModel":
-        trained = [o for o in obs if not o.rollout_only]
+        trained = [o for o in obs if not o.rollout_only and not o.learner_only]
         if not trained:
             raise ValueError("need at least one training iteration (not only memory-probe rows) to fit the learner")
         probe = [o for o in obs if o.rollout_only]
@@ -149,10 +167,9 @@ class PerformanceModel:
                     billed[f"k@{m}"] = billed[f"k@{base}"] * r
             levels = sorted({*levels, *ratios})
         else:
-            levels, rollout, billed = cls._fit_rollout(obs)
+            levels, rollout, billed = cls._fit_rollout([o for o in obs if not o.learner_only])
         trained_warm = [o for o in trained if not o.cold] or trained
-        Xl = np.array([[1.0, o.shape.batch] for o in trained])
-        cl = _nonneg_lstsq(Xl, np.array([o.learner_s for o in trained]))
+        cl = cls._fit_learner(trained, [o for o in obs if o.learner_only])
         Xo = np.array([[1.0, o.shape.batch] for o in trained_warm])
         co = _nonneg_lstsq(Xo, np.array([max(o.iteration_s - o.rollout_s - o.learner_s, 0.0) for o in trained_warm]))
         return cls(levels, rollout, billed, (float(cl[0]), float(cl[1])), (float(co[0]), float(co[1])))
@@ -163,7 +180,7 @@ class PerformanceModel:
         if len(obs) < 3:
             raise ValueError(f"need at least 3 observations to fit the performance model, got {len(obs)}")
         model = cls._fit_once(obs)
-        warm = [o for o in obs if not o.cold and not o.rollout_only]
+        warm = [o for o in obs if not o.cold and not o.rollout_only and not o.learner_only]
         model.fit_error = {
             "iteration_s_mdape_in_sample": _mdape([model.iteration_s(o.shape) for o in warm], [o.iteration_s for o in warm]),
             "observations": float(len(obs)),
@@ -171,7 +188,7 @@ class PerformanceModel:
         loo_pred, loo_act = [], []
         for i, o in enumerate(warm):
             rest = [p for p in obs if p is not o]
-            if not any(p.shape.memory_mb == o.shape.memory_mb and not p.cold for p in rest):
+            if not any(p.shape.memory_mb == o.shape.memory_mb and not p.cold and not p.learner_only for p in rest):
                 continue  # the memory level has no other point: cannot be predicted
             try:
                 loo_pred.append(cls._fit_once(rest).iteration_s(o.shape))

@@ -256,7 +256,11 @@ class Planner:
             self.space.min_steps_per_actor,
         )
         self._b_noise_profile = self.profile.b_noise
-        self._actor_factors, self.actor_factor_tests = self._measure_actor_factors()
+        if int(self.profile.workload.get("ppo", {}).get("steps_per_env", 0) or 0) > 0:
+            # env slots: the actor count does not change what is learned (serverless.trainer.slot_plan)
+            self._actor_factors, self.actor_factor_tests = [(self.reference.actors, 1.0)], {}
+        else:
+            self._actor_factors, self.actor_factor_tests = self._measure_actor_factors()
 
     # ---------------------------------------------------------------- the noise scale
     @property

@@ -6,16 +6,24 @@
   beside the pilot (they do not depend on each other), so it adds only the part of its
   span that outlasts the pilot's.
 * The **pilot** is ordinary training whose run shape a :class:`SweepController` changes
-  every iteration along a fixed schedule at one vCPU (1,769 MB), so a single run
-  measures the concurrency scaling (16 down to 1 functions), the learner's update time
-  at the batch sizes the schedule visits, and the gradient noise scale, probed at
-  every iteration.
+  every iteration along a fixed schedule at one vCPU (1,769 MB) and one batch
+  (:func:`pilot_batch`), so a single run measures the concurrency scaling (16 down to 1
+  functions) and the gradient noise scale, probed at every iteration.
+* The **learner timing** (:func:`time_learner_updates`) times the learner's update at
+  every batch size the search considers, on a throwaway learner and a synthetic batch:
+  the update's cost depends on the batch size, not on the data, and the run's own
+  learner never sees it.
 
 Because the pilot is real training, its policy need not be thrown away: the tuner
 resumes the real run from the pilot's checkpoint (see ``tune_and_train``), so the
-profiling overhead is the memory probe plus the price of running 8 iterations at
-sub-optimal shapes, not of 8 wasted iterations. The profile itself is cached
-(``profiles.py``) and a second tuning of the same workload skips both.
+profiling overhead is the memory probe, the learner timing and the price of running 8
+iterations at sub-optimal shapes, not of 8 wasted iterations. The pilot keeps one batch
+because changing the batch during training costs env steps to the target (measured on
+CartPole, seeds 3-12, against training from scratch at 4 x 1,769 MB x 1,024: median
+1.28x for the earlier pilot that visited batches of 512-2,048, 1.16x for the same
+batches at 4 functions, 1.07x for a pilot that varied only the function count; see
+docs/seraph.md). The profile itself is cached (``profiles.py``) and a second tuning of
+the same workload skips all three.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from optimizers.seraph.memory_probe import charge_learner_wait, probe_memory_sizes
-from optimizers.seraph.models import RunShape
+from optimizers.seraph.models import Observation, RunShape
 from optimizers.seraph.noise_scale import NoiseScaleTracker
 from optimizers.seraph.planner import DEFAULT_MEMORY_SWEEP
 from optimizers.seraph.profiles import Profile, load_profile, save_profile
@@ -59,29 +67,96 @@ def batches_for(workload: "Workload") -> tuple[int, ...]:
     return tuple(b for b in batches if b >= 2 * mb)
 
 
-def pilot_schedule(small: int) -> list[RunShape]:
-    """The shapes the pilot visits, one per iteration, in order, all at 1,769 MB.
+PILOT_ACTORS = (16, 16, 8, 8, 4, 2, 1, 1)
+#: The fewest env steps one pilot function runs (the tuner's own search allows 32).
+PILOT_MIN_STEPS_PER_ACTOR = 32
+
+
+def pilot_schedule(batch: int) -> list[RunShape]:
+    """The shapes the pilot visits, one per iteration, in order, all at 1,769 MB and ``batch``.
 
     Concurrency is swept downward from 16 functions (the first, cold, visit warms every
     actor id the later ones reuse, so there is one cold iteration; the second visit is
-    the same shape warm, which measures the cold start), with batch sizes that vary
-    too, so the learner fit sees a range. ``small`` is the smallest batch the search
-    considers (``batches_for``): the pilot is the start of the real run, so it trains
-    with batches the run could use (a LunarLander pilot at CartPole's 512-step batches
-    set its run back by hundreds of thousands of steps). The top is 16 functions: each
-    function is a request, and the fit's ``log2(actors)`` term extrapolates above it.
-    The memory sizes are measured by the memory probe, not here.
+    the same shape warm, which measures the cold start); with the batch fixed, the steps
+    per function still range 16-fold. The top is 16 functions: each function is a
+    request, and the fit's ``log2(actors)`` term extrapolates above it. A small batch
+    caps the count so that every function runs ``PILOT_MIN_STEPS_PER_ACTOR`` steps.
+    The memory sizes are measured by the memory probe, the learner at other batches by
+    :func:`time_learner_updates`, not here.
     """
-    return [
-        RunShape(16, BASE_MEMORY_MB, 2 * small),
-        RunShape(16, BASE_MEMORY_MB, 2 * small),
-        RunShape(8, BASE_MEMORY_MB, 4 * small),  # the largest batch: anchors the learner fit
-        RunShape(8, BASE_MEMORY_MB, small),
-        RunShape(4, BASE_MEMORY_MB, 2 * small),
-        RunShape(2, BASE_MEMORY_MB, small),
-        RunShape(1, BASE_MEMORY_MB, small),
-        RunShape(1, BASE_MEMORY_MB, 2 * small),
-    ]
+    cap = max(1, batch // PILOT_MIN_STEPS_PER_ACTOR)
+    return [RunShape(min(a, cap), BASE_MEMORY_MB, batch) for a in PILOT_ACTORS]
+
+
+def pilot_batch(workload: "Workload") -> int:
+    """The batch the pilot trains at: of the batches the search considers, the one whose
+    reference runs reached the target in the fewest env steps (where the plan most often
+    lands, so the run usually continues at the pilot's batch); without references for
+    the env, the preset's batch if the search has it, else the smallest."""
+    from optimizers.seraph.references import load_references
+    from serverless.presets import preset_for
+
+    batches = batches_for(workload)
+    measured = load_references().get(workload.env_id)
+    points = {int(b): float(e) for b, e in measured["points"]} if measured else {}
+    known = [b for b in batches if b in points]
+    if known:
+        return min(known, key=lambda b: (points[b], b))
+    preset = preset_for(workload.env_id).batch
+    return preset if preset in batches else min(batches)
+
+
+def time_learner_updates(
+    workload: "Workload", batches: tuple[int, ...], *, seed: int = 0, modelled: bool = True,
+) -> list[dict[str, Any]]:
+    """The learner's update time at each batch size: one epoch of a PPO update of a
+    throwaway learner on a synthetic batch (random observations and actions, the
+    workload's network and PPO settings), times the workload's epochs. Update time
+    depends on the batch size, the epochs and the minibatch size, not on what the data
+    says (unless ``target_kl`` stops an update early). One epoch keeps the timing cheap:
+    the learner VM's price per second is high next to the functions' (a full update at
+    each of CartPole's batch sizes cost about as much as the whole pilot's functions),
+    and the planner takes only the line's shape from this timing, its level from the
+    pilot's own updates (``PerformanceModel._fit_learner``). On the modelled clock it is
+    CPU time corrected for the host's speed, as the trainer's learner time is
+    (``serverless.host_speed``).
+
+    Returns one row per batch: ``batch``, ``timed_s`` (the one epoch, on the run's clock),
+    ``learner_cpu_s`` (the same, raw CPU time) and ``learner_s`` (the whole update).
+    """
+    import numpy as np
+
+    from serverless import host_speed
+    from serverless.envs import inspect_env
+    from serverless.ppo import PPOConfig, PPOLearner
+
+    ppo = PPOConfig.from_dict({**workload.ppo, "hidden": tuple(workload.ppo.get("hidden", (64, 64)))})
+    spec = inspect_env(workload.env_id, hidden=tuple(ppo.hidden))
+    rng = np.random.default_rng(seed)
+    rows = []
+    for batch in batches:
+        learner = PPOLearner(spec, replace(ppo, anneal_lr=False, epochs=1), seed=seed)
+        if spec.action_kind == "discrete":
+            actions = rng.integers(0, spec.act_dim, size=batch)
+        else:
+            actions = rng.normal(size=(batch, spec.act_dim)).astype(np.float32)
+        data = {
+            "obs": rng.normal(size=(batch, spec.obs_dim)).astype(np.float32),
+            "actions": actions,
+            "logprobs": np.full(batch, -1.0, dtype=np.float32),
+            "values": rng.normal(size=batch).astype(np.float32),
+            "advantages": rng.normal(size=batch).astype(np.float32),
+            "returns": rng.normal(size=batch).astype(np.float32),
+        }
+        bracket = host_speed.Bracket("learner") if modelled else None
+        if bracket is not None:
+            bracket.start()
+        stats = learner.update(data)
+        factor = bracket.stop() if bracket is not None else 1.0
+        cpu_s = float(stats["learner_cpu_s"])
+        one_epoch_s = cpu_s * factor if modelled else float(stats["learner_s"])
+        rows.append({"batch": int(batch), "learner_cpu_s": cpu_s, "timed_s": one_epoch_s, "learner_s": one_epoch_s * ppo.epochs})
+    return rows
 
 
 @dataclass
@@ -148,12 +223,14 @@ def run_pilot(
     import time
 
     from serverless.backends import make_backend
+    from serverless.ledger import CostLedger
     from serverless.ppo import PPOConfig
+    from serverless.pricing import PriceTable
     from serverless.trainer import RunConfig, TrainSpec, train
 
     ppo = PPOConfig.from_dict({**workload.ppo, "hidden": tuple(workload.ppo.get("hidden", (64, 64)))})
     ppo.anneal_steps = workload.max_steps  # the same learning-rate schedule as the real run
-    schedule = pilot_schedule(min(batches_for(workload)))
+    schedule = pilot_schedule(pilot_batch(workload))
 
     def to_run(s: RunShape) -> Any:
         return RunConfig(actors=s.actors, memory_mb=s.memory_mb, batch=s.batch)
@@ -188,19 +265,30 @@ def run_pilot(
     records = result.iterations
     # on the modelled clock the probe ran beside the pilot: the learner waits only for its excess
     probe = charge_learner_wait(probe, beside_s=result.lambda_time_s)
+    # the learner at every batch the search considers, after the pilot, on the learner's VM
+    modelled = result.lambda_time_label == "modelled"
+    timing = time_learner_updates(workload, batches_for(workload), seed=seed, modelled=modelled)
+    timing_s = sum(r["timed_s"] for r in timing)  # what the timing itself took (one epoch each)
+    timing_ledger = CostLedger(PriceTable.load(None), architecture=workload.architecture)
+    timing_ledger.add_learner_time(timing_s)
+    learner_rows = [
+        Observation(RunShape(1, BASE_MEMORY_MB, r["batch"]), rollout_s=0.0, billed_s=0.0, learner_s=r["learner_s"],
+                    iteration_s=r["learner_s"], learner_only=True)
+        for r in timing
+    ]
     return Profile(
         workload=workload.key_dict(),
         backend=backend_name,
         hardware=hardware_fingerprint(),
-        observations=[*probe.pop("observations"), *(observation(r) for r in records)],
+        observations=[*probe.pop("observations"), *(observation(r) for r in records), *learner_rows],
         noise=_noise_from_records(records),
         pilot={
             "iterations": len(records),
             "env_steps": result.env_steps,
-            # the whole profiling bill: memory probe + pilot training
-            "cost_usd": probe["cost_usd"] + result.cost_usd,
+            # the whole profiling bill: memory probe + pilot training + learner timing
+            "cost_usd": probe["cost_usd"] + result.cost_usd + timing_ledger.total_usd,
             "cost_label": result.ledger.label,
-            "lambda_time_s": probe["lambda_time_s"] + result.lambda_time_s,
+            "lambda_time_s": probe["lambda_time_s"] + result.lambda_time_s + timing_s,
             "lambda_time_label": result.lambda_time_label,
             "wall_s": probe_wall_s + result.wall_s,
             # the pilot training alone: what the resumed run's checkpointed ledger holds
@@ -210,6 +298,9 @@ def run_pilot(
             "seed": seed,
             "schedule": [s.as_dict() for s in schedule],
             "memory_probe": {**probe, "wall_s": probe_wall_s},
+            "learner_timing": {"rows": timing, "lambda_time_s": timing_s, "cost_usd": timing_ledger.total_usd,
+                               "label": "synthetic batch, one epoch per size (learner_s: times the epochs); time "
+                               + ("modelled (CPU time, host-speed corrected)" if modelled else "measured")},
         },
         memory_sweep=list(memory_sweep),
     )
@@ -240,14 +331,16 @@ def profile_workload(
     return PilotOutcome(prof, reused=False, checkpoint_dir=checkpoint_dir)
 
 
-def workload_for(env_id: str, max_steps: int | None, architecture: str = "x86_64") -> Workload:
+def workload_for(env_id: str, max_steps: int | None, architecture: str = "x86_64", steps_per_env: int = 0) -> Workload:
     """The workload the trainer's preset defines for ``env_id`` (PPO settings included).
 
     The default step cap is three times the preset's, so a batch larger than the
     preset's (fewer updates per sample) still has room to reach the target.
+    ``steps_per_env`` > 0 splits every batch into env slots (``PPOConfig.steps_per_env``).
     """
     from serverless.presets import preset_for
 
     preset = preset_for(env_id)
     steps = max_steps if max_steps is not None else 3 * preset.max_steps
-    return Workload(env_id=env_id, max_steps=int(steps), ppo=replace(preset.ppo).to_dict(), architecture=architecture)
+    ppo = replace(preset.ppo, steps_per_env=steps_per_env).to_dict()
+    return Workload(env_id=env_id, max_steps=int(steps), ppo=ppo, architecture=architecture)

@@ -176,11 +176,12 @@ def tune_and_train(
     progress: bool = False,
     run_dir: Path | None = None,
     backend_obj: Any = None,
+    steps_per_env: int = 0,
 ) -> dict[str, Any]:
     """Profile (or reuse the profile), plan, and unless ``plan_only`` train to the target."""
     obj = Objective(objective, weight)
     cons = Constraints(deadline_s, budget_usd)
-    workload = workload_for(env_id, max_steps, architecture)
+    workload = workload_for(env_id, max_steps, architecture, steps_per_env)
     if run_dir is None:
         from trainwise.paths import new_run_dir
 
@@ -258,7 +259,7 @@ def _profile_plan_train(
 
 
 def _pilot_iterations(profile: Any) -> list[Observation]:
-    return [o for o in profile.observations if not o.rollout_only]
+    return [o for o in profile.observations if not o.rollout_only and not o.learner_only]
 
 
 def _tuning_overhead(

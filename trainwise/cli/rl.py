@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--actors", type=int, default=None, help="concurrent rollout functions (default 4)")
     p.add_argument("--memory-mb", type=int, default=None, help="function memory, 128-10240 MB (default 1769 = 1 vCPU)")
     p.add_argument("--batch", type=int, default=None, help="env steps per iteration, split over actors (default: preset)")
+    p.add_argument("--steps-per-env", type=int, default=0,
+                   help="split each batch into envs of about N steps, whatever the actor count (default 0: one env per actor)")
     p.add_argument("--backend", choices=("local", "ray", "lambda"), default="local", help="where rollouts run")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--architecture", choices=("x86_64", "arm64"), default="x86_64", help="Lambda price architecture")
@@ -66,7 +69,7 @@ def build_train_spec(args: argparse.Namespace) -> Any:
             memory_mb=preset.memory_mb if args.memory_mb is None else args.memory_mb,
             batch=preset.batch if args.batch is None else args.batch,
         ),
-        ppo=preset.ppo,
+        ppo=replace(preset.ppo, steps_per_env=args.steps_per_env),
         seed=args.seed,
         backend=args.backend,
         backend_options=backend_options,
@@ -110,6 +113,8 @@ def run_train(args: argparse.Namespace) -> dict[str, Any]:
         raise UserError(f"--actors must be >= 1, got {args.actors}")
     if args.max_steps is not None and args.max_steps < 1:
         raise UserError(f"--max-steps must be >= 1, got {args.max_steps}")
+    if args.steps_per_env < 0:
+        raise UserError(f"--steps-per-env must be >= 0 (0 = one env per actor), got {args.steps_per_env}")
     if args.checkpoint_every < 0:
         raise UserError(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
     from serverless.envs import inspect_env

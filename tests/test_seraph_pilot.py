@@ -1,0 +1,63 @@
+"""The pilot's schedule and batch, and the learner timing that replaces its batch sweep."""
+
+from __future__ import annotations
+
+import pytest
+
+from optimizers.seraph.models import Observation, PerformanceModel, RunShape
+from optimizers.seraph.profiling import (
+    BASE_MEMORY_MB,
+    batches_for,
+    pilot_batch,
+    pilot_schedule,
+    time_learner_updates,
+    workload_for,
+)
+
+
+def test_the_pilot_sweeps_the_function_count_at_one_batch() -> None:
+    shapes = pilot_schedule(1024)
+    assert {s.batch for s in shapes} == {1024} and {s.memory_mb for s in shapes} == {BASE_MEMORY_MB}
+    assert [s.actors for s in shapes] == [16, 16, 8, 8, 4, 2, 1, 1]
+    # a small batch caps the count: every function runs at least 32 steps
+    assert max(s.actors for s in pilot_schedule(128)) == 4
+
+
+def test_the_pilot_batch_is_the_reference_batch_with_the_fewest_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    workload = workload_for("CartPole-v1", None)
+    refs = {"CartPole-v1": {"points": [[512, 30000.0], [1024, 19000.0], [2048, 51000.0]]}}
+    monkeypatch.setattr("optimizers.seraph.references.load_references", lambda *a, **k: refs)
+    assert pilot_batch(workload) == 1024
+    # no references for the env: the preset's batch if the search has it, else the smallest
+    monkeypatch.setattr("optimizers.seraph.references.load_references", lambda *a, **k: {})
+    preset_batch = 4096  # LunarLander-v3's preset; its search set starts at 2,048
+    lunar = workload_for("LunarLander-v3", None)
+    assert pilot_batch(lunar) == (preset_batch if preset_batch in batches_for(lunar) else min(batches_for(lunar)))
+    assert pilot_batch(workload) == min(batches_for(workload))  # CartPole's preset 256 is not searched
+
+
+def test_learner_timing_gives_one_row_per_batch() -> None:
+    workload = workload_for("CartPole-v1", None)
+    rows = time_learner_updates(workload, (512, 1024), seed=0, modelled=True)
+    assert [r["batch"] for r in rows] == [512, 1024]
+    assert all(r["learner_s"] > 0 and r["learner_cpu_s"] > 0 for r in rows)
+
+
+def test_learner_rows_inform_the_learner_fit_only() -> None:
+    pilot = []
+    for s in pilot_schedule(1024):  # one batch: the learner's slope is not identifiable from these
+        roll = 0.02 + 30e-6 * s.batch / s.actors
+        pilot.append(Observation(s, roll, roll - 0.01, 0.5, roll + 0.5 + 0.004))
+    timed = [
+        Observation(RunShape(1, BASE_MEMORY_MB, b), 0.0, 0.0, 0.01 + 2e-4 * b, 0.01 + 2e-4 * b, learner_only=True)
+        for b in (512, 1024, 2048, 4000)
+    ]
+    with_timing = PerformanceModel.fit([*pilot, *timed])
+    alone = PerformanceModel.fit(pilot)
+    # the shape from the timing, the level from training: 0.5 s at the pilot's batch
+    l0, l1 = with_timing.learner_coef
+    assert l0 + l1 * 1024 == pytest.approx(0.5)
+    assert l1 / l0 == pytest.approx(2e-4 / 0.01)
+    # the rollout and overhead fits see the pilot's rows only
+    assert with_timing.rollout_coef == pytest.approx(alone.rollout_coef)
+    assert with_timing.other_coef == pytest.approx(alone.other_coef, abs=1e-3)
