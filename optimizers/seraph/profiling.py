@@ -19,10 +19,10 @@ resumes the real run from the pilot's checkpoint (see ``tune_and_train``), so th
 profiling overhead is the memory probe, the learner timing and the price of running 8
 iterations at sub-optimal shapes, not of 8 wasted iterations. The pilot keeps one batch
 because changing the batch during training costs env steps to the target (measured on
-CartPole, seeds 3-12, against training from scratch at 4 x 1,769 MB x 1,024: median
-1.28x for the earlier pilot that visited batches of 512-2,048, 1.16x for the same
-batches at 4 functions, 1.07x for a pilot that varied only the function count; see
-docs/seraph.md). The profile itself is cached (``profiles.py``) and a second tuning of
+CartPole, seeds 3-12, each seed's steps over its run from scratch at 4 x 1,769 MB x
+1,024, median: 1.28x for the earlier pilot that visited batches of 512-2,048, 1.16x for
+the same batches at 4 functions, 0.95x for a pilot that varied only the function count;
+``benchmarks/seraph_pilot_effect.py``, docs/seraph.md). The profile itself is cached (``profiles.py``) and a second tuning of
 the same workload skips all three.
 """
 
