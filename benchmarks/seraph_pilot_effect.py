@@ -35,18 +35,19 @@ sys.path.insert(0, str(ROOT))
 
 TARGETS = {"CartPole-v1": 475.0, "LunarLander-v3": 200.0}
 PLAN = {"CartPole-v1": (4, 1769, 1024), "LunarLander-v3": (4, 1769, 2048)}
-PILOT_ACTORS = (16, 16, 8, 8, 4, 2, 1, 1)
+# the batches of the pilot until stop 13, as multiples of the smallest searched batch
 EARLIER_BATCH_FACTORS = (2, 2, 4, 1, 2, 1, 1, 2)
 
 
 def variants(plan: Any, small: int) -> dict[str, list[Any] | None]:
     from optimizers.seraph.models import RunShape
+    from optimizers.seraph.profiling import PILOT_ACTORS, pilot_schedule
 
-    a, m, b = plan.actors, plan.memory_mb, plan.batch
+    a, m = plan.actors, plan.memory_mb
     return {
         "scratch": None,
         "same-shape": [plan] * len(PILOT_ACTORS),
-        "actors-only": [RunShape(n, m, b) for n in PILOT_ACTORS],
+        "actors-only": pilot_schedule(plan.batch),  # the tuner's own pilot (at 1,769 MB, the plans' memory)
         "batch-only": [RunShape(a, m, f * small) for f in EARLIER_BATCH_FACTORS],
         "earlier-pilot": [RunShape(n, m, f * small) for n, f in zip(PILOT_ACTORS, EARLIER_BATCH_FACTORS)],
     }
@@ -54,23 +55,21 @@ def variants(plan: Any, small: int) -> dict[str, list[Any] | None]:
 
 def steps_to_target(env: str, seed: int, plan: Any, pilot: list[Any] | None) -> int:
     """Env steps to the target at ``plan``, after ``pilot`` (resumed from its checkpoint)."""
+    from optimizers.baselines.rl_common import _spec
     from optimizers.seraph.profiling import SweepController, workload_for
     from optimizers.seraph.tuner import _point_checkpoint_at
     from serverless.backends import make_backend
-    from serverless.ppo import PPOConfig
-    from serverless.trainer import RunConfig, TrainSpec, train
+    from serverless.trainer import RunConfig, train
 
     workload = workload_for(env, None)
-    ppo = PPOConfig.from_dict({**workload.ppo, "hidden": tuple(workload.ppo["hidden"])})
-    ppo.anneal_steps = workload.max_steps  # as the tuner's pilot and run have it
 
     def run(shape: Any) -> Any:
         return RunConfig(actors=shape.actors, memory_mb=shape.memory_mb, batch=shape.batch)
 
     def spec(shape: Any, target: float, max_steps: int, ckpt: Path | None, resume: bool = False) -> Any:
-        return TrainSpec(env_id=env, target_reward=target, max_steps=max_steps, run=run(shape), ppo=replace(ppo),
-                         seed=seed, backend="local", checkpoint_every=10**9 if ckpt else 0, checkpoint_dir=ckpt,
-                         resume=resume)
+        # the baselines' spec (the tuner's learning-rate schedule), with a checkpoint for the resume
+        base = _spec(workload, shape, target_reward=target, seed=seed, max_steps=max_steps, backend="local")
+        return replace(base, checkpoint_every=10**9 if ckpt else 0, checkpoint_dir=ckpt, resume=resume)
 
     backend = make_backend("local")  # one backend: after the pilot the functions stay warm, as in the tuner
     try:

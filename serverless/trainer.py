@@ -321,12 +321,10 @@ class _RunState:
 
     def add_episodes(self, results: list[dict[str, Any]]) -> None:
         """Actor order; with env slots, slot order (episodes of one slot in their order)."""
-        finished = [
-            (slots[i] if slots else None, float(ret))
-            for res in results
-            for slots in [res.get("episode_slots")]
-            for i, ret in enumerate(res["episode_returns"])
-        ]
+        finished: list[tuple[int | None, float]] = []
+        for res in results:
+            slots = res.get("episode_slots") or [None] * len(res["episode_returns"])
+            finished += [(slot, float(ret)) for slot, ret in zip(slots, res["episode_returns"])]
         if finished and all(slot is not None for slot, _ in finished):
             finished.sort(key=lambda item: item[0])  # stable: a slot's own episodes keep their order
         for _, ret in finished:

@@ -130,8 +130,8 @@ def time_learner_updates(
     from serverless.envs import inspect_env
     from serverless.ppo import PPOConfig, PPOLearner
 
-    ppo = PPOConfig.from_dict({**workload.ppo, "hidden": tuple(workload.ppo.get("hidden", (64, 64)))})
-    spec = inspect_env(workload.env_id, hidden=tuple(ppo.hidden))
+    ppo = PPOConfig.from_dict(dict(workload.ppo))
+    spec = inspect_env(workload.env_id, hidden=ppo.hidden)
     rng = np.random.default_rng(seed)
     rows = []
     for batch in batches:
