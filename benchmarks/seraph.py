@@ -17,7 +17,9 @@ seeds, interleaved with the other methods, and the oracle is the best of them as
 re-measured. Training is deterministic given seed and shape, so the re-runs take the
 same env steps; only the clock is of this run.
 
-Methods: static default (RLlib PPO defaults: 2 actors, batch 4,000, 1,769 MB);
+Methods: static default (RLlib PPO defaults: 2 actors, batch 4,000, 1,769 MB, one env
+per actor); every other method trains with env slots of ``--steps-per-env`` steps, the
+tuner's default, so that the function count does not change what is learned;
 Seraph cost and speed objectives (re-profiled per seed; the run resumes from the
 pilot); Lambda-Power-Tuning-style memory sweep; Optuna TPE with Seraph's pilot
 cost as its trial budget; a grid of full runs (its best shape is the oracle).
@@ -36,6 +38,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from optimizers.seraph.models import RunShape  # noqa: E402
+from optimizers.seraph.profiling import DEFAULT_STEPS_PER_ENV  # noqa: E402
 
 TARGETS = {"CartPole-v1": 475.0, "LunarLander-v3": 200.0}
 GRID_FULL = [RunShape(a, m, b) for a in (1, 4, 16) for m in (885, 1769, 3008) for b in (512, 1024, 2048, 4000)]
@@ -50,7 +53,8 @@ def _log(msg: str) -> None:
 
 
 def _seraph(
-    env: str, seed: int, objective: str, target: float, max_steps: int | None, cached: bool, steps_per_env: int = 0
+    env: str, seed: int, objective: str, target: float, max_steps: int | None, cached: bool,
+    steps_per_env: int = DEFAULT_STEPS_PER_ENV,
 ) -> dict[str, Any]:
     """``cached=False``: profile afresh (the pilot is the start of training; its cost counts).
     ``cached=True``: reuse the profile the fresh run just stored (a second tuning of the
@@ -92,7 +96,7 @@ METHODS = ("static", "seraph", "memory_sweep", "optuna", "grid")
 
 def run_env(
     env: str, seeds: list[int], quick: bool, max_steps: int | None, partial: Path | None = None, methods: tuple[str, ...] = METHODS,
-    grid_shapes: list[RunShape] | None = None, remeasure: list[RunShape] = (), steps_per_env: int = 0,
+    grid_shapes: list[RunShape] | None = None, remeasure: list[RunShape] = (), steps_per_env: int = DEFAULT_STEPS_PER_ENV,
 ) -> dict[str, Any]:
     from optimizers.baselines.rl_grid import oracle, run_grid
     from optimizers.baselines.rl_memory_sweep import run_memory_sweep
@@ -143,6 +147,8 @@ def run_env(
             probe.close()
     if grid_shapes is None:
         grid_shapes = GRID_LUNAR if env.startswith("LunarLander") else (GRID_QUICK if quick else GRID_FULL)
+        # the oracle's space is the tuner's: with env slots, no more functions than slots
+        grid_shapes = [g for g in grid_shapes if g.batch / g.actors >= space.min_steps_per_actor]
     grid: list[dict[str, Any]] = []
     if "grid" in methods:
         _log(f"{env}: grid of {len(grid_shapes)} shapes x {len(seeds)} seeds")
@@ -329,9 +335,9 @@ def main(argv: list[str] | None = None) -> int:
         help="with --grid-from: the grid's seeds that choose the oracle's shapes (default: --seeds). Other seeds "
         "than --seeds, with --oracle-top 1, give an out-of-sample oracle: no best-of-k on the seeds it is judged on",
     )
-    ap.add_argument("--steps-per-env", type=int, default=0,
-                    help="every run splits its batches into envs of about N steps (PPOConfig.steps_per_env; default 0: "
-                    "one env per actor)")
+    ap.add_argument("--steps-per-env", type=int, default=DEFAULT_STEPS_PER_ENV,
+                    help="every run but the static default's splits its batches into envs of about N steps "
+                    f"(PPOConfig.steps_per_env; default {DEFAULT_STEPS_PER_ENV}, the tuner's; 0: one env per actor)")
     ap.add_argument("--json-out", type=Path, default=None)
     ap.add_argument("--rescore", type=Path, default=None,
                     help="re-summarise a saved result JSON with this code's summary (no training) and exit")

@@ -13,7 +13,9 @@ each variant's env steps over the from-scratch run's on the same seed:
 * ``earlier-pilot``: the pilot up to stop 13, which swept the function count and the
   batch (2s, 2s, 4s, s, 2s, s, s, 2s for the smallest searched batch s).
 
-Env steps are counted, not timed, so the figures do not depend on the machine's load;
+``--steps-per-env N`` trains every variant with env slots (default 0: one env per
+function, as the figures in docs/seraph.md were measured; the tuner's default since
+stop 15 is slots of 128 steps). Env steps are counted, not timed, so the figures do not depend on the machine's load;
 the run is still long enough to take the bench lock.
 
     flock /tmp/trainwise-bench.lock .venv/bin/python benchmarks/seraph_pilot_effect.py \\
@@ -39,7 +41,7 @@ PLAN = {"CartPole-v1": (4, 1769, 1024), "LunarLander-v3": (4, 1769, 2048)}
 EARLIER_BATCH_FACTORS = (2, 2, 4, 1, 2, 1, 1, 2)
 
 
-def variants(plan: Any, small: int) -> dict[str, list[Any] | None]:
+def variants(plan: Any, small: int, steps_per_env: int = 0) -> dict[str, list[Any] | None]:
     from optimizers.seraph.models import RunShape
     from optimizers.seraph.profiling import PILOT_ACTORS, pilot_schedule
 
@@ -47,13 +49,13 @@ def variants(plan: Any, small: int) -> dict[str, list[Any] | None]:
     return {
         "scratch": None,
         "same-shape": [plan] * len(PILOT_ACTORS),
-        "actors-only": pilot_schedule(plan.batch),  # the tuner's own pilot (at 1,769 MB, the plans' memory)
+        "actors-only": pilot_schedule(plan.batch, steps_per_env),  # the tuner's own pilot (at 1,769 MB, the plans' memory)
         "batch-only": [RunShape(a, m, f * small) for f in EARLIER_BATCH_FACTORS],
         "earlier-pilot": [RunShape(n, m, f * small) for n, f in zip(PILOT_ACTORS, EARLIER_BATCH_FACTORS)],
     }
 
 
-def steps_to_target(env: str, seed: int, plan: Any, pilot: list[Any] | None) -> int:
+def steps_to_target(env: str, seed: int, plan: Any, pilot: list[Any] | None, steps_per_env: int = 0) -> int:
     """Env steps to the target at ``plan``, after ``pilot`` (resumed from its checkpoint)."""
     from optimizers.baselines.rl_common import _spec
     from optimizers.seraph.profiling import SweepController, workload_for
@@ -61,7 +63,7 @@ def steps_to_target(env: str, seed: int, plan: Any, pilot: list[Any] | None) -> 
     from serverless.backends import make_backend
     from serverless.trainer import RunConfig, train
 
-    workload = workload_for(env, None)
+    workload = workload_for(env, None, steps_per_env=steps_per_env)
 
     def run(shape: Any) -> Any:
         return RunConfig(actors=shape.actors, memory_mb=shape.memory_mb, batch=shape.batch)
@@ -95,14 +97,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--env", default="CartPole-v1", choices=sorted(TARGETS))
     ap.add_argument("--seeds", default="3,4,5,6,7,8,9,10,11,12")
     ap.add_argument("--variants", default=None, help="comma-separated subset (default: all)")
+    ap.add_argument("--steps-per-env", type=int, default=0, help="env slots of about N steps (default 0: one env per function)")
     ap.add_argument("--json-out", type=Path, default=None)
     args = ap.parse_args(argv)
+    if args.steps_per_env < 0:
+        ap.error(f"--steps-per-env must be >= 0 (0 = one env per function), got {args.steps_per_env}")
     try:
         seeds = [int(s) for s in args.seeds.split(",") if s]
     except ValueError:
         ap.error(f"--seeds must be comma-separated integers, got {args.seeds!r}")
     plan = RunShape(*PLAN[args.env])
-    everything = variants(plan, min(batches_for(workload_for(args.env, None))))
+    everything = variants(plan, min(batches_for(workload_for(args.env, None))), args.steps_per_env)
     chosen = list(everything) if args.variants is None else [v for v in args.variants.split(",") if v]
     unknown = [v for v in chosen if v not in everything]
     if unknown:
@@ -112,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     steps: dict[str, list[int]] = {v: [] for v in chosen}
     for seed in seeds:
         for name in chosen:
-            steps[name].append(steps_to_target(args.env, seed, plan, everything[name]))
+            steps[name].append(steps_to_target(args.env, seed, plan, everything[name], args.steps_per_env))
             print(f"seed {seed} {name:<14} {steps[name][-1]:>8} env steps", file=sys.stderr, flush=True)
     summary = {}
     for name in chosen:
@@ -131,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         from trainwise.results import write_json
 
         write_json(args.json_out, {"benchmark": "seraph_pilot_effect", "env": args.env, "plan": plan.as_dict(),
+                                   "steps_per_env": args.steps_per_env,
                                    "seeds": seeds, "env_steps": steps, "summary": summary,
                                    "label": "env steps counted (no timing)"})
         print(f"result written to {args.json_out}")

@@ -6,12 +6,14 @@ from optimizers.seraph import references
 
 
 def _fake_measure(steps_by_seed):
-    def measure(env_id, target_reward, batches, seeds, max_steps, actors=1):
+    def measure(env_id, target_reward, batches, seeds, max_steps, actors=1, steps_per_env=0):
         runs = [
             {"batch": b, "seed": s, "reached": True, "env_steps": steps_by_seed[s] * b // 512, "censored": False, "wall_s": 1.0}
             for b in batches for s in seeds
         ]
-        return references.summarise(runs, actors=actors, target_reward=target_reward, max_steps=300_000)
+        return references.summarise(
+            runs, actors=actors, target_reward=target_reward, max_steps=300_000, steps_per_env=steps_per_env
+        )
 
     return measure
 
@@ -30,3 +32,28 @@ def test_runs_merge_by_batch_and_seed_and_other_actor_counts_go_to_by_actors(tmp
     assert four["actors"] == 4 and four["points"] == [[512, 2000.0]]
     references.main([*args, "--batches", "512", "--seeds", "12"])  # a later 1-actor run keeps by_actors
     assert "4" in json.loads(out.read_text())["envs"]["CartPole-v1"]["by_actors"]
+
+
+def test_slot_references_go_to_their_own_file_and_the_lookup_falls_back_to_the_unslotted(tmp_path, monkeypatch):
+    monkeypatch.setattr(references, "REFERENCES_PATH", tmp_path / "references.json")
+    monkeypatch.setattr(references, "measure", _fake_measure({10: 1000, 11: 3000, 12: 2000}))
+    args = ["--env", "CartPole-v1", "--target-reward", "475", "--batches", "512", "--seeds", "10,11,12"]
+    references.main(args)
+    assert references.measured_reference("CartPole-v1", 128)["source"].endswith(
+        "(measured without env slots; the run uses slots of 128 steps)"
+    )
+    references.main([*args, "--steps-per-env", "128"])
+    assert references.references_path(128) == tmp_path / "references-spe128.json"
+    slotted = references.measured_reference("CartPole-v1", 128)
+    assert slotted["steps_per_env"] == 128 and "env slots of 128 steps" in slotted["source"]
+    assert references.measured_reference("CartPole-v1", 0)["steps_per_env"] == 0
+    assert references.measured_reference("Acrobot-v1", 128) is None
+
+
+def test_a_negative_slot_length_is_refused(capsys):
+    import pytest
+
+    from trainwise.errors import UserError
+
+    with pytest.raises(UserError, match="--steps-per-env must be >= 0"):
+        references.main(["--env", "CartPole-v1", "--target-reward", "475", "--batches", "512", "--steps-per-env", "-1"])

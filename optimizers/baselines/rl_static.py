@@ -2,11 +2,14 @@
 
 RLlib's ``PPOConfig`` defaults to ``num_env_runners=2`` and ``train_batch_size=4000``
 (ray/rllib/algorithms/ppo/ppo.py); a runner maps to one actor function, and 1,769 MB
-is the memory at which a Lambda function gets one full vCPU (AWS Lambda docs).
+is the memory at which a Lambda function gets one full vCPU (AWS Lambda docs). RLlib's
+runner steps one env (``num_envs_per_env_runner=1``), so the static default runs without
+env slots whatever the workload says.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from optimizers.baselines.rl_common import train_shape
@@ -17,5 +20,6 @@ STATIC_DEFAULT = RunShape(actors=2, memory_mb=1769, batch=4000)
 
 
 def run_static(workload: Workload, *, target_reward: float, seed: int, backend_obj: Any = None) -> dict[str, Any]:
+    workload = replace(workload, ppo={**workload.ppo, "steps_per_env": 0})
     out = train_shape(workload, STATIC_DEFAULT, target_reward=target_reward, seed=seed, backend_obj=backend_obj)
     return {"method": "static_default", "tuning_cost_usd": 0.0, "tuning_lambda_s": 0.0, **out}

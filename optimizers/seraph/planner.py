@@ -118,10 +118,13 @@ REFERENCES: dict[str, Reference] = {
 }
 
 
-def reference_for(env_id: str, max_steps: int, batch: int) -> Reference:
-    from optimizers.seraph.references import load_references
+def reference_for(env_id: str, max_steps: int, batch: int, steps_per_env: int = 0) -> Reference:
+    """The measured references of ``env_id`` at the slot length ``steps_per_env``
+    (:func:`optimizers.seraph.references.measured_reference`), else the built-in points,
+    else half of ``max_steps`` at ``batch``."""
+    from optimizers.seraph.references import measured_reference
 
-    measured = load_references().get(env_id)
+    measured = measured_reference(env_id, steps_per_env)
     if measured is not None:
         return Reference(
             points=tuple((int(b), float(e)) for b, e in measured["points"]),
@@ -256,7 +259,8 @@ class Planner:
             self.space.min_steps_per_actor,
         )
         self._b_noise_profile = self.profile.b_noise
-        if int(self.profile.workload.get("ppo", {}).get("steps_per_env", 0) or 0) > 0:
+        self.steps_per_env = int(self.profile.workload.get("ppo", {}).get("steps_per_env", 0) or 0)
+        if self.steps_per_env > 0:
             # env slots: the actor count does not change what is learned (serverless.trainer.slot_plan)
             self._actor_factors, self.actor_factor_tests = [(self.reference.actors, 1.0)], {}
         else:
@@ -274,14 +278,19 @@ class Planner:
             return 1.0
         return min(max(live / pilot, 1.0), 4.0)
 
-    def _net_of_lag(self, env_steps: float, actors: int) -> float:
-        """Steps to the target less the detection lag of ``actors`` (see env_steps_to_target),
-        at least half of them."""
-        return max(env_steps - actors * self.episode_steps, 0.5 * env_steps)
+    def episodes_in_flight(self, actors: int, batch: int) -> int:
+        """The episodes run side by side: one per function, or with env slots one per slot
+        (``serverless.trainer.slot_plan``: ``max(actors, batch // steps_per_env)``)."""
+        return max(actors, batch // self.steps_per_env) if self.steps_per_env > 0 else actors
+
+    def _net_of_lag(self, env_steps: float, actors: int, batch: int) -> float:
+        """Steps to the target less the detection lag at ``actors`` and ``batch`` (see
+        env_steps_to_target), at least half of them."""
+        return max(env_steps - self.episodes_in_flight(actors, batch) * self.episode_steps, 0.5 * env_steps)
 
     def _lagged_points(self, actors: int | None = None, points: Sequence[tuple[int, float]] | None = None) -> list[tuple[int, float]]:
         a = self.reference.actors if actors is None else actors
-        return [(int(b), self._net_of_lag(e, a)) for b, e in (self.reference.points if points is None else points)]
+        return [(int(b), self._net_of_lag(e, a, int(b))) for b, e in (self.reference.points if points is None else points)]
 
     def actor_factors(self) -> list[tuple[int, float]]:
         """(actors, env-steps factor) relative to the reference's actor count, as used."""
@@ -319,7 +328,7 @@ class Planner:
         common = {b for ra, b, _ in self.reference.runs if ra == actors} & set(base_medians)
 
         def rel(a: int) -> list[float]:
-            return [self._net_of_lag(e, a) / base_medians[b] for ra, b, e in self.reference.runs if ra == a and b in common]
+            return [self._net_of_lag(e, a, b) / base_medians[b] for ra, b, e in self.reference.runs if ra == a and b in common]
 
         x, y = rel(actors), rel(self.reference.actors)
         return rank_sum_p(x, y) if x and y else None
@@ -387,13 +396,16 @@ class Planner:
         the steps it takes to *see* the target.
 
         The trainer judges the target on completed episodes. When the policy becomes
-        good enough, each of the ``a`` actors still has an episode in flight that must
-        finish before good returns fill the reach window: about one episode per actor,
-        ``a * episode_steps`` env steps (the env's time limit, an upper bound). This is
-        what makes many short actor segments slower to the target than their rollout
-        time suggests (measured on CartPole: 16 actors needed ~40% more steps than 1).
+        good enough, each env in flight still has an episode that must finish before good
+        returns fill the reach window: about one episode per env, ``n * episode_steps``
+        env steps (the env's time limit, an upper bound), where ``n`` is the actor count,
+        or with env slots the slot count, which the actor count does not change
+        (:meth:`episodes_in_flight`). Without slots this is what makes many short actor
+        segments slower to the target than their rollout time suggests (measured on
+        CartPole: 16 actors needed ~40% more steps than 1).
         """
-        return progress.env_steps(s.batch) * self.actor_factor(s.actors) + s.actors * self.episode_steps
+        lag = self.episodes_in_flight(s.actors, s.batch) * self.episode_steps
+        return progress.env_steps(s.batch) * self.actor_factor(s.actors) + lag
 
     def _score(self, progress: ProgressModel, shapes: Sequence[RunShape]) -> list[Candidate]:
         return score_shapes(

@@ -67,12 +67,18 @@ def batches_for(workload: "Workload") -> tuple[int, ...]:
     return tuple(b for b in batches if b >= 2 * mb)
 
 
+#: The tuner trains with env slots of this many steps (``PPOConfig.steps_per_env``): with
+#: slots, every function count trains the same policy at a batch (``serverless.trainer.slot_plan``),
+#: so the function count is a pure systems knob, as the search treats it. 128 is CleanRL's
+#: PPO segment length per env (``num_steps``). 0 turns slots off (one env per function).
+DEFAULT_STEPS_PER_ENV = 128
+
 PILOT_ACTORS = (16, 16, 8, 8, 4, 2, 1, 1)
 #: The fewest env steps one pilot function runs (the tuner's own search allows 32).
 PILOT_MIN_STEPS_PER_ACTOR = 32
 
 
-def pilot_schedule(batch: int) -> list[RunShape]:
+def pilot_schedule(batch: int, steps_per_env: int = 0) -> list[RunShape]:
     """The shapes the pilot visits, one per iteration, in order, all at 1,769 MB and ``batch``.
 
     Concurrency is swept downward from 16 functions (the first, cold, visit warms every
@@ -80,11 +86,13 @@ def pilot_schedule(batch: int) -> list[RunShape]:
     the same shape warm, which measures the cold start); with the batch fixed, the steps
     per function still range 16-fold. The top is 16 functions: each function is a
     request, and the fit's ``log2(actors)`` term extrapolates above it. A small batch
-    caps the count so that every function runs ``PILOT_MIN_STEPS_PER_ACTOR`` steps.
+    caps the count so that every function runs ``PILOT_MIN_STEPS_PER_ACTOR`` steps, and
+    with env slots (``steps_per_env`` > 0) so that every function has a slot: more
+    functions than ``batch // steps_per_env`` would change the slots and what is learned.
     The memory sizes are measured by the memory probe, the learner at other batches by
     :func:`time_learner_updates`, not here.
     """
-    cap = max(1, batch // PILOT_MIN_STEPS_PER_ACTOR)
+    cap = max(1, batch // max(PILOT_MIN_STEPS_PER_ACTOR, steps_per_env))
     return [RunShape(min(a, cap), BASE_MEMORY_MB, batch) for a in PILOT_ACTORS]
 
 
@@ -93,11 +101,11 @@ def pilot_batch(workload: "Workload") -> int:
     reference runs reached the target in the fewest env steps (where the plan most often
     lands, so the run usually continues at the pilot's batch); without references for
     the env, the preset's batch if the search has it, else the smallest."""
-    from optimizers.seraph.references import load_references
+    from optimizers.seraph.references import measured_reference
     from serverless.presets import preset_for
 
     batches = batches_for(workload)
-    measured = load_references().get(workload.env_id)
+    measured = measured_reference(workload.env_id, workload.steps_per_env)
     points = {int(b): float(e) for b, e in measured["points"]} if measured else {}
     known = [b for b in batches if b in points]
     if known:
@@ -185,6 +193,11 @@ class Workload:
     ppo: dict[str, Any]
     architecture: str = "x86_64"
 
+    @property
+    def steps_per_env(self) -> int:
+        """The env slots' length (0: one env per function)."""
+        return int(self.ppo.get("steps_per_env", 0) or 0)
+
     def key_dict(self) -> dict[str, Any]:
         return {"env_id": self.env_id, "max_steps": self.max_steps, "ppo": self.ppo, "architecture": self.architecture}
 
@@ -230,7 +243,7 @@ def run_pilot(
 
     ppo = PPOConfig.from_dict({**workload.ppo, "hidden": tuple(workload.ppo.get("hidden", (64, 64)))})
     ppo.anneal_steps = workload.max_steps  # the same learning-rate schedule as the real run
-    schedule = pilot_schedule(pilot_batch(workload))
+    schedule = pilot_schedule(pilot_batch(workload), workload.steps_per_env)
 
     def to_run(s: RunShape) -> Any:
         return RunConfig(actors=s.actors, memory_mb=s.memory_mb, batch=s.batch)
@@ -331,12 +344,15 @@ def profile_workload(
     return PilotOutcome(prof, reused=False, checkpoint_dir=checkpoint_dir)
 
 
-def workload_for(env_id: str, max_steps: int | None, architecture: str = "x86_64", steps_per_env: int = 0) -> Workload:
+def workload_for(
+    env_id: str, max_steps: int | None, architecture: str = "x86_64", steps_per_env: int = DEFAULT_STEPS_PER_ENV
+) -> Workload:
     """The workload the trainer's preset defines for ``env_id`` (PPO settings included).
 
     The default step cap is three times the preset's, so a batch larger than the
     preset's (fewer updates per sample) still has room to reach the target.
-    ``steps_per_env`` > 0 splits every batch into env slots (``PPOConfig.steps_per_env``).
+    ``steps_per_env`` > 0 splits every batch into env slots (``PPOConfig.steps_per_env``;
+    default :data:`DEFAULT_STEPS_PER_ENV`), 0 gives one env per function.
     """
     from serverless.presets import preset_for
 

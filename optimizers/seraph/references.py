@@ -19,6 +19,11 @@ median over all runs at its batch.
 ``--actors A`` (A > 1) measures the same at A actors and stores it under ``by_actors``:
 the planner takes from it how the actor count changes the env steps to the target at
 the same batch (more actors: more, shorter, decorrelated episode fragments per batch).
+
+``--steps-per-env N`` measures with env slots of about ``N`` steps
+(``PPOConfig.steps_per_env``), which change what PPO learns from a batch, so their
+references live in a file of their own, ``references-spe<N>.json`` beside this one
+(:func:`references_path`); the tuner reads the file of the slot length it trains with.
 """
 
 from __future__ import annotations
@@ -39,19 +44,41 @@ REFERENCE_ACTORS = 1
 REFERENCE_MEMORY_MB = 1769
 
 
-def load_references(path: Path = REFERENCES_PATH) -> dict[str, dict[str, Any]]:
-    """The measured references per env id (empty if the file is missing)."""
+def references_path(steps_per_env: int = 0) -> Path:
+    """The references measured with env slots of ``steps_per_env`` steps (0: one env per actor)."""
+    return REFERENCES_PATH if steps_per_env <= 0 else REFERENCES_PATH.with_name(f"references-spe{steps_per_env}.json")
+
+
+def load_references(path: Path | None = None, *, steps_per_env: int = 0) -> dict[str, dict[str, Any]]:
+    """The measured references per env id (empty if the file is missing), from ``path``
+    or else from the file of ``steps_per_env`` (:func:`references_path`)."""
+    path = references_path(steps_per_env) if path is None else path
     try:
         return json.loads(path.read_text())["envs"]
     except FileNotFoundError:
         return {}
 
 
+def measured_reference(env_id: str, steps_per_env: int = 0) -> dict[str, Any] | None:
+    """The measured entry for ``env_id`` at the slot length ``steps_per_env``; without one,
+    the entry measured without slots, its ``source`` saying so (the level is then off by
+    however much slots change learning; docs/rl.md, "Env slots"); else None."""
+    entry = load_references(steps_per_env=steps_per_env).get(env_id)
+    if entry is None and steps_per_env > 0:
+        entry = load_references().get(env_id)
+        if entry is not None:
+            note = f" (measured without env slots; the run uses slots of {steps_per_env} steps)"
+            entry = {**entry, "source": entry["source"] + note}
+    return entry
+
+
 def measure(
     env_id: str, target_reward: float, batches: list[int], seeds: list[int], max_steps: int | None,
-    actors: int = REFERENCE_ACTORS,
+    actors: int = REFERENCE_ACTORS, steps_per_env: int = 0,
 ) -> dict[str, Any]:
     """Train to the target at each batch and seed; the median env steps per batch."""
+    from dataclasses import replace
+
     from serverless.presets import preset_for
     from serverless.trainer import RunConfig, TrainSpec, train
 
@@ -63,7 +90,7 @@ def measure(
             spec = TrainSpec(
                 env_id=env_id, target_reward=target_reward, max_steps=cap,
                 run=RunConfig(actors=actors, memory_mb=REFERENCE_MEMORY_MB, batch=batch),
-                ppo=preset.ppo, seed=seed, backend="local", checkpoint_every=0,
+                ppo=replace(preset.ppo, steps_per_env=steps_per_env), seed=seed, backend="local", checkpoint_every=0,
             )
             t0 = time.perf_counter()
             res = train(spec, progress=False)
@@ -73,10 +100,12 @@ def measure(
             })
             print(f"{env_id} batch {batch} seed {seed}: {'reached' if res.reached else 'NOT reached'} "
                   f"at {res.env_steps} env steps", file=sys.stderr)
-    return summarise(runs, actors=actors, target_reward=target_reward, max_steps=cap)
+    return summarise(runs, actors=actors, target_reward=target_reward, max_steps=cap, steps_per_env=steps_per_env)
 
 
-def summarise(runs: list[dict[str, Any]], *, actors: int, target_reward: float, max_steps: int) -> dict[str, Any]:
+def summarise(
+    runs: list[dict[str, Any]], *, actors: int, target_reward: float, max_steps: int, steps_per_env: int = 0
+) -> dict[str, Any]:
     """One reference entry from runs: the median env steps per batch over its seeds."""
     all_batches = sorted({r["batch"] for r in runs})
     all_seeds = sorted({r["seed"] for r in runs})
@@ -87,10 +116,12 @@ def summarise(runs: list[dict[str, Any]], *, actors: int, target_reward: float, 
         "memory_mb": REFERENCE_MEMORY_MB,
         "target_reward": target_reward,
         "max_steps": max_steps,
+        "steps_per_env": steps_per_env,
         "seeds": all_seeds,
         "runs": runs,
         "source": (
             f"measured: trainer preset PPO, {actors} actor{'s' if actors > 1 else ''} x {REFERENCE_MEMORY_MB} MB, "
+            f"{f'env slots of {steps_per_env} steps, ' if steps_per_env > 0 else ''}"
             f"local backend, seeds {','.join(map(str, all_seeds))}, median env steps to {target_reward:g}"
         ),
     }
@@ -104,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", default="10,11,12")
     p.add_argument("--max-steps", type=int, default=None)
     p.add_argument("--actors", type=int, default=REFERENCE_ACTORS, help="actors per run (default 1; others go to by_actors)")
-    p.add_argument("--out", type=Path, default=REFERENCES_PATH)
+    p.add_argument("--steps-per-env", type=int, default=0,
+                   help="env slots of about N steps (PPOConfig.steps_per_env; default 0: one env per actor)")
+    p.add_argument("--out", type=Path, default=None, help="default: the references file of --steps-per-env")
     args = p.parse_args(argv)
     try:
         batches = [int(b) for b in args.batches.split(",") if b.strip()]
@@ -115,16 +148,23 @@ def main(argv: list[str] | None = None) -> int:
         raise UserError("--batches and --seeds each need at least one value; batches must be >= 1")
     if args.actors < 1:
         raise UserError(f"--actors must be >= 1, got {args.actors}")
-    entry = measure(args.env, args.target_reward, batches, seeds, args.max_steps, args.actors)
-    envs = load_references(args.out)  # read after the runs: another measurement may have written meanwhile
+    if args.steps_per_env < 0:
+        raise UserError(f"--steps-per-env must be >= 0 (0 = one env per actor), got {args.steps_per_env}")
+    out = references_path(args.steps_per_env) if args.out is None else args.out
+    entry = measure(args.env, args.target_reward, batches, seeds, args.max_steps, args.actors, args.steps_per_env)
+    envs = load_references(out)  # read after the runs: another measurement may have written meanwhile
     base = envs.get(args.env, {})
     by_actors = dict(base.get("by_actors", {}))
     earlier = base if args.actors == REFERENCE_ACTORS else by_actors.get(str(args.actors), {})
-    if earlier.get("target_reward") == args.target_reward and earlier.get("max_steps") == entry["max_steps"]:
+    same = (earlier.get("target_reward"), earlier.get("max_steps"), earlier.get("steps_per_env", 0))
+    if same == (args.target_reward, entry["max_steps"], args.steps_per_env):
         new = {(r["batch"], r["seed"]) for r in entry["runs"]}
         kept = [r for r in earlier.get("runs", []) if (r["batch"], r["seed"]) not in new]
         runs = sorted([*kept, *entry["runs"]], key=lambda r: (r["batch"], r["seed"]))
-        entry = summarise(runs, actors=args.actors, target_reward=args.target_reward, max_steps=entry["max_steps"])
+        entry = summarise(
+            runs, actors=args.actors, target_reward=args.target_reward, max_steps=entry["max_steps"],
+            steps_per_env=args.steps_per_env,
+        )
     entry["command"] = "python -m optimizers.seraph.references " + " ".join(argv if argv is not None else sys.argv[1:])
     entry["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     if args.actors == REFERENCE_ACTORS:
@@ -132,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         by_actors[str(args.actors)] = entry
         envs[args.env] = {**base, "by_actors": by_actors}
-    write_json(args.out, {"about": __doc__.split("\n\n")[0], "envs": envs})
+    write_json(out, {"about": __doc__.split("\n\n")[0], "envs": envs})
     print(json.dumps({"env": args.env, "points": entry["points"]}))
     return 0
 

@@ -19,14 +19,23 @@ import numpy as np
 from optimizers.seraph.controller import SeraphController
 from optimizers.seraph.models import Observation, Prices, RunShape
 from optimizers.seraph.planner import Plan, Planner, SearchSpace, reference_for
-from optimizers.seraph.profiling import PilotOutcome, Workload, batches_for, profile_workload, workload_for
+from optimizers.seraph.profiling import (
+    DEFAULT_STEPS_PER_ENV,
+    PilotOutcome,
+    Workload,
+    batches_for,
+    profile_workload,
+    workload_for,
+)
 from optimizers.seraph.records import view
 from optimizers.seraph.search import Constraints, Objective
 
 LABEL = "modelled (local Lambda emulator clock and price table)"
 
 def search_space_for(workload: Workload, memories: tuple[int, ...]) -> SearchSpace:
-    return SearchSpace(memories=memories, batches=batches_for(workload), min_steps_per_actor=32)
+    """The workload's search space. With env slots a function runs at least one slot: more
+    functions than ``batch // steps_per_env`` would change the slots, and so what is learned."""
+    return SearchSpace(memories=memories, batches=batches_for(workload), min_steps_per_actor=max(32, workload.steps_per_env))
 
 
 def prices_for(architecture: str, price_table: Path | None = None) -> Prices:
@@ -65,7 +74,7 @@ def make_planner(
     space = search_space_for(workload, tuple(pilot.profile.memory_sweep))
     from serverless.presets import preset_for
 
-    ref = reference_for(workload.env_id, workload.max_steps, preset_for(workload.env_id).batch)
+    ref = reference_for(workload.env_id, workload.max_steps, preset_for(workload.env_id).batch, workload.steps_per_env)
     return Planner(
         episode_steps=episode_time_limit(workload.env_id),
         profile=pilot.profile,
@@ -176,7 +185,7 @@ def tune_and_train(
     progress: bool = False,
     run_dir: Path | None = None,
     backend_obj: Any = None,
-    steps_per_env: int = 0,
+    steps_per_env: int = DEFAULT_STEPS_PER_ENV,
 ) -> dict[str, Any]:
     """Profile (or reuse the profile), plan, and unless ``plan_only`` train to the target."""
     obj = Objective(objective, weight)

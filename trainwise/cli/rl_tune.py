@@ -20,6 +20,10 @@ from typing import Any
 
 from trainwise.errors import UserError
 
+# optimizers.seraph.profiling.DEFAULT_STEPS_PER_ENV, named here without importing the tuner
+# (a test checks that the two agree)
+STEPS_PER_ENV_HELP_DEFAULT = 128
+
 BACKENDS = ("local", "ray")
 ARCHITECTURES = ("x86_64", "arm64")
 
@@ -47,8 +51,9 @@ def register(rl_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--architecture", default="x86_64", help="Lambda architecture priced: x86_64 | arm64")
     p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
     p.add_argument("--max-steps", type=int, default=None, help="env-step cap for training (default: generous per env)")
-    p.add_argument("--steps-per-env", type=int, default=0,
-                   help="split each batch into envs of about N steps, so the actor count does not change learning (default 0: one env per actor)")
+    p.add_argument("--steps-per-env", type=int, default=None,
+                   help="split each batch into envs of about N steps, so the actor count does not change learning "
+                   f"(default {STEPS_PER_ENV_HELP_DEFAULT}, the tuner's; 0: one env per actor)")
     p.add_argument("--replan-every", type=int, default=3, help="re-plan every K iterations (default 3)")
     p.add_argument("--no-retune", action="store_true", help="keep the initial plan for the whole run")
     p.add_argument("--reprofile", action="store_true", help="ignore a cached profile and profile again")
@@ -73,7 +78,7 @@ def validate(args: argparse.Namespace) -> None:
         raise UserError(f"--max-steps must be at least 1000 env steps, got {args.max_steps}")
     if args.replan_every < 1:
         raise UserError(f"--replan-every must be >= 1 iteration, got {args.replan_every}")
-    if args.steps_per_env < 0:
+    if args.steps_per_env is not None and args.steps_per_env < 0:
         raise UserError(f"--steps-per-env must be >= 0 (0 = one env per actor), got {args.steps_per_env}")
     if args.seed < 0:
         raise UserError(f"--seed must be >= 0, got {args.seed}")
@@ -121,7 +126,7 @@ def handle(args: argparse.Namespace) -> dict[str, Any]:
         max_steps=args.max_steps,
         replan_every=args.replan_every,
         retune=not args.no_retune,
-        steps_per_env=args.steps_per_env,
+        **({} if args.steps_per_env is None else {"steps_per_env": args.steps_per_env}),
         reprofile=args.reprofile,
         plan_only=args.plan_only,
         png_path=png,
