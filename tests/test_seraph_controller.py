@@ -96,8 +96,11 @@ def test_bounded_step_shrinks_too_and_keeps_fragments_long_enough():
 def test_a_step_back_needs_a_larger_gain():
     start = RunShape(actors=4, memory_mb=1024, batch=2000)
     ahead = RunShape(actors=4, memory_mb=1024, batch=2200)  # ~8% better than start: above the 5% bar
-    # the reversal rule on its own (the batch-grows-only guard would refuse any way back)
-    ctl, planner = _controller(ahead, start, every=1, min_gain=0.05, reversal_gain=0.15, batch_only_grows=False)
+    # the reversal rule on its own (the batch-grows-only guard would refuse any way back,
+    # the batch-change bar any of these steps)
+    ctl, planner = _controller(
+        ahead, start, every=1, min_gain=0.05, reversal_gain=0.15, batch_only_grows=False, batch_change_gain=0.0
+    )
     assert ctl.after_iteration(_records(1)[0]) == ahead
 
     planner.target = start  # the refit now prefers where the run came from, by ~9%: not enough to go back
@@ -120,7 +123,7 @@ def test_a_large_gain_still_allows_a_step_back():
 def test_no_change_for_a_gain_inside_the_models_recent_error():
     start = RunShape(actors=4, memory_mb=1024, batch=2000)
     ahead = RunShape(actors=4, memory_mb=1024, batch=2200)  # ~8% better than start
-    ctl, planner = _controller(ahead, start, every=1, min_gain=0.05)
+    ctl, planner = _controller(ahead, start, every=1, min_gain=0.05, batch_change_gain=0.0)
     planner.prediction_error = lambda: 0.12  # the model has been 12% off lately
     assert ctl.after_iteration(_records(1)[0]) is None
     assert "recent iteration-time error" in ctl.decisions[-1].reason and "12%" in ctl.decisions[-1].reason
@@ -134,7 +137,9 @@ def test_no_change_for_a_gain_inside_the_models_recent_error():
 def test_a_batch_going_back_counts_as_a_reversal_even_when_the_actors_change():
     start = RunShape(actors=2, memory_mb=1024, batch=2000)
     ahead = RunShape(actors=2, memory_mb=1024, batch=2200)  # ~8% better
-    ctl, planner = _controller(ahead, start, every=1, min_gain=0.05, reversal_gain=0.15, batch_only_grows=False)
+    ctl, planner = _controller(
+        ahead, start, every=1, min_gain=0.05, reversal_gain=0.15, batch_only_grows=False, batch_change_gain=0.0
+    )
     assert ctl.after_iteration(_records(1)[0]) == ahead
     # now the planner wants batch 2,000 again, with 3 actors: batch returns, actors move on
     planner.target = RunShape(actors=3, memory_mb=1024, batch=2000)  # gain ~ (0.1 + 0.33) / 1.43 = 30%
@@ -169,3 +174,14 @@ def test_a_change_of_actors_or_memory_alone_needs_the_hardware_bar():
     # with the batch, the hardware is re-chosen under the usual 5% bar
     planner.target = RunShape(actors=5, memory_mb=1769, batch=2200)  # ~(0.1 + 0.2) / 1.3 = 23%
     assert ctl.after_iteration(_records(3)[2]) == planner.target
+
+
+def test_a_batch_change_must_promise_more_than_changing_the_batch_costs():
+    start = RunShape(actors=4, memory_mb=1024, batch=2000)
+    ahead = RunShape(actors=4, memory_mb=1024, batch=2200)  # ~8% better: above 5%, below the 16% bar
+    ctl, _ = _controller(ahead, start, every=1, min_gain=0.05)
+    assert ctl.after_iteration(_records(1)[0]) is None
+    assert "< 16%, a change of batch" in ctl.decisions[-1].reason
+    far = RunShape(actors=4, memory_mb=1024, batch=4000)  # ~50% better: worth the change
+    ctl, _ = _controller(far, start, every=1, min_gain=0.05)
+    assert ctl.after_iteration(_records(1)[0]) == far

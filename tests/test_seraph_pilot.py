@@ -30,6 +30,19 @@ def test_the_pilot_batch_is_the_reference_batch_with_the_fewest_steps(monkeypatc
     refs = {"CartPole-v1": {"points": [[512, 30000.0], [1024, 19000.0], [2048, 51000.0]]}}
     monkeypatch.setattr("optimizers.seraph.references.load_references", lambda *a, **k: refs)
     assert pilot_batch(workload) == 1024
+    # with runs: the largest batch the rank-sum test cannot tell from the fewest-steps one
+    runs = [{"batch": b, "env_steps": e} for b, es in (
+        (512, (20_000, 21_000, 22_000, 23_000, 30_000)),
+        (1024, (19_000, 24_000, 26_000, 28_000, 31_000)),  # median higher, but inside 512's spread
+        (2048, (50_000, 52_000, 55_000, 58_000, 60_000)),  # clearly more
+    ) for e in es]
+    alike = {"CartPole-v1": {"points": [[512, 22000.0], [1024, 26000.0], [2048, 55000.0]], "runs": runs}}
+    monkeypatch.setattr("optimizers.seraph.references.load_references", lambda *a, **k: alike)
+    assert pilot_batch(workload) == 1024
+    apart = {"CartPole-v1": {**alike["CartPole-v1"], "runs": [r for r in runs if r["batch"] != 1024] + [
+        {"batch": 1024, "env_steps": e} for e in (40_000, 41_000, 42_000, 43_000, 44_000)]}}
+    monkeypatch.setattr("optimizers.seraph.references.load_references", lambda *a, **k: apart)
+    assert pilot_batch(workload) == 512
     # no references for the env: the preset's batch if the search has it, else the smallest
     monkeypatch.setattr("optimizers.seraph.references.load_references", lambda *a, **k: {})
     preset_batch = 4096  # LunarLander-v3's preset; its search set starts at 2,048

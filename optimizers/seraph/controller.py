@@ -28,6 +28,13 @@ toward it, with these guards against thrashing:
   on "gains" of 5-29% from refits on drifting iteration times. (The bar was set after
   seeing those logs; docs/seraph.md says so.) With the batch the hardware is re-chosen
   under the usual bars;
+* **a batch change pays for itself**: a step that changes the batch must promise
+  ``batch_change_gain`` (default 16%), what changing the batch measured to cost: a
+  batch sweep at the start of training left CartPole needing a median 1.16x the env
+  steps of the same run without it (seeds 3-12, ``benchmarks/seraph_pilot_effect.py``),
+  and the step's predicted gain does not count that cost. (Added in stop 15 after run
+  T's logs, where re-plans from batch 512 to 1,024 for predicted gains of 8-9% were
+  followed by up to 2x the env steps of either batch alone);
 * **no gain inside the model's own error**: when the planner reports its recent
   iteration-time prediction error (median over the last iterations), a change must
   promise at least that much (capped at ``max_error_bar``, 25%). A predicted 7% gain from
@@ -125,6 +132,7 @@ class SeraphController:
     max_error_bar: float = 0.25
     batch_only_grows: bool = True
     hardware_only_gain: float = 0.30
+    batch_change_gain: float = 0.16
     decisions: list[Decision] = field(default_factory=list)
     _since_decision: int = 0
     _left: list[RunShape] = field(default_factory=list)  # shapes changed away from, newest last
@@ -166,6 +174,8 @@ class SeraphController:
             needed, why = self.reversal_gain, ", a dimension going back to a recently left value"
         if hardware_only and self.hardware_only_gain > needed:
             needed, why = self.hardware_only_gain, ", a change of actors or memory alone"
+        if not hardware_only and self.batch_change_gain > needed:
+            needed, why = self.batch_change_gain, ", a change of batch"
         error = self._prediction_error()
         if error is not None and min(error, self.max_error_bar) > needed:
             needed, why = min(error, self.max_error_bar), ", the model's recent iteration-time error"

@@ -76,6 +76,9 @@ DEFAULT_STEPS_PER_ENV = 128
 PILOT_ACTORS = (16, 16, 8, 8, 4, 2, 1, 1)
 #: The fewest env steps one pilot function runs (the tuner's own search allows 32).
 PILOT_MIN_STEPS_PER_ACTOR = 32
+#: Reference batches whose steps to the target differ from the fewest-steps batch's at
+#: p >= this (rank-sum test) count as alike for :func:`pilot_batch`; the conventional level.
+PILOT_BATCH_P = 0.05
 
 
 def pilot_schedule(batch: int, steps_per_env: int = 0) -> list[RunShape]:
@@ -97,10 +100,15 @@ def pilot_schedule(batch: int, steps_per_env: int = 0) -> list[RunShape]:
 
 
 def pilot_batch(workload: "Workload") -> int:
-    """The batch the pilot trains at: of the batches the search considers, the one whose
-    reference runs reached the target in the fewest env steps (where the plan most often
-    lands, so the run usually continues at the pilot's batch); without references for
-    the env, the preset's batch if the search has it, else the smallest."""
+    """The batch the pilot trains at, where the plan most often lands, so that the run
+    usually continues at the pilot's batch (a change of batch during training costs env
+    steps; see the module's docstring). Of the batches the search considers, the one
+    whose reference runs reached the target in the fewest env steps (median), or the
+    largest batch whose runs the rank-sum test cannot tell from that one's (p >=
+    ``PILOT_BATCH_P``): at equal env steps a larger batch takes fewer iterations, so less
+    per-iteration overhead in time and price. Without references for the env, the
+    preset's batch if the search has it, else the smallest."""
+    from optimizers.seraph.planner import rank_sum_p
     from optimizers.seraph.references import measured_reference
     from serverless.presets import preset_for
 
@@ -109,7 +117,13 @@ def pilot_batch(workload: "Workload") -> int:
     points = {int(b): float(e) for b, e in measured["points"]} if measured else {}
     known = [b for b in batches if b in points]
     if known:
-        return min(known, key=lambda b: (points[b], b))
+        fewest = min(known, key=lambda b: (points[b], b))
+        runs = {b: [float(r["env_steps"]) for r in measured.get("runs", []) if int(r["batch"]) == b] for b in known}
+        alike = [
+            b for b in known
+            if b > fewest and len(runs[b]) >= 3 and len(runs[fewest]) >= 3 and rank_sum_p(runs[b], runs[fewest]) >= PILOT_BATCH_P
+        ]
+        return max(alike, default=fewest)
     preset = preset_for(workload.env_id).batch
     return preset if preset in batches else min(batches)
 
