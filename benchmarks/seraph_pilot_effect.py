@@ -15,8 +15,8 @@ each variant's env steps over the from-scratch run's on the same seed:
 
 ``--steps-per-env N`` trains every variant with env slots (default 0: one env per
 function, as the figures in docs/seraph.md were measured; the tuner's default since
-stop 15 is slots of 128 steps). Env steps are counted, not timed, so the figures do not depend on the machine's load;
-the run is still long enough to take the bench lock.
+stop 15 is slots of 128 steps). Env steps are counted, not timed, so the figures do not
+depend on the machine's load; the run is still long enough to take the bench lock.
 
     flock /tmp/trainwise-bench.lock .venv/bin/python benchmarks/seraph_pilot_effect.py \\
         --env CartPole-v1 --seeds 3,4,5,6,7,8,9,10,11,12 --json-out benchmarks/results/seraph-pilot-effect.json
