@@ -119,9 +119,10 @@ def pilot_batch(workload: "Workload") -> int:
     if known:
         fewest = min(known, key=lambda b: (points[b], b))
         runs = {b: [float(r["env_steps"]) for r in measured.get("runs", []) if int(r["batch"]) == b] for b in known}
+        testable = len(runs[fewest]) >= 3
         alike = [
             b for b in known
-            if b > fewest and len(runs[b]) >= 3 and len(runs[fewest]) >= 3 and rank_sum_p(runs[b], runs[fewest]) >= PILOT_BATCH_P
+            if b > fewest and testable and len(runs[b]) >= 3 and rank_sum_p(runs[b], runs[fewest]) >= PILOT_BATCH_P
         ]
         return max(alike, default=fewest)
     preset = preset_for(workload.env_id).batch

@@ -109,6 +109,7 @@ def _print_plan(plan: dict[str, Any]) -> None:
 def handle(args: argparse.Namespace) -> dict[str, Any]:
     validate(args)
     from optimizers.seraph import tune_and_train
+    from optimizers.seraph.profiling import DEFAULT_STEPS_PER_ENV
 
     png = args.png
     if png is None and args.json_out is not None:
@@ -126,7 +127,7 @@ def handle(args: argparse.Namespace) -> dict[str, Any]:
         max_steps=args.max_steps,
         replan_every=args.replan_every,
         retune=not args.no_retune,
-        **({} if args.steps_per_env is None else {"steps_per_env": args.steps_per_env}),
+        steps_per_env=DEFAULT_STEPS_PER_ENV if args.steps_per_env is None else args.steps_per_env,
         reprofile=args.reprofile,
         plan_only=args.plan_only,
         png_path=png,
