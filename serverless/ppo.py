@@ -52,7 +52,7 @@ class PPOConfig:
     # of envs, and with them what is learned). N > 0: the batch is split over
     # max(actors, batch // N) env *slots* of about N steps each, dealt round-robin to the
     # functions; each slot has its own env and seeds, so for a given batch the training
-    # is the same whatever the actor count (see serverless.trainer.slot_plan).
+    # is the same whatever the actor count (see serverless.slots.slot_plan).
     steps_per_env: int = 0
 
     def __post_init__(self) -> None:

@@ -6,7 +6,7 @@ Each iteration:
 2. invoke ``actors`` rollout functions through the backend, each for
    ``batch / actors`` env steps (the remainder spread over the first actors); with
    ``PPOConfig.steps_per_env`` set, the batch is split into env slots first and the
-   functions share the slots out (:func:`slot_plan`);
+   functions share the slots out (:func:`serverless.slots.slot_plan`);
 3. compute GAE per segment and run one PPO update;
 4. account the cost (function GB-s, requests, learner VM time), record the
    iteration, ask the controller (if any) for a new :class:`RunConfig`,
@@ -50,6 +50,7 @@ from serverless.policy import PolicySpec, decode_npz_field, encode_b64, export_n
 from serverless.ppo import PPOConfig, PPOLearner, compute_gae
 from serverless.presets import DEFAULT_ACTORS, DEFAULT_MEMORY_MB
 from serverless.pricing import ARCHITECTURES, PriceTable
+from serverless.slots import slot_plan
 from trainwise.errors import UserError
 
 
@@ -417,20 +418,6 @@ class _ProgressBar:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
-
-
-def slot_plan(batch: int, actors: int, steps_per_env: int) -> list[list[tuple[int, int]]]:
-    """Per actor, its env slots as (slot, steps): ``max(actors, batch // steps_per_env)``
-    slots share the batch (the remainder spread over the first), dealt round-robin.
-
-    For a given batch the slots, their lengths and (see :func:`rollout_events`) their seeds
-    do not depend on ``actors`` as long as ``actors <= batch // steps_per_env``; beyond that
-    every function gets one slot and the split follows the actor count again.
-    """
-    n_slots = max(actors, batch // steps_per_env)
-    base, extra = divmod(batch, n_slots)
-    steps = [base + (1 if k < extra else 0) for k in range(n_slots)]
-    return [[(k, steps[k]) for k in range(a, n_slots, actors)] for a in range(actors)]
 
 
 def rollout_events(

@@ -29,6 +29,7 @@ from optimizers.seraph.models import CostModel, Observation, PerformanceModel, P
 from optimizers.seraph.noise_scale import NoiseScaleTracker
 from optimizers.seraph.profiles import Profile
 from optimizers.seraph.search import Candidate, Constraints, Objective, SearchOutcome, choose, score_shapes
+from serverless.slots import slot_count
 
 DEFAULT_ACTORS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 DEFAULT_MEMORY_SWEEP = (512, 885, 1769, 3008, 5307, 10240)
@@ -261,7 +262,7 @@ class Planner:
         self._b_noise_profile = self.profile.b_noise
         self.steps_per_env = int(self.profile.workload.get("ppo", {}).get("steps_per_env", 0) or 0)
         if self.steps_per_env > 0:
-            # env slots: the actor count does not change what is learned (serverless.trainer.slot_plan)
+            # env slots: the actor count does not change what is learned (serverless.slots.slot_plan)
             self._actor_factors, self.actor_factor_tests = [(self.reference.actors, 1.0)], {}
         else:
             self._actor_factors, self.actor_factor_tests = self._measure_actor_factors()
@@ -279,9 +280,8 @@ class Planner:
         return min(max(live / pilot, 1.0), 4.0)
 
     def episodes_in_flight(self, actors: int, batch: int) -> int:
-        """The episodes run side by side: one per function, or with env slots one per slot
-        (``serverless.trainer.slot_plan``: ``max(actors, batch // steps_per_env)``)."""
-        return max(actors, batch // self.steps_per_env) if self.steps_per_env > 0 else actors
+        """The episodes run side by side: one per function, or with env slots one per slot."""
+        return slot_count(batch, actors, self.steps_per_env)
 
     def _net_of_lag(self, env_steps: float, actors: int, batch: int) -> float:
         """Steps to the target less the detection lag at ``actors`` and ``batch`` (see
