@@ -23,11 +23,30 @@ The result's arrays are the slots' segments one after another, with
 ``segment_lengths`` and ``segment_slots`` [S] (int64) and ``last_value`` [S], and
 ``episode_slots`` names the slot of each finished episode.
 
+Episode replay (env slots). Each slot's result also carries its episode in progress,
+``slot_episodes``: ``[{"slot": k, "start": ..., "steps": n, "replay_npz_b64": ...}]``
+where ``start`` says how the episode began (``{"seed": s}`` for a seeded reset, or
+``{"rng": ...}``, the env's bit-generator state just before an unseeded reset) and the
+npz holds the ``actions`` stepped since and the ``obs`` reached. The trainer sends it
+back as the slot's ``"episode"`` next iteration. An instance whose cached env is at that
+point continues it (warm); any other instance - a new container, another worker, a new
+memory size - rebuilds the env by resetting it the same way and replaying the actions,
+and checks that it reaches the same observation. Lambda promises no affinity between a
+slot and a container, so without this an episode longer than a segment would restart
+whenever its slot landed elsewhere; with it, what is learned does not depend on which
+instance ran which slot, nor on configuration changes during training. Replaying is
+part of the cold start (``init_ms``), as making the env is. A replay that does not
+reach the recorded observation (an env that is not deterministic) falls back to a fresh
+reset with the slot's seed and is named in ``replay_mismatch``.
+
 Warm state (a deliberate choice). Env state lives in a module-level cache keyed by
-``actor_id`` (by slot, for slot events), so a warm function continues its episodes across invocations, exactly
-as a warm Lambda container keeps its globals; a cold one (a new process, a new
-container, or a changed env id) makes a fresh env and resets it with the event's
-seed. Episodes therefore span rollout segments, as in a vectorised-env PPO, instead
+``actor_id`` (by slot, for slot events), so a warm function continues its episodes
+across invocations, exactly as a warm Lambda container keeps its globals; a cold one (a
+new process, a new container, or a changed env id) makes a fresh env and resets it with
+the event's seed, or, for a slot event that carries its episode, replays it (below). A
+result's ``cold_start`` means a new instance: for actor events, the actor's env was made
+here; for slot events, this is the first event of this ``actor_id`` here (an instance
+that gets new slots stays warm; making or replaying their envs is timed as init). Episodes therefore span rollout segments, as in a vectorised-env PPO, instead
 of being cut short at every segment boundary. A segment that ends mid-episode is
 *truncated*, not terminated: the result carries ``last_value`` = V(next observation)
 so the learner bootstraps it; an episode cut by the env's own time limit carries
@@ -45,13 +64,13 @@ import time
 
 _MODULE_T0 = time.perf_counter()
 
-from dataclasses import dataclass  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
 from typing import Any  # noqa: E402
 
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 
-from serverless.policy import NumpyPolicy, PolicySpec, decode_npz_field, encode_b64  # noqa: E402
+from serverless.policy import NumpyPolicy, PolicySpec, decode_b64, decode_npz_field, encode_b64  # noqa: E402
 
 # Import time of this module (numpy, gymnasium): part of a cold start's init.
 MODULE_INIT_MS = (time.perf_counter() - _MODULE_T0) * 1000.0
@@ -61,17 +80,25 @@ REQUIRED_KEYS = ("env_id", "num_steps", "seed", "policy_spec", "actor_id")
 
 @dataclass
 class _ActorState:
-    """One actor's env, mid-episode, kept between warm invocations."""
+    """One actor's env, mid-episode, kept between warm invocations.
+
+    ``episode_start`` and ``episode_actions`` record how the episode in progress began
+    and the (env-side) actions stepped since: enough to rebuild it elsewhere by replay."""
 
     env_id: str
     env: Any
     obs: np.ndarray
     episode_return: float = 0.0
     episode_length: int = 0
+    episode_start: dict[str, Any] = field(default_factory=dict)
+    episode_actions: list[Any] = field(default_factory=list)
 
 
 _ACTORS: dict[int, _ActorState] = {}
 _SLOTS: dict[int, _ActorState] = {}
+# Actor ids that have run slot events here: each stands for a Lambda instance, cold on
+# its first event and warm after, whichever slots (and envs to make or replay) it gets.
+_SLOT_INSTANCES: set[int] = set()
 _module_init_reported = False
 
 
@@ -82,6 +109,7 @@ def reset_warm_state() -> None:
         for state in cache.values():
             state.env.close()
         cache.clear()
+    _SLOT_INSTANCES.clear()
     _module_init_reported = False
 
 
@@ -101,6 +129,16 @@ def _validate(event: dict[str, Any]) -> None:
             raise ValueError(f"each slot needs slot, num_steps and seed; got {entry!r}")
         if int(entry["num_steps"]) < 1:
             raise ValueError(f"slot {entry['slot']}: num_steps must be >= 1, got {entry['num_steps']}")
+        episode = entry.get("episode")
+        if episode is not None and (
+            not isinstance(episode, dict)
+            or any(k not in episode for k in ("start", "steps", "replay_npz_b64"))
+            or not isinstance(episode["start"], dict)
+            or not ({"seed"} == set(episode["start"]) or {"rng"} == set(episode["start"]))
+        ):
+            raise ValueError(
+                f"slot {entry['slot']}: episode must be {{start: {{seed}} or {{rng}}, steps, replay_npz_b64}}; got {episode!r}"
+            )
     if sum(int(e["num_steps"]) for e in slots) != int(event["num_steps"]):
         raise ValueError("num_steps must be the sum of the slots' num_steps")
 
@@ -110,14 +148,75 @@ def _cached_env(cache: dict[int, _ActorState], key: int, env_id: str, seed: int)
     state = cache.get(key)
     if state is not None and state.env_id == env_id:
         return state, False
-    if state is not None:
-        state.env.close()
+    return _fresh_env(cache, key, env_id, seed), True
+
+
+def _fresh_env(cache: dict[int, _ActorState], key: int, env_id: str, seed: int) -> _ActorState:
+    """A new env under ``key``, reset with ``seed`` (closing the one it replaces)."""
+    old = cache.pop(key, None)
+    if old is not None:
+        old.env.close()
     env = gym.make(env_id, disable_env_checker=True)
     obs, _ = env.reset(seed=seed)
     env.action_space.seed(seed)
-    state = _ActorState(env_id=env_id, env=env, obs=np.asarray(obs, dtype=np.float32))
+    state = _ActorState(env_id=env_id, env=env, obs=np.asarray(obs, dtype=np.float32), episode_start={"seed": seed})
     cache[key] = state
-    return state, True
+    return state
+
+
+def _rng_state(env: Any) -> dict[str, Any]:
+    """The env's bit-generator state (plain ints and strings), to restart an unseeded reset."""
+    return dict(env.unwrapped.np_random.bit_generator.state)
+
+
+def episode_snapshot(state: _ActorState) -> dict[str, Any]:
+    """The episode in progress in ``state``, as a slot's ``episode`` (module docstring)."""
+    actions = np.asarray(state.episode_actions)
+    if actions.size == 0:
+        actions = np.zeros(0, dtype=np.float32)
+    return {
+        "start": state.episode_start,
+        "steps": len(state.episode_actions),
+        "replay_npz_b64": encode_b64({"actions": actions, "obs": state.obs}),
+    }
+
+
+def _is_at(state: _ActorState | None, env_id: str, episode: dict[str, Any]) -> bool:
+    """Whether a cached env is exactly at ``episode``'s point (so it continues warm)."""
+    return (
+        state is not None
+        and state.env_id == env_id
+        and state.episode_start == episode["start"]
+        and len(state.episode_actions) == int(episode["steps"])
+    )
+
+
+def _replayed_env(cache: dict[int, _ActorState], key: int, env_id: str, episode: dict[str, Any]) -> _ActorState | None:
+    """A new env under ``key`` brought to ``episode``'s point by replaying its actions, or
+    None when the replay does not reach the recorded observation."""
+    start = episode["start"]
+    replay = decode_b64(episode["replay_npz_b64"])
+    if "seed" in start:
+        state = _fresh_env(cache, key, env_id, int(start["seed"]))
+    else:
+        state = _fresh_env(cache, key, env_id, 0)
+        state.env.unwrapped.np_random.bit_generator.state = start["rng"]
+        obs, _ = state.env.reset()
+        state.obs = np.asarray(obs, dtype=np.float32)
+        state.episode_start = start
+    obs = state.obs
+    for action in replay["actions"]:
+        next_obs, reward, terminated, truncated, _ = state.env.step(action)
+        state.episode_actions.append(action)
+        state.episode_return += float(reward)
+        state.episode_length += 1
+        obs = np.asarray(next_obs, dtype=np.float32)
+        if terminated or truncated:
+            break
+    state.obs = obs
+    if len(state.episode_actions) != int(episode["steps"]) or not np.array_equal(obs, replay["obs"]):
+        return None
+    return state
 
 
 def _actor_state(actor_id: int, env_id: str, seed: int) -> tuple[_ActorState, bool]:
@@ -125,19 +224,27 @@ def _actor_state(actor_id: int, env_id: str, seed: int) -> tuple[_ActorState, bo
     return _cached_env(_ACTORS, actor_id, env_id, seed)
 
 
-def _slot_rollouts(policy: NumpyPolicy, event: dict[str, Any]) -> tuple[dict[str, Any], bool, float]:
+def _slot_rollouts(policy: NumpyPolicy, event: dict[str, Any]) -> tuple[dict[str, Any], float]:
     """Every slot of a slot event in turn: one result, its segments in the event's order,
-    whether any slot's env was made cold, and the milliseconds spent making envs."""
+    and the milliseconds spent making (or replaying) envs."""
     env_id = str(event["env_id"])
-    outs, any_cold, make_ms = [], False, 0.0
+    outs, make_ms, mismatched = [], 0.0, []
     for entry in event["slots"]:
-        seed = int(entry["seed"])
+        slot, seed, episode = int(entry["slot"]), int(entry["seed"]), entry.get("episode")
         t_env = time.perf_counter()
-        state, cold = _cached_env(_SLOTS, int(entry["slot"]), env_id, seed)
+        if episode is None:
+            state, cold = _cached_env(_SLOTS, slot, env_id, seed)
+        elif _is_at(_SLOTS.get(slot), env_id, episode):
+            state, cold = _SLOTS[slot], False
+        else:
+            replayed = _replayed_env(_SLOTS, slot, env_id, episode)
+            if replayed is None:
+                mismatched.append(slot)
+            state, cold = replayed or _fresh_env(_SLOTS, slot, env_id, seed), True
         if cold:
-            any_cold = True
             make_ms += (time.perf_counter() - t_env) * 1000.0
         outs.append(rollout(policy, state, int(entry["num_steps"]), np.random.default_rng(seed)))
+        outs[-1]["episode"] = {"slot": slot, **episode_snapshot(state)}
     arrays = {
         k: np.concatenate([o["arrays"][k] for o in outs])
         for k in outs[0]["arrays"] if k != "last_value"
@@ -150,8 +257,11 @@ def _slot_rollouts(policy: NumpyPolicy, event: dict[str, Any]) -> tuple[dict[str
         "episode_returns": [r for o in outs for r in o["episode_returns"]],
         "episode_lengths": [n for o in outs for n in o["episode_lengths"]],
         "episode_slots": [int(e["slot"]) for e, o in zip(event["slots"], outs) for _ in o["episode_returns"]],
+        "slot_episodes": [o["episode"] for o in outs],
     }
-    return out, any_cold, make_ms
+    if mismatched:
+        out["replay_mismatch"] = mismatched
+    return out, make_ms
 
 
 def rollout(policy: NumpyPolicy, state: _ActorState, num_steps: int, rng: np.random.Generator) -> dict[str, Any]:
@@ -183,6 +293,7 @@ def rollout(policy: NumpyPolicy, state: _ActorState, num_steps: int, rng: np.ran
         val_buf[t] = value
         env_action = action if low is None else np.clip(action, low, high)
         next_obs, reward, terminated, truncated, _ = env.step(env_action)
+        state.episode_actions.append(env_action)
         rew_buf[t] = reward
         state.episode_return += float(reward)
         state.episode_length += 1
@@ -194,6 +305,7 @@ def rollout(policy: NumpyPolicy, state: _ActorState, num_steps: int, rng: np.ran
             returns.append(state.episode_return)
             lengths.append(state.episode_length)
             state.episode_return, state.episode_length = 0.0, 0
+            state.episode_start, state.episode_actions = {"rng": _rng_state(env)}, []
             next_obs, _ = env.reset()
         obs = np.asarray(next_obs, dtype=np.float32)
     state.obs = obs
@@ -235,7 +347,9 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         _module_init_reported = True
     if "slots" in event:
         t_roll = time.perf_counter()
-        out, cold, make_ms = _slot_rollouts(policy, event)
+        cold = actor_id not in _SLOT_INSTANCES
+        _SLOT_INSTANCES.add(actor_id)
+        out, make_ms = _slot_rollouts(policy, event)
         init_ms += make_ms
         t_roll += make_ms / 1000.0  # making envs is init, not rollout
     else:
@@ -252,7 +366,7 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         "trajectories_npz_b64": payload,
         "episode_returns": out["episode_returns"],
         "episode_lengths": out["episode_lengths"],
-        **({"episode_slots": out["episode_slots"]} if "episode_slots" in out else {}),
+        **{k: out[k] for k in ("episode_slots", "slot_episodes", "replay_mismatch") if k in out},
         "env_steps": int(event["num_steps"]),
         "actor_id": actor_id,
         "cold_start": cold,

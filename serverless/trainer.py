@@ -316,9 +316,21 @@ class _RunState:
     episodes: int = 0
     curve: list[dict[str, Any]] = field(default_factory=list)
     config_changes: list[dict[str, Any]] = field(default_factory=list)
+    # env slots: each slot's episode in progress, as its last result gave it (sent back
+    # with the slot so that any instance continues it; serverless.handler)
+    slot_episodes: dict[int, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.recent_returns = deque(self.recent_returns, maxlen=self.reach_window)
+
+    def keep_slot_episodes(self, results: list[dict[str, Any]]) -> list[int]:
+        """Remember each slot's episode in progress; return the slots whose replay failed."""
+        mismatched: list[int] = []
+        for res in results:
+            for episode in res.get("slot_episodes", []):
+                self.slot_episodes[int(episode["slot"])] = {k: v for k, v in episode.items() if k != "slot"}
+            mismatched += [int(k) for k in res.get("replay_mismatch", [])]
+        return mismatched
 
     def add_episodes(self, results: list[dict[str, Any]]) -> None:
         """Actor order; with env slots, slot order (episodes of one slot in their order)."""
@@ -352,6 +364,7 @@ class _RunState:
             "config_changes": self.config_changes,
             "run": self.run.to_dict(),
             "ledger": ledger.totals(),
+            "slot_episodes": {str(k): v for k, v in self.slot_episodes.items()},
         }
 
     @classmethod
@@ -367,6 +380,7 @@ class _RunState:
             episodes=int(state["episodes"]),
             curve=list(state["curve"]),
             config_changes=list(state["config_changes"]),
+            slot_episodes={int(k): v for k, v in state.get("slot_episodes", {}).items()},
         )
 
 
@@ -421,12 +435,19 @@ class _ProgressBar:
 
 
 def rollout_events(
-    env_id: str, seed: int, iteration: int, learner: PPOLearner, run: RunConfig, steps_per_env: int = 0
+    env_id: str,
+    seed: int,
+    iteration: int,
+    learner: PPOLearner,
+    run: RunConfig,
+    steps_per_env: int = 0,
+    slot_episodes: dict[int, dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """One event per actor; the weights are encoded once and shared by all.
 
     ``steps_per_env`` > 0: each event carries its env slots, each seeded by (seed,
-    iteration, slot), so a slot's env and actions do not depend on the function that runs it.
+    iteration, slot) and with its episode in progress from ``slot_episodes`` when known,
+    so a slot's env and actions do not depend on the function (or instance) that runs it.
     """
     weights_b64 = encode_b64(export_numpy(learner.model))
     spec_dict = learner.spec.to_dict()
@@ -443,7 +464,11 @@ def rollout_events(
     ]
     if steps_per_env > 0:
         for event, slots in zip(events, slot_plan(run.batch, run.actors, steps_per_env)):
-            event["slots"] = [{"slot": k, "num_steps": n, "seed": _event_seed(seed, iteration, k)} for k, n in slots]
+            event["slots"] = [
+                {"slot": k, "num_steps": n, "seed": _event_seed(seed, iteration, k)}
+                | ({"episode": slot_episodes[k]} if slot_episodes and k in slot_episodes else {})
+                for k, n in slots
+            ]
             event["num_steps"] = sum(n for _, n in slots)
     return events
 
@@ -532,7 +557,9 @@ def train(
             run = state.run
             room = spec.max_steps - state.env_steps
             this_run = replace(run, batch=max(room, run.actors)) if room < run.batch else run
-            events = rollout_events(spec.env_id, spec.seed, state.iteration, learner, this_run, ppo.steps_per_env)
+            events = rollout_events(
+                spec.env_id, spec.seed, state.iteration, learner, this_run, ppo.steps_per_env, state.slot_episodes
+            )
             # 2. rollouts, billed
             c_invoke = time.thread_time()
             batch = backend.invoke(events, this_run.memory_mb, concurrency=this_run.actors)
@@ -540,6 +567,12 @@ def train(
             lambda_label = batch.lambda_s_label
             results = _account(batch, ledger, notes, state.iteration)
             state.add_episodes(results)
+            mismatched = state.keep_slot_episodes(results)
+            if mismatched:
+                notes.append(
+                    f"iteration {state.iteration}: slots {mismatched} could not replay their episode "
+                    f"({spec.env_id} is not deterministic under replay); they restarted"
+                )
             # 3. GAE and one PPO update
             data = assemble_batch(results, ppo.gamma, ppo.gae_lambda)
             probe = probe_noise_every > 0 and state.iteration % probe_noise_every == 0

@@ -135,3 +135,109 @@ def test_with_env_slots_the_actor_count_does_not_change_what_is_learned(tmp_path
     assert one == two == four
     # without slots the actor count sets the env streams, and the runs differ
     assert _learning(_run(tmp_path, 1, steps_per_env=0)) != _learning(_run(tmp_path, 4, steps_per_env=0))
+
+
+# --------------------------------------------------------------------------- episode replay
+
+def _with_episode(event: dict[str, Any], episode: dict[str, Any] | None) -> dict[str, Any]:
+    if episode is not None:
+        event["slots"][0]["episode"] = {k: v for k, v in episode.items() if k != "slot"}
+    return event
+
+
+def test_another_instance_continues_a_slot_episode_by_replaying_it() -> None:
+    # 60 steps of a random-ish CartPole policy cross at least one episode end, so the
+    # episode in progress began with an unseeded reset (its start is the env's rng state)
+    first = handler_module.handler(_slot_event([(0, 60, 1)]), None)
+    (episode,) = first["slot_episodes"]
+    assert episode["slot"] == 0 and set(episode["start"]) == {"rng"}
+    warm = handler_module.handler(_with_episode(_slot_event([(0, 40, 2)]), episode), None)
+    handler_module.reset_warm_state()  # a different instance: nothing cached
+    replayed = handler_module.handler(_with_episode(_slot_event([(0, 40, 2)]), episode), None)
+    assert "replay_mismatch" not in replayed
+    a, b = _trajectories(warm), _trajectories(replayed)
+    for key in ("obs", "actions", "rewards", "terminated", "logprobs"):
+        np.testing.assert_array_equal(a[key], b[key])
+    # the replayed episode's return counts its steps before the hand-over too
+    assert warm["episode_returns"] == replayed["episode_returns"]
+
+
+def test_a_seeded_first_episode_replays_from_its_seed() -> None:
+    first = handler_module.handler(_slot_event([(4, 3, 7)]), None)
+    (episode,) = first["slot_episodes"]
+    assert episode["start"] == {"seed": 7} and episode["steps"] == 3
+    handler_module.reset_warm_state()
+    again = handler_module.handler(_with_episode(_slot_event([(4, 5, 8)]), episode), None)
+    assert again["slot_episodes"][0]["steps"] == 8  # 3 replayed + 5 new, one episode
+
+
+def test_a_replay_that_misses_the_recorded_observation_restarts_the_slot_and_says_so() -> None:
+    from serverless.policy import decode_b64, encode_b64
+
+    first = handler_module.handler(_slot_event([(0, 10, 1)]), None)
+    (episode,) = first["slot_episodes"]
+    replay = decode_b64(episode["replay_npz_b64"])
+    episode["replay_npz_b64"] = encode_b64({"actions": replay["actions"], "obs": replay["obs"] + 1.0})
+    handler_module.reset_warm_state()
+    result = handler_module.handler(_with_episode(_slot_event([(0, 5, 3)]), episode), None)
+    assert result["replay_mismatch"] == [0]
+    assert result["slot_episodes"][0]["start"] == {"seed": 3} and result["slot_episodes"][0]["steps"] <= 5
+
+
+def test_a_malformed_episode_is_an_error() -> None:
+    event = _slot_event([(0, 5, 1)])
+    event["slots"][0]["episode"] = {"start": {"pickle": "x"}, "steps": 1, "replay_npz_b64": ""}
+    with pytest.raises(ValueError, match="episode"):
+        handler_module.handler(event, None)
+
+
+def test_a_new_instance_is_cold_once_however_many_slots_it_gets() -> None:
+    first = handler_module.handler(_slot_event([(0, 5, 1)]), None)
+    more_slots = handler_module.handler(_slot_event([(0, 5, 2), (1, 5, 3)]), None)
+    assert first["cold_start"] and not more_slots["cold_start"]
+
+
+class _NoAffinityBackend(InProcessBackend):
+    """Every invocation on a new instance: the worst Lambda can do to warm state."""
+
+    def invoke(self, events: list[dict[str, Any]], memory_mb: int, concurrency: int | None = None) -> Any:
+        out = []
+        for event in events:
+            handler_module.reset_warm_state()
+            out.append(super().invoke([event], memory_mb, concurrency))
+        batch = out[0]
+        batch.invocations = [inv for b in out for inv in b.invocations]
+        return batch
+
+
+class _ActorSweep:
+    """A controller that changes the actor count every iteration."""
+
+    def __init__(self, counts: list[int]) -> None:
+        self.counts, self.seen = counts, 0
+
+    def after_iteration(self, record: Any) -> RunConfig | None:
+        self.seen += 1
+        return RunConfig(actors=self.counts[self.seen % len(self.counts)], memory_mb=1769, batch=256)
+
+
+def test_without_any_instance_affinity_and_with_changing_actors_the_learning_is_the_same(tmp_path: Path) -> None:
+    def run(backend: Any, controller: Any, name: str) -> list[Any]:
+        handler_module.reset_warm_state()
+        spec = TrainSpec(
+            env_id="CartPole-v1",
+            target_reward=1e9,
+            max_steps=1280,
+            run=RunConfig(actors=2, memory_mb=1769, batch=256),
+            ppo=PPOConfig(epochs=2, minibatch_size=64, steps_per_env=32),
+            seed=9,
+            checkpoint_every=0,
+            checkpoint_dir=tmp_path / name,
+        )
+        result = train(spec, backend=backend, controller=controller, progress=False)
+        assert not any("could not replay" in note for note in result.notes)
+        return _learning(result)
+
+    warm = run(InProcessBackend(), None, "warm")
+    assert len(warm) == 5 and warm[-1][0] > 0  # episodes finished, so episodes crossed segments
+    assert run(_NoAffinityBackend(), _ActorSweep([2, 1, 4, 3]), "no-affinity") == warm
