@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from optimizers.seraph.models import Observation, RunShape
@@ -232,9 +233,28 @@ def test_progress_model_passes_through_measured_points_and_keeps_the_curve_betwe
 def test_planner_ranks_batches_by_the_measured_points():
     planner = _planner()
     progress = planner.progress_model()
-    ref = dict(planner._lagged_points())
+    ref = dict(planner._lagged_points(points=planner.progress_points))
     for b, e in ref.items():
         assert progress.env_steps(b) == pytest.approx(e)
+
+
+def test_batches_whose_runs_cannot_be_told_apart_share_one_steps_figure():
+    from optimizers.seraph.planner import Reference, tie_pooled_points
+
+    def reference(runs_512, runs_1024):
+        runs = tuple((4, 512, e) for e in runs_512) + tuple((4, 1024, e) for e in runs_1024) + ((4, 2048, 60e3),) * 3
+        med = lambda xs: float(np.median(xs))  # noqa: E731
+        return Reference(points=((512, med(runs_512)), (1024, med(runs_1024)), (2048, 60e3)), source="test", runs=runs)
+
+    # overlapping runs: 512 looks 20% better by its median, the rank-sum test cannot tell
+    tied = reference([20e3, 24e3, 30e3, 22e3, 35e3], [25e3, 21e3, 33e3, 29e3, 36e3])
+    pooled = dict(tie_pooled_points(tied, (512, 1024, 2048)))
+    assert pooled[512] == pooled[1024] == float(np.median([20e3, 24e3, 30e3, 22e3, 35e3, 25e3, 21e3, 33e3, 29e3, 36e3]))
+    assert pooled[2048] == 60e3
+    # a batch outside the search is not pooled, and clearly different runs are not either
+    assert dict(tie_pooled_points(tied, (512, 2048)))[1024] == 29e3
+    apart = reference([20e3, 21e3, 22e3, 23e3, 24e3], [40e3, 41e3, 42e3, 43e3, 44e3])
+    assert tie_pooled_points(apart, (512, 1024, 2048)) == apart.points
 
 
 def _actor_planner(runs_4, steps_per_env=0):

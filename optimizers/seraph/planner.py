@@ -162,6 +162,41 @@ def rank_sum_p(x: Sequence[float], y: Sequence[float]) -> float:
     return math.erfc(z / math.sqrt(2.0))
 
 
+#: Reference batches whose runs' env steps to the target the rank-sum test cannot tell
+#: from the fewest-steps batch's at p >= this count as tied with it; the conventional level.
+STEPS_TIE_P = 0.05
+
+
+def steps_tied_batches(medians: dict[int, float], runs: dict[int, list[float]]) -> list[int]:
+    """The batch whose runs reached the target in the fewest env steps (median), then, in
+    ascending order, the larger batches whose runs the rank-sum test cannot tell from its
+    (p >= ``STEPS_TIE_P``, three runs or more on each side)."""
+    fewest = min(medians, key=lambda b: (medians[b], b))
+    base = runs.get(fewest, [])
+    tied = [
+        b for b in medians
+        if b > fewest and len(base) >= 3 and len(runs.get(b, [])) >= 3 and rank_sum_p(runs[b], base) >= STEPS_TIE_P
+    ]
+    return [fewest, *sorted(tied)]
+
+
+def tie_pooled_points(reference: Reference, batches: Sequence[int]) -> tuple[tuple[int, float], ...]:
+    """The reference's points with the searched ``batches`` tied with the fewest-steps one
+    of them (:func:`steps_tied_batches`, the rule that also picks the pilot's batch) all at
+    the median of their pooled runs: the progress model does not rank batches on a
+    difference their runs cannot show. Points at batches outside the search keep their
+    medians."""
+    medians = {int(b): float(e) for b, e in reference.points if int(b) in batches}
+    if not medians:
+        return reference.points
+    runs = {b: [e for a, rb, e in reference.runs if a == reference.actors and rb == b] for b in medians}
+    tied = steps_tied_batches(medians, runs)
+    if len(tied) < 2:
+        return reference.points
+    pooled = float(np.median([e for b in tied for e in runs[b]]))
+    return tuple((int(b), pooled if int(b) in tied else float(e)) for b, e in reference.points)
+
+
 @dataclass
 class Plan:
     """The chosen configuration with its predicted figures (all modelled)."""
@@ -260,6 +295,7 @@ class Planner:
             self.space.min_steps_per_actor,
         )
         self._b_noise_profile = self.profile.b_noise
+        self.progress_points = tie_pooled_points(self.reference, self.space.batches)  # what the progress model fits
         self.steps_per_env = int(self.profile.workload.get("ppo", {}).get("steps_per_env", 0) or 0)
         if self.steps_per_env > 0:
             # env slots: the actor count does not change what is learned (serverless.slots.slot_plan)
@@ -354,7 +390,7 @@ class Planner:
         B_simple itself.
         """
         if len(self.reference.points) >= 2:
-            return fit_progress(self._lagged_points())[1] * self.noise_growth()
+            return fit_progress(self._lagged_points(points=self.progress_points))[1] * self.noise_growth()
         live = self.live_b_simple
         if live is not None:
             return live
@@ -371,7 +407,7 @@ class Planner:
         through them ranked 512 ahead of 1,024 by a third, which the grid did not bear
         out. Live growth of the noise scale still moves the curve.
         """
-        pts = self._lagged_points()
+        pts = self._lagged_points(points=self.progress_points)
         if len(pts) >= 2:
             e_min, b_fit = fit_progress(pts)
             fitted = ProgressModel.through_points(b_fit, e_min, pts)
@@ -382,6 +418,7 @@ class Planner:
     def noise_report(self) -> dict[str, Any]:
         return {
             "b_noise_used": self.b_noise,
+            "progress_points": [list(p) for p in self.progress_points],
             "b_noise_source": "reference fit x live growth" if len(self.reference.points) >= 2 else "gradient noise scale",
             "b_simple_pilot": self._b_noise_profile,
             "b_simple_live": self.live_b_simple,

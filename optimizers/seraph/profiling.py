@@ -76,9 +76,6 @@ DEFAULT_STEPS_PER_ENV = 128
 PILOT_ACTORS = (16, 16, 8, 8, 4, 2, 1, 1)
 #: The fewest env steps one pilot function runs (the tuner's own search allows 32).
 PILOT_MIN_STEPS_PER_ACTOR = 32
-#: Reference batches whose steps to the target differ from the fewest-steps batch's at
-#: p >= this (rank-sum test) count as alike for :func:`pilot_batch`; the conventional level.
-PILOT_BATCH_P = 0.05
 
 
 def pilot_schedule(batch: int, steps_per_env: int = 0) -> list[RunShape]:
@@ -104,11 +101,11 @@ def pilot_batch(workload: "Workload") -> int:
     usually continues at the pilot's batch (a change of batch during training costs env
     steps; see the module's docstring). Of the batches the search considers, the one
     whose reference runs reached the target in the fewest env steps (median), or the
-    largest batch whose runs the rank-sum test cannot tell from that one's (p >=
-    ``PILOT_BATCH_P``): at equal env steps a larger batch takes fewer iterations, so less
-    per-iteration overhead in time and price. Without references for the env, the
+    largest batch whose runs the rank-sum test cannot tell from that one's
+    (:func:`~optimizers.seraph.planner.steps_tied_batches`): at equal env steps a larger
+    batch takes fewer iterations, so less per-iteration overhead in time and price. Without references for the env, the
     preset's batch if the search has it, else the smallest."""
-    from optimizers.seraph.planner import rank_sum_p
+    from optimizers.seraph.planner import steps_tied_batches
     from optimizers.seraph.references import measured_reference
     from serverless.presets import preset_for
 
@@ -117,14 +114,8 @@ def pilot_batch(workload: "Workload") -> int:
     points = {int(b): float(e) for b, e in measured["points"]} if measured else {}
     known = [b for b in batches if b in points]
     if known:
-        fewest = min(known, key=lambda b: (points[b], b))
         runs = {b: [float(r["env_steps"]) for r in measured.get("runs", []) if int(r["batch"]) == b] for b in known}
-        testable = len(runs[fewest]) >= 3
-        alike = [
-            b for b in known
-            if b > fewest and testable and len(runs[b]) >= 3 and rank_sum_p(runs[b], runs[fewest]) >= PILOT_BATCH_P
-        ]
-        return max(alike, default=fewest)
+        return max(steps_tied_batches({b: points[b] for b in known}, runs))
     preset = preset_for(workload.env_id).batch
     return preset if preset in batches else min(batches)
 
