@@ -31,7 +31,8 @@ npz holds the ``actions`` stepped since and the ``obs`` reached. The trainer sen
 back as the slot's ``"episode"`` next iteration. An instance whose cached env is at that
 point continues it (warm); any other instance - a new container, another worker, a new
 memory size - rebuilds the env by resetting it the same way and replaying the actions,
-and checks that it reaches the same observation. Lambda promises no affinity between a
+and checks that it reaches the same observation (``replayed_slots`` counts the slots a
+call rebuilt so). Lambda promises no affinity between a
 slot and a container, so without this an episode longer than a segment would restart
 whenever its slot landed elsewhere; with it, what is learned does not depend on which
 instance ran which slot, nor on configuration changes during training. Replaying is
@@ -228,7 +229,7 @@ def _slot_rollouts(policy: NumpyPolicy, event: dict[str, Any]) -> tuple[dict[str
     """Every slot of a slot event in turn: one result, its segments in the event's order,
     and the milliseconds spent making (or replaying) envs."""
     env_id = str(event["env_id"])
-    outs, make_ms, mismatched = [], 0.0, []
+    outs, make_ms, mismatched, replayed = [], 0.0, [], 0
     for entry in event["slots"]:
         slot, seed, episode = int(entry["slot"]), int(entry["seed"]), entry.get("episode")
         t_env = time.perf_counter()
@@ -237,10 +238,11 @@ def _slot_rollouts(policy: NumpyPolicy, event: dict[str, Any]) -> tuple[dict[str
         elif _is_at(_SLOTS.get(slot), env_id, episode):
             state, cold = _SLOTS[slot], False
         else:
-            replayed = _replayed_env(_SLOTS, slot, env_id, episode)
-            if replayed is None:
+            rebuilt = _replayed_env(_SLOTS, slot, env_id, episode)
+            if rebuilt is None:
                 mismatched.append(slot)
-            state, cold = replayed or _fresh_env(_SLOTS, slot, env_id, seed), True
+            replayed += 1
+            state, cold = rebuilt or _fresh_env(_SLOTS, slot, env_id, seed), True
         if cold:
             make_ms += (time.perf_counter() - t_env) * 1000.0
         outs.append(rollout(policy, state, int(entry["num_steps"]), np.random.default_rng(seed)))
@@ -258,6 +260,7 @@ def _slot_rollouts(policy: NumpyPolicy, event: dict[str, Any]) -> tuple[dict[str
         "episode_lengths": [n for o in outs for n in o["episode_lengths"]],
         "episode_slots": [int(e["slot"]) for e, o in zip(event["slots"], outs) for _ in o["episode_returns"]],
         "slot_episodes": [o["episode"] for o in outs],
+        "replayed_slots": replayed,
     }
     if mismatched:
         out["replay_mismatch"] = mismatched
@@ -366,7 +369,7 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         "trajectories_npz_b64": payload,
         "episode_returns": out["episode_returns"],
         "episode_lengths": out["episode_lengths"],
-        **{k: out[k] for k in ("episode_slots", "slot_episodes", "replay_mismatch") if k in out},
+        **{k: out[k] for k in ("episode_slots", "slot_episodes", "replayed_slots", "replay_mismatch") if k in out},
         "env_steps": int(event["num_steps"]),
         "actor_id": actor_id,
         "cold_start": cold,

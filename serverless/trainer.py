@@ -289,6 +289,8 @@ def _rollout_summary(batch: InvokeBatch) -> dict[str, Any]:
         "invocations": len(bills),
         "errors": len(bills) - len(ok),
         "cold_starts": sum(1 for b in bills if b.cold_start),
+        # env slots rebuilt by replay on an instance that did not have them (serverless.handler)
+        "replayed_slots": sum(int(inv.result.get("replayed_slots", 0)) for inv in batch.invocations if inv.result),
         "billed_ms_total": sum(b.billed_ms for b in bills),
         "mean_duration_ms": float(np.mean([b.duration_ms for b in ok])) if ok else None,
         "max_duration_ms": float(max(b.duration_ms for b in ok)) if ok else None,

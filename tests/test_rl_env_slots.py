@@ -155,6 +155,7 @@ def test_another_instance_continues_a_slot_episode_by_replaying_it() -> None:
     handler_module.reset_warm_state()  # a different instance: nothing cached
     replayed = handler_module.handler(_with_episode(_slot_event([(0, 40, 2)]), episode), None)
     assert "replay_mismatch" not in replayed
+    assert warm["replayed_slots"] == 0 and replayed["replayed_slots"] == 1
     a, b = _trajectories(warm), _trajectories(replayed)
     for key in ("obs", "actions", "rewards", "terminated", "logprobs"):
         np.testing.assert_array_equal(a[key], b[key])

@@ -362,3 +362,15 @@ def test_prediction_error_is_the_median_over_recent_iterations():
         planner.predictions[i] = {"predicted_s": p, "predicted_cost_usd": 0.0, "measured_s": m}
     assert planner.prediction_error() == pytest.approx((1 / 11 + 0.2) / 2)  # errors 0.5, 0.091, 0, 0.2
     assert planner.prediction_error(last=2) is None
+
+
+def test_an_iteration_that_replayed_slots_or_started_instances_is_not_steady_state():
+    from optimizers.seraph.records import observation
+
+    shape = RunShape(2, 1769, 1024)
+    steady = _record(5, 5120, shape, 1e-4)
+    assert observation(steady).cold is False
+    steady.rollout["replayed_slots"] = 3  # envs rebuilt after a change of shape
+    assert observation(steady).cold is True
+    steady.rollout.update(replayed_slots=0, cold_starts=1)
+    assert observation(steady).cold is True

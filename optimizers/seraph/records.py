@@ -64,7 +64,8 @@ def view(record: Any) -> RecordView:
         cost_usd=float(_get(record, "cost_usd")),
         mean_return=_get(record, "mean_return"),
         grad_noise=_get(record, "grad_noise"),
-        cold=int(rollout.get("cold_starts", 0) or 0) > 0,
+        # not steady state: a new instance, or envs rebuilt by replay after a change of shape
+        cold=int(rollout.get("cold_starts", 0) or 0) > 0 or int(rollout.get("replayed_slots", 0) or 0) > 0,
         billed_s_mean=billed_total_ms / 1000.0 / invocations if invocations else 0.0,
     )
 
