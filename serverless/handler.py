@@ -32,23 +32,26 @@ back as the slot's ``"episode"`` next iteration. An instance whose cached env is
 point continues it (warm); any other instance - a new container, another worker, a new
 memory size - rebuilds the env by resetting it the same way and replaying the actions,
 and checks that it reaches the same observation (``replayed_slots`` counts the slots a
-call rebuilt so). Lambda promises no affinity between a
-slot and a container, so without this an episode longer than a segment would restart
-whenever its slot landed elsewhere; with it, what is learned does not depend on which
-instance ran which slot, nor on configuration changes during training. Replaying is
-part of the cold start (``init_ms``), as making the env is. A replay that does not
-reach the recorded observation (an env that is not deterministic) falls back to a fresh
-reset with the slot's seed and is named in ``replay_mismatch``.
+call rebuilt so). Lambda promises no affinity between a slot and a container, so without
+this an episode longer than a segment would restart whenever its slot landed elsewhere;
+with it, what is learned does not depend on which instance ran which slot, nor on
+configuration changes during training. Replaying is timed as init (``init_ms``), as
+making the env is. A replay that does not reach the recorded observation (an env that
+is not deterministic) falls back to a fresh reset with the slot's seed and is named in
+``replay_mismatch``. The actions ride in every event and result, so an episode of many
+thousand steps across many slots makes large payloads (the built-in envs end episodes
+within 1,000 steps; discrete actions travel as int8 where they fit).
 
 Warm state (a deliberate choice). Env state lives in a module-level cache keyed by
 ``actor_id`` (by slot, for slot events), so a warm function continues its episodes
 across invocations, exactly as a warm Lambda container keeps its globals; a cold one (a
 new process, a new container, or a changed env id) makes a fresh env and resets it with
-the event's seed, or, for a slot event that carries its episode, replays it (below). A
+the event's seed, or, for a slot event that carries its episode, replays it (above). A
 result's ``cold_start`` means a new instance: for actor events, the actor's env was made
 here; for slot events, this is the first event of this ``actor_id`` here (an instance
-that gets new slots stays warm; making or replaying their envs is timed as init). Episodes therefore span rollout segments, as in a vectorised-env PPO, instead
-of being cut short at every segment boundary. A segment that ends mid-episode is
+that gets new slots stays warm; making or replaying their envs is timed as init).
+Episodes therefore span rollout segments, as in a vectorised-env PPO, instead of being
+cut short at every segment boundary. A segment that ends mid-episode is
 *truncated*, not terminated: the result carries ``last_value`` = V(next observation)
 so the learner bootstraps it; an episode cut by the env's own time limit carries
 V(final observation) in ``trunc_values`` at that step for the same reason.
@@ -83,8 +86,9 @@ REQUIRED_KEYS = ("env_id", "num_steps", "seed", "policy_spec", "actor_id")
 class _ActorState:
     """One actor's env, mid-episode, kept between warm invocations.
 
-    ``episode_start`` and ``episode_actions`` record how the episode in progress began
-    and the (env-side) actions stepped since: enough to rebuild it elsewhere by replay."""
+    For env slots (``replayable``), ``episode_start`` and ``episode_actions`` record how
+    the episode in progress began and the (env-side) actions stepped since: enough to
+    rebuild it elsewhere by replay."""
 
     env_id: str
     env: Any
@@ -93,6 +97,7 @@ class _ActorState:
     episode_length: int = 0
     episode_start: dict[str, Any] = field(default_factory=dict)
     episode_actions: list[Any] = field(default_factory=list)
+    replayable: bool = False
 
 
 _ACTORS: dict[int, _ActorState] = {}
@@ -160,7 +165,10 @@ def _fresh_env(cache: dict[int, _ActorState], key: int, env_id: str, seed: int) 
     env = gym.make(env_id, disable_env_checker=True)
     obs, _ = env.reset(seed=seed)
     env.action_space.seed(seed)
-    state = _ActorState(env_id=env_id, env=env, obs=np.asarray(obs, dtype=np.float32), episode_start={"seed": seed})
+    state = _ActorState(
+        env_id=env_id, env=env, obs=np.asarray(obs, dtype=np.float32), episode_start={"seed": seed},
+        replayable=cache is _SLOTS,
+    )
     cache[key] = state
     return state
 
@@ -175,6 +183,8 @@ def episode_snapshot(state: _ActorState) -> dict[str, Any]:
     actions = np.asarray(state.episode_actions)
     if actions.size == 0:
         actions = np.zeros(0, dtype=np.float32)
+    elif actions.dtype.kind in "iu" and -128 <= actions.min() and actions.max() <= 127:
+        actions = actions.astype(np.int8)
     return {
         "start": state.episode_start,
         "steps": len(state.episode_actions),
@@ -197,6 +207,7 @@ def _replayed_env(cache: dict[int, _ActorState], key: int, env_id: str, episode:
     None when the replay does not reach the recorded observation."""
     start = episode["start"]
     replay = decode_b64(episode["replay_npz_b64"])
+    actions = replay["actions"].astype(np.int64) if replay["actions"].dtype.kind in "iu" else replay["actions"]
     if "seed" in start:
         state = _fresh_env(cache, key, env_id, int(start["seed"]))
     else:
@@ -206,7 +217,7 @@ def _replayed_env(cache: dict[int, _ActorState], key: int, env_id: str, episode:
         state.obs = np.asarray(obs, dtype=np.float32)
         state.episode_start = start
     obs = state.obs
-    for action in replay["actions"]:
+    for action in actions:
         next_obs, reward, terminated, truncated, _ = state.env.step(action)
         state.episode_actions.append(action)
         state.episode_return += float(reward)
@@ -296,7 +307,8 @@ def rollout(policy: NumpyPolicy, state: _ActorState, num_steps: int, rng: np.ran
         val_buf[t] = value
         env_action = action if low is None else np.clip(action, low, high)
         next_obs, reward, terminated, truncated, _ = env.step(env_action)
-        state.episode_actions.append(env_action)
+        if state.replayable:
+            state.episode_actions.append(env_action)
         rew_buf[t] = reward
         state.episode_return += float(reward)
         state.episode_length += 1
