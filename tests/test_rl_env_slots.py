@@ -242,3 +242,28 @@ def test_without_any_instance_affinity_and_with_changing_actors_the_learning_is_
     warm = run(InProcessBackend(), None, "warm")
     assert len(warm) == 5 and warm[-1][0] > 0  # episodes finished, so episodes crossed segments
     assert run(_NoAffinityBackend(), _ActorSweep([2, 1, 4, 3]), "no-affinity") == warm
+
+
+def test_a_resumed_slot_run_continues_its_episodes_in_a_new_process(tmp_path: Path) -> None:
+    def spec(max_steps: int, resume: bool, name: str) -> TrainSpec:
+        return TrainSpec(
+            env_id="CartPole-v1",
+            target_reward=1e9,
+            max_steps=max_steps,
+            run=RunConfig(actors=2, memory_mb=1769, batch=256),
+            ppo=PPOConfig(epochs=2, minibatch_size=64, steps_per_env=32, anneal_steps=1280),
+            seed=4,
+            checkpoint_every=1,
+            checkpoint_dir=tmp_path / name,
+            resume=resume,
+        )
+
+    handler_module.reset_warm_state()
+    whole = train(spec(1280, False, "whole"), backend=InProcessBackend(), progress=False)
+    handler_module.reset_warm_state()
+    train(spec(512, False, "split"), backend=InProcessBackend(), progress=False)
+    handler_module.reset_warm_state()  # the resumed run is a new process: no env is cached
+    resumed = train(spec(1280, True, "split"), backend=InProcessBackend(), progress=False)
+    learning = lambda curve: [(c["iteration"], c["env_steps"], c["episodes"], c["mean_return"]) for c in curve]  # noqa: E731
+    assert len(resumed.curve) == 5 and resumed.curve[-1]["episodes"] > 0
+    assert learning(resumed.curve) == learning(whole.curve)

@@ -103,8 +103,9 @@ def pilot_batch(workload: "Workload") -> int:
     whose reference runs reached the target in the fewest env steps (median), or the
     largest batch whose runs the rank-sum test cannot tell from that one's
     (:func:`~optimizers.seraph.planner.steps_tied_batches`): at equal env steps a larger
-    batch takes fewer iterations, so less per-iteration overhead in time and price. Without references for the env, the
-    preset's batch if the search has it, else the smallest."""
+    batch takes fewer iterations, so less per-iteration overhead in time and price.
+    Without references for the env, the preset's batch if the search has it, else the
+    smallest."""
     from optimizers.seraph.planner import steps_tied_batches
     from optimizers.seraph.references import measured_reference
     from serverless.presets import preset_for
