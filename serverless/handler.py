@@ -178,7 +178,7 @@ def _rng_state(env: Any) -> dict[str, Any]:
     return dict(env.unwrapped.np_random.bit_generator.state)
 
 
-def episode_snapshot(state: _ActorState) -> dict[str, Any]:
+def _episode_snapshot(state: _ActorState) -> dict[str, Any]:
     """The episode in progress in ``state``, as a slot's ``episode`` (module docstring)."""
     actions = np.asarray(state.episode_actions)
     if actions.size == 0:
@@ -218,10 +218,7 @@ def _replayed_env(cache: dict[int, _ActorState], key: int, env_id: str, episode:
         state.episode_start = start
     obs = state.obs
     for action in actions:
-        next_obs, reward, terminated, truncated, _ = state.env.step(action)
-        state.episode_actions.append(action)
-        state.episode_return += float(reward)
-        state.episode_length += 1
+        next_obs, _, terminated, truncated = _step(state, action)
         obs = np.asarray(next_obs, dtype=np.float32)
         if terminated or truncated:
             break
@@ -229,6 +226,17 @@ def _replayed_env(cache: dict[int, _ActorState], key: int, env_id: str, episode:
     if len(state.episode_actions) != int(episode["steps"]) or not np.array_equal(obs, replay["obs"]):
         return None
     return state
+
+
+def _step(state: _ActorState, action: Any) -> tuple[Any, float, bool, bool]:
+    """One env step with the episode's bookkeeping (return, length and, for a replayable
+    env, the action), the same for live steps and replayed ones."""
+    next_obs, reward, terminated, truncated, _ = state.env.step(action)
+    if state.replayable:
+        state.episode_actions.append(action)
+    state.episode_return += float(reward)
+    state.episode_length += 1
+    return next_obs, float(reward), bool(terminated), bool(truncated)
 
 
 def _actor_state(actor_id: int, env_id: str, seed: int) -> tuple[_ActorState, bool]:
@@ -257,7 +265,7 @@ def _slot_rollouts(policy: NumpyPolicy, event: dict[str, Any]) -> tuple[dict[str
         if cold:
             make_ms += (time.perf_counter() - t_env) * 1000.0
         outs.append(rollout(policy, state, int(entry["num_steps"]), np.random.default_rng(seed)))
-        outs[-1]["episode"] = {"slot": slot, **episode_snapshot(state)}
+        outs[-1]["episode"] = {"slot": slot, **_episode_snapshot(state)}
     arrays = {
         k: np.concatenate([o["arrays"][k] for o in outs])
         for k in outs[0]["arrays"] if k != "last_value"
@@ -306,14 +314,10 @@ def rollout(policy: NumpyPolicy, state: _ActorState, num_steps: int, rng: np.ran
         logp_buf[t] = logp
         val_buf[t] = value
         env_action = action if low is None else np.clip(action, low, high)
-        next_obs, reward, terminated, truncated, _ = env.step(env_action)
-        if state.replayable:
-            state.episode_actions.append(env_action)
+        next_obs, reward, terminated, truncated = _step(state, env_action)
         rew_buf[t] = reward
-        state.episode_return += float(reward)
-        state.episode_length += 1
         if terminated or truncated:
-            term_buf[t] = bool(terminated)
+            term_buf[t] = terminated
             if truncated and not terminated:
                 trunc_buf[t] = True
                 trunc_val_buf[t] = policy.value(np.asarray(next_obs, dtype=np.float32))
