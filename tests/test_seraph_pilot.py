@@ -20,9 +20,11 @@ def test_the_pilot_sweeps_the_function_count_at_one_batch() -> None:
     assert {s.batch for s in shapes} == {1024} and {s.memory_mb for s in shapes} == {BASE_MEMORY_MB}
     assert [s.actors for s in shapes] == [16, 16, 8, 8, 4, 2, 1, 1]
     # a small batch caps the count: every function runs at least 32 steps
-    assert max(s.actors for s in pilot_schedule(128)) == 4
+    # and each count is visited at most twice (cold, then warm)
+    assert [s.actors for s in pilot_schedule(128)] == [4, 4, 2, 1, 1]
     # with env slots every function keeps a slot: at most batch // steps_per_env functions
-    assert [s.actors for s in pilot_schedule(1024, 128)] == [8, 8, 8, 8, 4, 2, 1, 1]
+    assert [s.actors for s in pilot_schedule(1024, 128)] == [8, 8, 4, 2, 1, 1]
+    assert [s.actors for s in pilot_schedule(16384, 128)] == [16, 16, 8, 8, 4, 2, 1, 1]
 
 
 def test_the_pilot_batch_is_the_reference_batch_with_the_fewest_steps(monkeypatch: pytest.MonkeyPatch) -> None:
