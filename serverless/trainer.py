@@ -27,6 +27,11 @@ priced for that time. Each ``IterationRecord`` carries its own ``iteration_lambd
 On the modelled clock, CPU times are corrected for the host's momentary speed
 (``serverless.host_speed``: a metronome around the timed work); ``host_speed`` in each
 record is the learner's factor, and each invocation's ``emulator`` block the function's.
+The controller's work between iterations (a tuner observing the record and re-planning)
+runs on the learner host too and the next iteration waits for it: its time, measured the
+same way (CPU time at the iteration's speed factor on the modelled clock, wall time
+otherwise), is added to ``lambda_time_s`` and priced as learner-VM time, but kept out of
+the iteration records (``controller_s`` totals it), which hold the iterations alone.
 """
 
 from __future__ import annotations
@@ -191,6 +196,7 @@ class TrainResult:
     config_changes: list[dict[str, Any]]
     notes: list[str]
     checkpoint: str | None
+    controller_s: float = 0.0  # the controller's time between iterations, in lambda_time_s
 
     @property
     def cost_usd(self) -> float:
@@ -204,6 +210,7 @@ class TrainResult:
             "wall_s_label": "measured",
             "lambda_time_s": self.lambda_time_s,
             "lambda_time_label": self.lambda_time_label,
+            "controller_s": self.controller_s,
             "final_mean_return": self.final_mean_return,
             "episodes": self.episodes,
             "stop_reason": self.stop_reason,
@@ -313,6 +320,7 @@ class _RunState:
     iteration: int = 0
     env_steps: int = 0
     lambda_time_s: float = 0.0
+    controller_s: float = 0.0  # part of lambda_time_s: the controller's work between iterations
     wall_s_before: float = 0.0  # measured wall time of the run before this process resumed it
     recent_returns: deque[float] = field(default_factory=deque)
     episodes: int = 0
@@ -359,6 +367,7 @@ class _RunState:
             "iteration": self.iteration,
             "env_steps": self.env_steps,
             "lambda_time_s": self.lambda_time_s,
+            "controller_s": self.controller_s,
             "wall_s": wall_s,
             "recent_returns": list(self.recent_returns),
             "episodes": self.episodes,
@@ -377,6 +386,7 @@ class _RunState:
             iteration=int(state["iteration"]),
             env_steps=int(state["env_steps"]),
             lambda_time_s=float(state["lambda_time_s"]),
+            controller_s=float(state.get("controller_s", 0.0)),
             wall_s_before=float(state["wall_s"]),
             recent_returns=deque(state["recent_returns"]),
             episodes=int(state["episodes"]),
@@ -631,8 +641,17 @@ def train(
             if state.reached(spec.target_reward):
                 stop_reason = "reached"
             # 5. the controller may re-plan; checkpoint
-            if controller is not None and stop_reason != "reached":
+            if controller is not None and stop_reason != "reached" and state.env_steps < spec.max_steps:
+                c_ctl, t_ctl = time.thread_time(), time.perf_counter()
                 new_run = controller.after_iteration(record)
+                ctl_s = _learner_host_s(
+                    modelled=modelled,
+                    host_cpu_s=(time.thread_time() - c_ctl) * speed_factor,
+                    host_wall_s=time.perf_counter() - t_ctl,
+                )
+                state.controller_s += ctl_s
+                state.lambda_time_s += ctl_s
+                ledger.add_learner_time(ctl_s)
                 if new_run is not None and new_run != state.run:
                     new_run.validate()
                     state.config_changes.append(
@@ -667,4 +686,5 @@ def train(
         config_changes=state.config_changes,
         notes=notes,
         checkpoint=str(ckpt_dir) if spec.checkpoint_every else None,
+        controller_s=state.controller_s,
     )

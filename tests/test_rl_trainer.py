@@ -108,6 +108,37 @@ def test_controller_changes_apply_from_the_next_iteration(tmp_path: Path) -> Non
     assert gn is not None and gn["b_small"] == 64 and gn["b_big"] == 256 and len(gn["small_sqnorms"]) == 4
 
 
+class BusyController:
+    """Burns about 30 ms of CPU per call and changes nothing."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def after_iteration(self, record: IterationRecord) -> RunConfig | None:
+        self.calls += 1
+        end = time.thread_time() + 0.03
+        while time.thread_time() < end:
+            pass
+        return None
+
+
+def test_the_controllers_time_is_charged_to_the_learner_host(tmp_path: Path) -> None:
+    ctrl = BusyController()
+    run = RunConfig(actors=2, memory_mb=1769, batch=128)
+    result = train(_spec(tmp_path, max_steps=3 * 128, run=run), backend=InProcessBackend(), controller=ctrl, progress=False)
+    assert len(result.iterations) == 3 and ctrl.calls == 2  # not after the last iteration: the run ends there
+    # the controller's work is in the run's time and the learner VM's bill, not in the iterations
+    assert result.controller_s >= 2 * 0.03 * 0.5  # CPU burnt, whatever the measured backend's wall adds
+    iterations_s = sum(r.iteration_lambda_s for r in result.iterations)
+    assert result.lambda_time_s == pytest.approx(iterations_s + result.controller_s)
+    assert result.ledger.learner_seconds == pytest.approx(result.lambda_time_s)
+    assert result.to_dict()["controller_s"] == result.controller_s
+    # without a controller nothing is added
+    plain = train(_spec(tmp_path / "plain", max_steps=3 * 128, run=run), backend=InProcessBackend(), progress=False)
+    assert plain.controller_s == 0.0
+    assert plain.lambda_time_s == pytest.approx(sum(r.iteration_lambda_s for r in plain.iterations))
+
+
 def test_grad_noise_probe_is_consistent() -> None:
     rng = np.random.default_rng(0)
     n = 512

@@ -8,6 +8,7 @@ from optimizers.seraph.models import Observation, PerformanceModel, RunShape
 from optimizers.seraph.profiling import (
     BASE_MEMORY_MB,
     batches_for,
+    beside_rollouts,
     pilot_batch,
     pilot_schedule,
     time_learner_updates,
@@ -78,3 +79,37 @@ def test_learner_rows_inform_the_learner_fit_only() -> None:
     # the rollout and overhead fits see the pilot's rows only
     assert with_timing.rollout_coef == pytest.approx(alone.rollout_coef)
     assert with_timing.other_coef == pytest.approx(alone.other_coef, abs=1e-3)
+
+
+def test_learner_work_beside_the_rollouts_adds_only_what_does_not_fit() -> None:
+    # the longest job goes first, into the wait with the most room: 0.3 into 0.4 (0.1 left),
+    # 0.2 fits nowhere, 0.05 into one of the two 0.1 gaps
+    assert beside_rollouts([0.05, 0.3, 0.2], [0.1, 0.4]) == pytest.approx(0.2)
+    assert beside_rollouts([0.05, 0.05], [0.1]) == pytest.approx(0.0)
+    assert beside_rollouts([0.1, 0.2], []) == pytest.approx(0.3)  # a measured backend: no waits to use
+    assert beside_rollouts([], [0.5]) == 0.0
+    with pytest.raises(ValueError, match="at least 0"):
+        beside_rollouts([-0.1], [0.5])
+
+
+def test_a_fresh_run_is_charged_the_whole_tuning_bill(tmp_path, monkeypatch) -> None:
+    """Achieved time and cost = the run's ledger (the pilot's training included: the run
+    resumes from it) + the memory probe and the learner timing + planning."""
+    from optimizers.seraph import tune_and_train
+
+    monkeypatch.setenv("TRAINWISE_HOME", str(tmp_path / "home"))
+    res = tune_and_train(
+        env_id="CartPole-v1", target_reward=475, objective="cost", max_steps=8192, reprofile=True, run_dir=tmp_path / "run",
+    )
+    a, ov, pilot = res["achieved"], res["tuning_overhead"], res["profile"]["pilot"]
+    assert a["includes_pilot"] and a["env_steps"] == 8192
+    untrained_usd = ov["profiling_cost_usd"] - ov["pilot_training_cost_usd"]
+    assert pilot["memory_probe"]["cost_usd"] > 0
+    assert untrained_usd == pytest.approx(pilot["memory_probe"]["cost_usd"] + pilot["learner_timing"]["cost_usd"])
+    assert a["cost_usd"] == pytest.approx(res["training"]["ledger"]["total_usd"] + untrained_usd + ov["planning_cost_usd"])
+    timing = pilot["learner_timing"]
+    assert timing["lambda_time_s"] + timing["beside_rollouts_s"] == pytest.approx(timing["timed_s"])
+    untrained_s = pilot["memory_probe"]["lambda_time_s"] + timing["lambda_time_s"]
+    assert pilot["lambda_time_s"] == pytest.approx(pilot["training_lambda_time_s"] + untrained_s)
+    run_s = res["training"]["curve"][-1]["lambda_time_s"]  # the run's clock, the pilot's part included
+    assert a["lambda_time_s"] == pytest.approx(run_s + untrained_s + ov["planning_cpu_s"])

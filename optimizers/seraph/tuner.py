@@ -262,7 +262,8 @@ def _profile_plan_train(
     if plan_only or plan.shape is None:
         return result
     result["achieved"], result["phases"], result["model_check"], result["decisions"], result["training"] = _train(
-        plan, planner, workload, pilot, target_reward, seed, backend, replan_every, retune, progress, backend_obj
+        plan, planner, workload, pilot, target_reward, seed, backend, replan_every, retune, progress, backend_obj,
+        planning_cpu_s,
     )
     return result
 
@@ -329,7 +330,15 @@ def _train(
     retune: bool,
     progress: bool,
     backend_obj: Any,
+    planning_cpu_s: float,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    """Train with the plan; what was achieved, including the whole tuning bill.
+
+    ``achieved`` time and cost are the run's ledger (which, after a fresh profile, holds the
+    pilot's training: the run resumes from it) plus the rest of the profiling bill (the
+    memory probe and the learner timing, not trained on) plus planning (learner-VM CPU
+    time), so a fresh run is charged everything tuning spent and a cached one its planning.
+    """
     from serverless.ppo import PPOConfig
     from serverless.trainer import RunConfig, TrainSpec, train
 
@@ -369,9 +378,10 @@ def _train(
     res = train(spec, backend=backend_obj, controller=controller, probe_noise_every=2 if retune else 0, progress=progress)
     p = pilot.profile.pilot
     # With a fresh profile the run resumes from the pilot: its ledger holds the pilot's
-    # training; the memory probe (not trained on) is added to time and cost here.
-    probe = p["memory_probe"] if resume else {"cost_usd": 0.0, "lambda_time_s": 0.0}
-    probe_cost, probe_time = float(probe["cost_usd"]), float(probe["lambda_time_s"])
+    # training; the rest of the profiling bill is added to time and cost here.
+    untrained_cost = float(p["cost_usd"]) - float(p["training_cost_usd"]) if resume else 0.0
+    untrained_time = float(p["lambda_time_s"]) - float(p["training_lambda_time_s"]) if resume else 0.0
+    planning_cost = planning_cpu_s * plan.prices.learner_usd_per_s
     trained_before = float(p["training_cost_usd"]) if resume else 0.0
     phases, check = phases_from_records(res.iterations, planner, trained_before)
     if resume:  # the memory probe and the pilot's own iterations form phase "profiling"
@@ -395,11 +405,13 @@ def _train(
         "env_steps": res.env_steps,
         "wall_s": res.wall_s,
         "wall_s_label": "measured (this machine, training after profiling; pilot wall in tuning_overhead)",
-        "lambda_time_s": res.lambda_time_s + probe_time,
+        "lambda_time_s": res.lambda_time_s + untrained_time + planning_cpu_s,
         "lambda_time_label": res.lambda_time_label,
-        "cost_usd": res.cost_usd + probe_cost,
+        "cost_usd": res.cost_usd + untrained_cost + planning_cost,
         "cost_label": res.ledger.label,
-        "includes_pilot": resume,  # time and cost include the whole profiling (probe + pilot)
+        # time and cost include the whole profiling (memory probe, pilot, learner timing)
+        "includes_pilot": resume,
+        "includes_planning": {"cpu_s": planning_cpu_s, "cost_usd": planning_cost, "label": "measured CPU time, priced as learner VM"},
         "final_mean_return": res.final_mean_return,
         "stop_reason": res.stop_reason,
     }
