@@ -32,6 +32,14 @@ Steps (about 50 s on the built-in DLRM pipeline on 2 cores; cached afterwards):
    ratio), every candidate re-scaled so it still predicts the anchor exactly. The
    oversubscription overhead is 0 for the real pipeline (see :func:`fit_contention`). Base memory comes from the measured resident memory.
 
+Since version 5 the points of steps 4 and 5 are paired like the knob variants of step 3: each is
+measured between two base measurements (the last one of step 3 is the first bracket) and enters
+the fits at the anchor times its ratio to their mean (``measured_raw`` and
+``bracket_rows_per_s`` in its fit point). Every measurement's ``cores_busy`` and
+``other_cores_busy`` are kept in the fit points, each prefix's cores in ``prefix_cores_busy``, and
+the most cores any other process kept busy in ``other_cores_busy_max``: a calibration taken while
+another job held a core says so.
+
 The result is a :class:`Calibration` (the model plus what it was fitted from, and its error on
 the fitting points), cached as JSON under ``trainwise.paths.cache_dir("profiles")`` keyed by the
 pipeline's data reference, its knob space and the hardware fingerprint.
@@ -77,6 +85,12 @@ class Calibration:
     knob_effects: list[dict[str, Any]] = field(default_factory=list)
     #: Re-anchors applied since calibration (:func:`reanchor`), oldest first.
     reanchors: list[dict[str, Any]] = field(default_factory=list)
+    #: Cores this pipeline's process kept busy in each single-thread prefix timing (step 1), and
+    #: the most cores other processes kept busy during the profile, the knob variants and the
+    #: thread and contention points (None where not measured): a calibration taken while another
+    #: job held a core says so here.
+    prefix_cores_busy: dict[str, float] = field(default_factory=dict)
+    other_cores_busy_max: float | None = None
 
     @property
     def fit_error(self) -> float | None:
@@ -95,6 +109,8 @@ class Calibration:
             "base_samples": self.base_samples,
             "knob_effects": self.knob_effects,
             "reanchors": self.reanchors,
+            "prefix_cores_busy": self.prefix_cores_busy,
+            "other_cores_busy_max": self.other_cores_busy_max,
         }
 
     @classmethod
@@ -110,6 +126,9 @@ class Calibration:
             base_samples=[float(x) for x in data.get("base_samples", [])],
             knob_effects=list(data.get("knob_effects", [])),
             reanchors=list(data.get("reanchors", [])),
+            prefix_cores_busy={k: float(v) for k, v in data.get("prefix_cores_busy", {}).items()},
+            other_cores_busy_max=(None if data.get("other_cores_busy_max") is None
+                                  else float(data["other_cores_busy_max"])),
         )
 
 
@@ -342,7 +361,8 @@ def fit_async_overhead(
 
 
 #: Bump when the calibration method changes, so cached profiles of an older method are not reused.
-CALIBRATION_VERSION = 4
+#: 5: the thread and contention points are paired with base measurements like the knob variants.
+CALIBRATION_VERSION = 5
 
 
 def cache_key(spec: Any, node: Node) -> str:
@@ -451,6 +471,28 @@ def calibrate(
                 m = replace(m, rows_per_s=anchor[1].rows_per_s * e["ratio"])
             points.append((c, m))
         model = fit_contention(model, node, points, anchor)  # burstiness from the buffer variations
+        # Since version 5 every thread and contention point is paired too: measured between two
+        # base measurements and entered at the anchor times its ratio to their mean, so the
+        # machine's drift between the anchor and the point does not enter the hand-off costs and
+        # the contention (before, each was one measurement against the anchor taken up to a
+        # minute earlier; 13 of 16 such points in the Dec 1 runs were lower against the anchor
+        # than the grid measured the same configuration against its controls, by 13% on average).
+        last_base = [base_samples[-1] if len(base_samples) > 1 else 0.0]
+
+        def measure_paired(c: Config) -> Measurement:
+            before = last_base[0] if last_base[0] > 0 else measure_whole(config).rows_per_s
+            m = measure_whole(c)
+            after = measure_whole(config).rows_per_s
+            last_base[0] = after if after > 0 else before
+            bracket = [x for x in (before, after) if x > 0]
+            if m.oom or m.rows_per_s <= 0 or not bracket:
+                return m
+            ratio = m.rows_per_s / (sum(bracket) / len(bracket))
+            raw[len(points)] = m
+            brackets[len(points)] = bracket
+            return replace(m, rows_per_s=anchor[1].rows_per_s * ratio)
+
+        brackets: dict[int, list[float]] = {}
         # The price of running a stage on threads of its own: one thread at each stage in turn.
         overheads: dict[str, float] = {}
         for k in space.cpu_knobs:
@@ -459,7 +501,7 @@ def calibrate(
             if not positive or positive[0] == config[k.name] or not in_time():
                 continue
             c = {**config, k.name: positive[0]}
-            m = measure_whole(c)
+            m = measure_paired(c)
             points.append((c, m))
             overheads[stage] = fit_async_overhead(model, node, stage, c, m.rows_per_s)
         model = replace(model, stages=tuple(replace(s, async_cpu_s_per_call=overheads.get(s.name, 0.0))
@@ -471,20 +513,29 @@ def calibrate(
                 break
             if any(c == p[0] for p in points):
                 continue
-            points.append((c, measure_whole(c)))
+            points.append((c, measure_paired(c)))
         model = fit_contention(model, node, points, anchor)
     finally:
         if worker is not None:
             worker.close()
     fit_points = [
-        {"config": c, "measured": m.rows_per_s, "simulated": simulate(model, c, node).rows_per_s, "oom": m.oom}
+        {"config": c, "measured": m.rows_per_s, "simulated": simulate(model, c, node).rows_per_s, "oom": m.oom,
+         **{k: float(m.extra[k]) for k in ("cores_busy", "other_cores_busy") if m.extra.get(k) is not None}}
         for c, m in points
     ]
     fit_points[0]["note"] = f"median of {len(base_samples)} base measurements"
     for i, m in raw.items():
-        fit_points[i].update(measured_raw=m.rows_per_s, note="anchor x paired ratio to the adjacent base measurements")
+        fit_points[i].update(measured_raw=m.rows_per_s, note="anchor x paired ratio to the adjacent base measurements",
+                             **{k: float(m.extra[k]) for k in ("cores_busy", "other_cores_busy")
+                                if m.extra.get(k) is not None})
+        if i in brackets:
+            fit_points[i]["bracket_rows_per_s"] = brackets[i]
+    others = [float(m.extra["other_cores_busy"]) for m in [base, *raw.values(), *(m for _, m in points)]
+              if m.extra.get("other_cores_busy") is not None]
     result = Calibration(model, config, prefix, fit_points, round(time.monotonic() - started, 2), False, key,
-                         base_samples=base_samples, knob_effects=effects)
+                         base_samples=base_samples, knob_effects=effects,
+                         prefix_cores_busy=dict(base.extra.get("stage_cores_busy", {})),
+                         other_cores_busy_max=max(others) if others else None)
     from trainwise.results import write_json
 
     write_json(path, result.to_json(), with_environment=False)
