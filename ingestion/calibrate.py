@@ -32,6 +32,12 @@ Steps (about 50 s on the built-in DLRM pipeline on 2 cores; cached afterwards):
    ratio), every candidate re-scaled so it still predicts the anchor exactly. The
    oversubscription overhead is 0 for the real pipeline (see :func:`fit_contention`). Base memory comes from the measured resident memory.
 
+Since version 5 step 1 also reads the cores each single-thread prefix kept busy (CPU seconds of
+the measuring process over wall seconds) and books what a stage spent on other threads as its
+**helper CPU** (:func:`helper_costs_from_prefixes`; the simulator's "Helper CPU"): TFRecord's
+``parse_example`` shards each batch over the intra-op threads, so its single-thread pipeline
+keeps about 1.3 cores busy and its two-thread configurations reach only ~1.5x of it, not 2x.
+
 Since version 5 the points of steps 4 and 5 are paired like the knob variants of step 3: each is
 measured between two base measurements (the last one of step 3 is the first bracket) and enters
 the fits at the anchor times its ratio to their mean (``measured_raw`` and
@@ -140,6 +146,12 @@ def sequential_config(space: KnobSpace) -> Config:
     return config
 
 
+def _prefix_times(stages: list[str], prefix_rows_per_s: Mapping[str, float]) -> list[float]:
+    """Seconds per row of each prefix, over the monotone envelope (see below)."""
+    totals = [1.0 / prefix_rows_per_s[s] if prefix_rows_per_s[s] > 0 else math.inf for s in stages]
+    return [min(totals[i:]) for i in range(len(totals))]
+
+
 def stage_costs_from_prefixes(stages: list[str], prefix_rows_per_s: Mapping[str, float]) -> dict[str, float]:
     """Seconds per row of each stage from single-thread prefix rates.
 
@@ -148,14 +160,47 @@ def stage_costs_from_prefixes(stages: list[str], prefix_rows_per_s: Mapping[str,
     time of prefix ``k`` is taken as the least time of any prefix at least as long (a monotone
     envelope), and stage ``k`` costs the difference to the previous prefix.
     """
-    totals = [1.0 / prefix_rows_per_s[s] if prefix_rows_per_s[s] > 0 else math.inf for s in stages]
-    envelope = [min(totals[i:]) for i in range(len(totals))]
+    envelope = _prefix_times(stages, prefix_rows_per_s)
     costs: dict[str, float] = {}
     previous = 0.0
     for stage, total in zip(stages, envelope):
         costs[stage] = max(MIN_STAGE_S, total - previous)
         previous = total
     return costs
+
+
+#: A single-thread prefix that keeps fewer cores busy than this counts as one core (the clock's
+#: granularity and the consuming loop's own CPU; 1.00-1.02 measured for read, shuffle and batch).
+HELPER_MIN_CORES = 1.05
+
+
+def helper_costs_from_prefixes(
+    stages: list[str], prefix_rows_per_s: Mapping[str, float], prefix_cores: Mapping[str, float]
+) -> dict[str, float]:
+    """CPU seconds per row each stage spends on other threads (intra-op helpers), from the cores
+    the single-thread prefixes kept busy (``ingestion.measure``: CPU s / wall s of the process).
+
+    A prefix that runs in one thread but keeps ``k`` cores busy spends ``(k - 1) * t`` CPU
+    seconds per row off that thread (``t`` its time per row, the envelope of
+    :func:`stage_costs_from_prefixes`); stage ``i``'s helper CPU is the increase of that over the
+    previous prefix, with a running maximum so noise cannot make it negative. Prefixes under
+    ``HELPER_MIN_CORES`` count as one core; without cores measured every stage gets 0 (the model
+    of version 4 and before). On this machine TFRecord's ``parse`` (``parse_example``, which
+    shards a batch over the intra-op threads) kept 1.41 cores busy; TSV's ``decode_csv`` about
+    1.0 (measured, docs/intune.md Stop 17).
+    """
+    if not prefix_cores:
+        return {}
+    times = _prefix_times(stages, prefix_rows_per_s)
+    out: dict[str, float] = {}
+    previous = 0.0
+    for stage, t in zip(stages, times):
+        cores = float(prefix_cores.get(stage, 1.0))
+        off_thread = (cores - 1.0) * t if cores >= HELPER_MIN_CORES and math.isfinite(t) else 0.0
+        off_thread = max(off_thread, previous)
+        out[stage] = off_thread - previous
+        previous = off_thread
+    return out
 
 
 def split_per_call(
@@ -194,6 +239,7 @@ def scale_cpu(model: PipelineModel, factor: float) -> PipelineModel:
     """A copy of ``model`` with every stage's CPU cost (per row, per call, deltas) times ``factor``."""
     return replace(model, stages=tuple(replace(
         s, cpu_s_per_row=s.cpu_s_per_row * factor, cpu_s_per_call=s.cpu_s_per_call * factor,
+        helper_cpu_s_per_row=s.helper_cpu_s_per_row * factor,
         cost_deltas={k: {v: d * factor for v, d in t.items()} for k, t in s.cost_deltas.items()})
         for s in model.stages))
 
@@ -207,6 +253,7 @@ def scale_level(model: PipelineModel, factor: float) -> PipelineModel:
     return replace(model, stages=tuple(replace(
         s, cpu_s_per_row=s.cpu_s_per_row * factor, cpu_s_per_call=s.cpu_s_per_call * factor,
         wait_s_per_row=s.wait_s_per_row * factor, async_cpu_s_per_call=s.async_cpu_s_per_call * factor,
+        helper_cpu_s_per_row=s.helper_cpu_s_per_row * factor,
         cost_deltas={k: {v: d * factor for v, d in t.items()} for k, t in s.cost_deltas.items()})
         for s in model.stages))
 
@@ -361,7 +408,8 @@ def fit_async_overhead(
 
 
 #: Bump when the calibration method changes, so cached profiles of an older method are not reused.
-#: 5: the thread and contention points are paired with base measurements like the knob variants.
+#: 5: the thread and contention points are paired with base measurements like the knob variants,
+#: and the prefixes' cores give each stage's helper CPU (``helper_costs_from_prefixes``).
 CALIBRATION_VERSION = 5
 
 
@@ -394,12 +442,16 @@ def calibrate(
     evaluate: Evaluate | None = None,
     window_s: float = 1.0,
     contention_points: int = 2,
+    pair_points: bool = True,
 ) -> Calibration:
     """Profile ``spec`` briefly and return the calibrated simulator model (cached).
 
     ``evaluate`` measures a whole configuration (default: a measurement worker). The profile
     needs ``spec.stages`` and ``spec.build_upto``; without them the model keeps the uninformed
     per-stage costs and only the contention fit uses the pipeline.
+
+    ``pair_points=False`` measures the thread and contention points once each, against the
+    anchor, as version 4 did (to replay a stored version-4 profile; module doc).
     """
     from trainwise.paths import cache_dir
 
@@ -434,6 +486,9 @@ def calibrate(
                 costs = {s: {"cpu_s_per_row": a, "cpu_s_per_call": b * 1.0} for s, (a, b) in split.items()}
             else:
                 costs = {s: {"cpu_s_per_row": t} for s, t in per_row.items()}
+            # CPU the single-thread prefixes spent on other threads (version 5)
+            for s, h in helper_costs_from_prefixes(stages, prefix, base.extra.get("stage_cores_busy", {})).items():
+                costs.setdefault(s, {})["helper_cpu_s_per_row"] = h
             try:
                 sizes = element_bytes_per_row(spec, config)
             except Exception:  # noqa: BLE001  sizes are a refinement; the profile stands without them
@@ -480,6 +535,8 @@ def calibrate(
         last_base = [base_samples[-1] if len(base_samples) > 1 else 0.0]
 
         def measure_paired(c: Config) -> Measurement:
+            if not pair_points:
+                return measure_whole(c)
             before = last_base[0] if last_base[0] > 0 else measure_whole(config).rows_per_s
             m = measure_whole(c)
             after = measure_whole(config).rows_per_s
