@@ -38,12 +38,8 @@ the measuring process over wall seconds) and books what a stage spent on other t
 ``parse_example`` shards each batch over the intra-op threads, so its single-thread pipeline
 keeps about 1.3 cores busy and its two-thread configurations reach only ~1.5x of it, not 2x.
 
-Since version 5 the points of steps 4 and 5 are paired like the knob variants of step 3: each is
-measured between two base measurements (the last one of step 3 is the first bracket) and enters
-the fits at the anchor times its ratio to their mean (``measured_raw`` and
-``bracket_rows_per_s`` in its fit point). Every measurement's ``cores_busy`` and
-``other_cores_busy`` are kept in the fit points, each prefix's cores in ``prefix_cores_busy``, and
-the most cores any other process kept busy in ``other_cores_busy_max``: a calibration taken while
+Every measurement's ``cores_busy`` and ``other_cores_busy`` are kept in the fit points, and the
+most cores any other process kept busy in ``other_cores_busy_max``: a calibration taken while
 another job held a core says so.
 
 The result is a :class:`Calibration` (the model plus what it was fitted from, and its error on
@@ -92,9 +88,8 @@ class Calibration:
     #: Re-anchors applied since calibration (:func:`reanchor`), oldest first.
     reanchors: list[dict[str, Any]] = field(default_factory=list)
     #: Cores this pipeline's process kept busy in each single-thread prefix timing (step 1), and
-    #: the most cores other processes kept busy during the profile, the knob variants and the
-    #: thread and contention points (None where not measured): a calibration taken while another
-    #: job held a core says so here.
+    #: the most cores other processes kept busy during the profile and the fitted points (None
+    #: where not measured): a calibration taken while another job held a core says so here.
     prefix_cores_busy: dict[str, float] = field(default_factory=dict)
     other_cores_busy_max: float | None = None
 
@@ -408,8 +403,7 @@ def fit_async_overhead(
 
 
 #: Bump when the calibration method changes, so cached profiles of an older method are not reused.
-#: 5: the thread and contention points are paired with base measurements like the knob variants,
-#: and the prefixes' cores give each stage's helper CPU (``helper_costs_from_prefixes``).
+#: 5: the prefixes' cores give each stage's helper CPU (``helper_costs_from_prefixes``).
 CALIBRATION_VERSION = 5
 
 
@@ -442,16 +436,12 @@ def calibrate(
     evaluate: Evaluate | None = None,
     window_s: float = 1.0,
     contention_points: int = 2,
-    pair_points: bool = True,
 ) -> Calibration:
     """Profile ``spec`` briefly and return the calibrated simulator model (cached).
 
     ``evaluate`` measures a whole configuration (default: a measurement worker). The profile
     needs ``spec.stages`` and ``spec.build_upto``; without them the model keeps the uninformed
     per-stage costs and only the contention fit uses the pipeline.
-
-    ``pair_points=False`` measures the thread and contention points once each, against the
-    anchor, as version 4 did (to replay a stored version-4 profile; module doc).
     """
     from trainwise.paths import cache_dir
 
@@ -526,30 +516,6 @@ def calibrate(
                 m = replace(m, rows_per_s=anchor[1].rows_per_s * e["ratio"])
             points.append((c, m))
         model = fit_contention(model, node, points, anchor)  # burstiness from the buffer variations
-        # Since version 5 every thread and contention point is paired too: measured between two
-        # base measurements and entered at the anchor times its ratio to their mean, so the
-        # machine's drift between the anchor and the point does not enter the hand-off costs and
-        # the contention (before, each was one measurement against the anchor taken up to a
-        # minute earlier; 13 of 16 such points in the Dec 1 runs were lower against the anchor
-        # than the grid measured the same configuration against its controls, by 13% on average).
-        last_base = [base_samples[-1] if len(base_samples) > 1 else 0.0]
-
-        def measure_paired(c: Config) -> Measurement:
-            if not pair_points:
-                return measure_whole(c)
-            before = last_base[0] if last_base[0] > 0 else measure_whole(config).rows_per_s
-            m = measure_whole(c)
-            after = measure_whole(config).rows_per_s
-            last_base[0] = after if after > 0 else before
-            bracket = [x for x in (before, after) if x > 0]
-            if m.oom or m.rows_per_s <= 0 or not bracket:
-                return m
-            ratio = m.rows_per_s / (sum(bracket) / len(bracket))
-            raw[len(points)] = m
-            brackets[len(points)] = bracket
-            return replace(m, rows_per_s=anchor[1].rows_per_s * ratio)
-
-        brackets: dict[int, list[float]] = {}
         # The price of running a stage on threads of its own: one thread at each stage in turn.
         overheads: dict[str, float] = {}
         for k in space.cpu_knobs:
@@ -558,7 +524,7 @@ def calibrate(
             if not positive or positive[0] == config[k.name] or not in_time():
                 continue
             c = {**config, k.name: positive[0]}
-            m = measure_paired(c)
+            m = measure_whole(c)
             points.append((c, m))
             overheads[stage] = fit_async_overhead(model, node, stage, c, m.rows_per_s)
         model = replace(model, stages=tuple(replace(s, async_cpu_s_per_call=overheads.get(s.name, 0.0))
@@ -570,7 +536,7 @@ def calibrate(
                 break
             if any(c == p[0] for p in points):
                 continue
-            points.append((c, measure_paired(c)))
+            points.append((c, measure_whole(c)))
         model = fit_contention(model, node, points, anchor)
     finally:
         if worker is not None:
@@ -585,8 +551,6 @@ def calibrate(
         fit_points[i].update(measured_raw=m.rows_per_s, note="anchor x paired ratio to the adjacent base measurements",
                              **{k: float(m.extra[k]) for k in ("cores_busy", "other_cores_busy")
                                 if m.extra.get(k) is not None})
-        if i in brackets:
-            fit_points[i]["bracket_rows_per_s"] = brackets[i]
     others = [float(m.extra["other_cores_busy"]) for m in [base, *raw.values(), *(m for _, m in points)]
               if m.extra.get("other_cores_busy") is not None]
     result = Calibration(model, config, prefix, fit_points, round(time.monotonic() - started, 2), False, key,

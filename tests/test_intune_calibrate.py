@@ -223,52 +223,41 @@ def test_calibration_anchors_on_the_median_of_base_measurements(tmp_path, monkey
     assert again.base_samples == cal.base_samples and again.knob_effects == cal.knob_effects
 
 
-def test_thread_and_contention_points_are_paired_with_base_measurements(tmp_path, monkeypatch):
-    """Calibration version 5: every thread and contention point is measured between two base
-    measurements and enters the fit at the anchor times its ratio to their mean, so a machine
-    whose speed drifts while it calibrates books the true knob ratios, not the drift."""
-    from ingestion.calibrate import CALIBRATION_VERSION, sequential_config
+def test_calibration_keeps_the_cores_each_measurement_had(tmp_path, monkeypatch):
+    """Version 5 keeps, per fit point, the cores its measurement's process kept busy and those other
+    processes kept busy, each prefix's cores, and the most cores another process held."""
+    from ingestion.calibrate import CALIBRATION_VERSION
 
     monkeypatch.setenv("TRAINWISE_HOME", str(tmp_path))
     assert CALIBRATION_VERSION == 5
     space = _space()
     node = Node("n4", vcpus=4, ram_gib=8)
     truth = _truth(space)
-    base = sequential_config(space)
     calls = []
 
     def evaluate(config, *, warmup_s, window_s, repeats, stage_profile=False):
         calls.append(dict(config))
-        speed = 1.0 + 0.04 * len(calls)  # the machine speeds up by 4% of its start per measurement
         m = simulate(truth, config, node)
-        extra = {"cores_busy": 1.0, "other_cores_busy": 0.5 if len(calls) == 3 else 0.0}
+        threads = sum(1 for k in space.cpu_knobs if config[k.name] > 0)
+        extra = {"cores_busy": 1.0 + 0.5 * threads, "other_cores_busy": 0.75 if len(calls) == 3 else 0.0}
         if stage_profile:
             total, extra["stage_rows_per_s"], extra["stage_cores_busy"] = 0.0, {}, {}
             for s in truth.stages:
                 total += s.cpu_s_per_row
                 extra["stage_rows_per_s"][s.name] = 1.0 / total
                 extra["stage_cores_busy"][s.name] = 1.0
-        return Measurement(m.rows_per_s * speed, peak_rss_mb=m.peak_rss_mb, label="measured", extra=extra)
+        return Measurement(m.rows_per_s, peak_rss_mb=m.peak_rss_mb, label="measured", extra=extra)
 
     spec = SimpleNamespace(name="fake", space=space, stages=STAGES, build_upto=lambda c, s: None, portable=False)
     cal = calibrate(spec, node, evaluate=evaluate)
-    thread_points = [p for p in cal.fit_points[1:] if any(p["config"][k.name] != base[k.name] for k in space.cpu_knobs)]
-    assert len(thread_points) >= 3
-    anchor = cal.fit_points[0]["measured"]
-    truth_base = simulate(truth, base, node).rows_per_s
-    for p in thread_points:
-        i = next(j for j, c in enumerate(calls) if c == p["config"])
-        assert calls[i - 1] == base and calls[i + 1] == base  # measured between two base measurements
-        before, after = p["bracket_rows_per_s"]
-        assert p["measured"] == pytest.approx(anchor * p["measured_raw"] / ((before + after) / 2), rel=1e-9)
-        # the paired ratio is the true one to within the drift across one measurement (4%)
-        true_ratio = simulate(truth, p["config"], node).rows_per_s / truth_base
-        assert p["measured"] / anchor == pytest.approx(true_ratio, rel=0.05)
-        assert p["measured_raw"] / anchor > 1.08 * true_ratio  # unpaired, the drift would have entered
+    for p in cal.fit_points:
+        threads = sum(1 for k in space.cpu_knobs if p["config"][k.name] > 0)
+        assert p["cores_busy"] == 1.0 + 0.5 * threads and p["other_cores_busy"] in (0.0, 0.75)
     assert cal.prefix_cores_busy == {s: 1.0 for s in STAGES}
-    assert cal.other_cores_busy_max == 0.5  # the third measurement was disturbed
+    assert all(s.helper_cpu_s_per_row == 0.0 for s in cal.model.stages)  # one core per prefix: none
+    assert cal.other_cores_busy_max == 0.75  # the third measurement shared the machine
     again = Calibration.from_json(cal.to_json())
-    assert again.prefix_cores_busy == cal.prefix_cores_busy and again.other_cores_busy_max == 0.5
+    assert again.prefix_cores_busy == cal.prefix_cores_busy and again.other_cores_busy_max == 0.75
 
 
 def test_helper_cpu_from_prefix_cores():
