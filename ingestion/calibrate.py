@@ -231,7 +231,7 @@ def element_bytes_per_row(spec: Any, config: Config) -> dict[str, float]:
 
 
 def scale_cpu(model: PipelineModel, factor: float) -> PipelineModel:
-    """A copy of ``model`` with every stage's CPU cost (per row, per call, deltas) times ``factor``."""
+    """A copy of ``model`` with every stage's CPU cost (per row, per call, helper, deltas) times ``factor``."""
     return replace(model, stages=tuple(replace(
         s, cpu_s_per_row=s.cpu_s_per_row * factor, cpu_s_per_call=s.cpu_s_per_call * factor,
         helper_cpu_s_per_row=s.helper_cpu_s_per_row * factor,
