@@ -169,6 +169,8 @@ def combine_passes(histories: list[list[dict[str, Any]]]) -> list[dict[str, Any]
             "rows_per_s_passes": rates,
             "oom_passes": [m["oom"] for _, m in measured],
             "pass_trials": [i for i, _ in measured],
+            **{f"{k}_passes": [m.get(k) for _, m in measured] for k in ("cores_busy", "other_cores_busy")
+               if any(m.get(k) is not None for _, m in measured)},
         })
     return combined
 
@@ -235,9 +237,11 @@ def simulator_error(spec: Any, node: Any, calibration: Any, grid_history: list[d
         sim = simulate(model, t["config"], node)
         err = abs(sim.rows_per_s - t["rows_per_s"]) / t["rows_per_s"]
         errors.append(err)
+        other = _other_cores(t)
         pairs.append({"config": t["config"], "trial": i, "measured_rows_per_s": t["rows_per_s"],
                       "simulated_rows_per_s": sim.rows_per_s, "rel_error": err,
-                      **({"pass_trials": t["pass_trials"]} if "pass_trials" in t else {})})
+                      **({"pass_trials": t["pass_trials"]} if "pass_trials" in t else {}),
+                      **({"other_cores_busy": other} if other is not None else {})})
     measured_best = max(pairs, key=lambda p: p["measured_rows_per_s"]) if pairs else None
     sim_best = max(pairs, key=lambda p: p["simulated_rows_per_s"]) if pairs else None
     return {
@@ -248,8 +252,38 @@ def simulator_error(spec: Any, node: Any, calibration: Any, grid_history: list[d
         "model_low_on": sum(1 for p in pairs if p["simulated_rows_per_s"] < p["measured_rows_per_s"]),
         "sim_best_config_measured_rows_per_s": sim_best["measured_rows_per_s"] if sim_best else None,
         "measured_best_rows_per_s": measured_best["measured_rows_per_s"] if measured_best else None,
+        **({"by_other_load": by_other_load(pairs)} if any("other_cores_busy" in p for p in pairs) else {}),
         "pairs": pairs,
     }
+
+
+#: A grid measurement during which other processes kept at least this many cores busy (the most
+#: busy of its passes) counts as disturbed in :func:`by_other_load`.
+OTHER_LOAD_CORES = 0.25
+
+
+def _other_cores(t: dict[str, Any]) -> float | None:
+    """The most cores other processes kept busy during a grid configuration's measurement(s)."""
+    values = [x for x in t.get("other_cores_busy_passes", [t.get("other_cores_busy")]) if x is not None]
+    return max(values) if values else None
+
+
+def by_other_load(pairs: list[dict[str, Any]], threshold: float = OTHER_LOAD_CORES) -> dict[str, Any]:
+    """A diagnostic, not the bar figure: the simulator error over the grid points measured while
+    other processes kept fewer than ``threshold`` cores busy (every pass) and over the rest. On
+    this 2-core machine another session's job takes a whole core from the pipeline even at nice
+    19 (sched_autogroup shares the cores between sessions), so a disturbed point measures a
+    pipeline that had about one core, not the node the model describes."""
+    def summary(group: list[dict[str, Any]]) -> dict[str, Any]:
+        errs = [p["rel_error"] for p in group]
+        return {"configs": len(errs), "mean_rel_error": statistics.fmean(errs) if errs else None,
+                "model_low_on": sum(1 for p in group if p["simulated_rows_per_s"] < p["measured_rows_per_s"])}
+
+    known = [p for p in pairs if p.get("other_cores_busy") is not None]
+    return {"label": "diagnostic (split by other processes' load; the bar uses every point)",
+            "threshold_cores": threshold,
+            "quiet": summary([p for p in known if p["other_cores_busy"] < threshold]),
+            "disturbed": summary([p for p in known if p["other_cores_busy"] >= threshold])}
 
 
 def drift_report(calibration: Any, reanchored: Any, controls: list[dict[str, Any]],
@@ -352,6 +386,8 @@ def rescore(path: Path) -> None:
             if se.get("mean_rel_error") is not None:
                 print(f"{f['format']}: {se.get('model', 'as calibrated')}: mean {se['mean_rel_error']:.1%}, "
                       f"median {se['median_rel_error']:.1%}")
+                if se.get("by_other_load"):
+                    print(f"{f['format']}:   {other_load_line(se['by_other_load'])}")
         d = f.get("drift")
         if d:
             tracked = control_tracked_error(d["calibration_anchor_rows_per_s"] or 0.0,
@@ -361,6 +397,16 @@ def rescore(path: Path) -> None:
                      if tracked else ""))
         if f.get("grid_passes"):
             print(f"{f['format']}: {passes_line(f['grid_passes'])}")
+
+
+def other_load_line(report: dict[str, Any]) -> str:
+    """One line of :func:`by_other_load` (a diagnostic)."""
+    def part(name: str) -> str:
+        g = report[name]
+        return (f"{name} {g['configs']} points: mean {g['mean_rel_error']:.1%}, low on {g['model_low_on']}"
+                if g["configs"] else f"{name}: none")
+    return (f"diagnostic, by other processes' load (< {report['threshold_cores']} cores busy in every pass): "
+            f"{part('quiet')}; {part('disturbed')}")
 
 
 def passes_line(report: dict[str, Any]) -> str:
@@ -618,6 +664,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"simulator error ({se.get('model')}) over {se['configs']} grid configurations (simulated vs "
                       f"measured): mean {se['mean_rel_error']:.1%}, median {se['median_rel_error']:.1%}, max "
                       f"{se['max_rel_error']:.1%}; model low on {se['model_low_on']} of {se['configs']}")
+                if se.get("by_other_load"):
+                    print("  " + other_load_line(se["by_other_load"]))
             elif se:
                 print(f"simulator error: not computed ({se.get('error')})")
         if f.get("grid_passes"):

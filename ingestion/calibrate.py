@@ -32,6 +32,16 @@ Steps (about 50 s on the built-in DLRM pipeline on 2 cores; cached afterwards):
    ratio), every candidate re-scaled so it still predicts the anchor exactly. The
    oversubscription overhead is 0 for the real pipeline (see :func:`fit_contention`). Base memory comes from the measured resident memory.
 
+Since version 5 step 1 also reads the cores each single-thread prefix kept busy (CPU seconds of
+the measuring process over wall seconds) and books what a stage spent on other threads as its
+**helper CPU** (:func:`helper_costs_from_prefixes`; the simulator's "Helper CPU"): TFRecord's
+``parse_example`` shards each batch over the intra-op threads, so its single-thread pipeline
+keeps about 1.3 cores busy and its two-thread configurations reach only ~1.5x of it, not 2x.
+
+Every measurement's ``cores_busy`` and ``other_cores_busy`` are kept in the fit points, and the
+most cores any other process kept busy in ``other_cores_busy_max``: a calibration taken while
+another job held a core says so.
+
 The result is a :class:`Calibration` (the model plus what it was fitted from, and its error on
 the fitting points), cached as JSON under ``trainwise.paths.cache_dir("profiles")`` keyed by the
 pipeline's data reference, its knob space and the hardware fingerprint.
@@ -77,6 +87,11 @@ class Calibration:
     knob_effects: list[dict[str, Any]] = field(default_factory=list)
     #: Re-anchors applied since calibration (:func:`reanchor`), oldest first.
     reanchors: list[dict[str, Any]] = field(default_factory=list)
+    #: Cores this pipeline's process kept busy in each single-thread prefix timing (step 1), and
+    #: the most cores other processes kept busy during the profile and the fitted points (None
+    #: where not measured): a calibration taken while another job held a core says so here.
+    prefix_cores_busy: dict[str, float] = field(default_factory=dict)
+    other_cores_busy_max: float | None = None
 
     @property
     def fit_error(self) -> float | None:
@@ -95,6 +110,8 @@ class Calibration:
             "base_samples": self.base_samples,
             "knob_effects": self.knob_effects,
             "reanchors": self.reanchors,
+            "prefix_cores_busy": self.prefix_cores_busy,
+            "other_cores_busy_max": self.other_cores_busy_max,
         }
 
     @classmethod
@@ -110,6 +127,9 @@ class Calibration:
             base_samples=[float(x) for x in data.get("base_samples", [])],
             knob_effects=list(data.get("knob_effects", [])),
             reanchors=list(data.get("reanchors", [])),
+            prefix_cores_busy={k: float(v) for k, v in data.get("prefix_cores_busy", {}).items()},
+            other_cores_busy_max=(None if data.get("other_cores_busy_max") is None
+                                  else float(data["other_cores_busy_max"])),
         )
 
 
@@ -121,6 +141,12 @@ def sequential_config(space: KnobSpace) -> Config:
     return config
 
 
+def _prefix_times(stages: list[str], prefix_rows_per_s: Mapping[str, float]) -> list[float]:
+    """Seconds per row of each prefix, over the monotone envelope (see below)."""
+    totals = [1.0 / prefix_rows_per_s[s] if prefix_rows_per_s[s] > 0 else math.inf for s in stages]
+    return [min(totals[i:]) for i in range(len(totals))]
+
+
 def stage_costs_from_prefixes(stages: list[str], prefix_rows_per_s: Mapping[str, float]) -> dict[str, float]:
     """Seconds per row of each stage from single-thread prefix rates.
 
@@ -129,14 +155,47 @@ def stage_costs_from_prefixes(stages: list[str], prefix_rows_per_s: Mapping[str,
     time of prefix ``k`` is taken as the least time of any prefix at least as long (a monotone
     envelope), and stage ``k`` costs the difference to the previous prefix.
     """
-    totals = [1.0 / prefix_rows_per_s[s] if prefix_rows_per_s[s] > 0 else math.inf for s in stages]
-    envelope = [min(totals[i:]) for i in range(len(totals))]
+    envelope = _prefix_times(stages, prefix_rows_per_s)
     costs: dict[str, float] = {}
     previous = 0.0
     for stage, total in zip(stages, envelope):
         costs[stage] = max(MIN_STAGE_S, total - previous)
         previous = total
     return costs
+
+
+#: A single-thread prefix that keeps fewer cores busy than this counts as one core (the clock's
+#: granularity and the consuming loop's own CPU; 1.00-1.02 measured for read, shuffle and batch).
+HELPER_MIN_CORES = 1.05
+
+
+def helper_costs_from_prefixes(
+    stages: list[str], prefix_rows_per_s: Mapping[str, float], prefix_cores: Mapping[str, float]
+) -> dict[str, float]:
+    """CPU seconds per row each stage spends on other threads (intra-op helpers), from the cores
+    the single-thread prefixes kept busy (``ingestion.measure``: CPU s / wall s of the process).
+
+    A prefix that runs in one thread but keeps ``k`` cores busy spends ``(k - 1) * t`` CPU
+    seconds per row off that thread (``t`` its time per row, the envelope of
+    :func:`stage_costs_from_prefixes`); stage ``i``'s helper CPU is the increase of that over the
+    previous prefix, with a running maximum so noise cannot make it negative. Prefixes under
+    ``HELPER_MIN_CORES`` count as one core; without cores measured every stage gets 0 (the model
+    of version 4 and before). On this machine TFRecord's ``parse`` (``parse_example``, which
+    shards a batch over the intra-op threads) kept 1.41 cores busy; TSV's ``decode_csv`` about
+    1.0 (measured, docs/intune.md Stop 17).
+    """
+    if not prefix_cores:
+        return {}
+    times = _prefix_times(stages, prefix_rows_per_s)
+    out: dict[str, float] = {}
+    previous = 0.0
+    for stage, t in zip(stages, times):
+        cores = float(prefix_cores.get(stage, 1.0))
+        off_thread = (cores - 1.0) * t if cores >= HELPER_MIN_CORES and math.isfinite(t) else 0.0
+        off_thread = max(off_thread, previous)
+        out[stage] = off_thread - previous
+        previous = off_thread
+    return out
 
 
 def split_per_call(
@@ -172,9 +231,10 @@ def element_bytes_per_row(spec: Any, config: Config) -> dict[str, float]:
 
 
 def scale_cpu(model: PipelineModel, factor: float) -> PipelineModel:
-    """A copy of ``model`` with every stage's CPU cost (per row, per call, deltas) times ``factor``."""
+    """A copy of ``model`` with every stage's CPU cost (per row, per call, helper, deltas) times ``factor``."""
     return replace(model, stages=tuple(replace(
         s, cpu_s_per_row=s.cpu_s_per_row * factor, cpu_s_per_call=s.cpu_s_per_call * factor,
+        helper_cpu_s_per_row=s.helper_cpu_s_per_row * factor,
         cost_deltas={k: {v: d * factor for v, d in t.items()} for k, t in s.cost_deltas.items()})
         for s in model.stages))
 
@@ -188,6 +248,7 @@ def scale_level(model: PipelineModel, factor: float) -> PipelineModel:
     return replace(model, stages=tuple(replace(
         s, cpu_s_per_row=s.cpu_s_per_row * factor, cpu_s_per_call=s.cpu_s_per_call * factor,
         wait_s_per_row=s.wait_s_per_row * factor, async_cpu_s_per_call=s.async_cpu_s_per_call * factor,
+        helper_cpu_s_per_row=s.helper_cpu_s_per_row * factor,
         cost_deltas={k: {v: d * factor for v, d in t.items()} for k, t in s.cost_deltas.items()})
         for s in model.stages))
 
@@ -342,7 +403,8 @@ def fit_async_overhead(
 
 
 #: Bump when the calibration method changes, so cached profiles of an older method are not reused.
-CALIBRATION_VERSION = 4
+#: 5: the prefixes' cores give each stage's helper CPU (``helper_costs_from_prefixes``).
+CALIBRATION_VERSION = 5
 
 
 def cache_key(spec: Any, node: Node) -> str:
@@ -414,6 +476,9 @@ def calibrate(
                 costs = {s: {"cpu_s_per_row": a, "cpu_s_per_call": b * 1.0} for s, (a, b) in split.items()}
             else:
                 costs = {s: {"cpu_s_per_row": t} for s, t in per_row.items()}
+            # CPU the single-thread prefixes spent on other threads (version 5)
+            for s, h in helper_costs_from_prefixes(stages, prefix, base.extra.get("stage_cores_busy", {})).items():
+                costs.setdefault(s, {})["helper_cpu_s_per_row"] = h
             try:
                 sizes = element_bytes_per_row(spec, config)
             except Exception:  # noqa: BLE001  sizes are a refinement; the profile stands without them
@@ -477,14 +542,21 @@ def calibrate(
         if worker is not None:
             worker.close()
     fit_points = [
-        {"config": c, "measured": m.rows_per_s, "simulated": simulate(model, c, node).rows_per_s, "oom": m.oom}
+        {"config": c, "measured": m.rows_per_s, "simulated": simulate(model, c, node).rows_per_s, "oom": m.oom,
+         **{k: float(m.extra[k]) for k in ("cores_busy", "other_cores_busy") if m.extra.get(k) is not None}}
         for c, m in points
     ]
     fit_points[0]["note"] = f"median of {len(base_samples)} base measurements"
     for i, m in raw.items():
-        fit_points[i].update(measured_raw=m.rows_per_s, note="anchor x paired ratio to the adjacent base measurements")
+        fit_points[i].update(measured_raw=m.rows_per_s, note="anchor x paired ratio to the adjacent base measurements",
+                             **{k: float(m.extra[k]) for k in ("cores_busy", "other_cores_busy")
+                                if m.extra.get(k) is not None})
+    others = [float(m.extra["other_cores_busy"]) for m in [base, *raw.values(), *(m for _, m in points)]
+              if m.extra.get("other_cores_busy") is not None]
     result = Calibration(model, config, prefix, fit_points, round(time.monotonic() - started, 2), False, key,
-                         base_samples=base_samples, knob_effects=effects)
+                         base_samples=base_samples, knob_effects=effects,
+                         prefix_cores_busy=dict(base.extra.get("stage_cores_busy", {})),
+                         other_cores_busy_max=max(others) if others else None)
     from trainwise.results import write_json
 
     write_json(path, result.to_json(), with_environment=False)

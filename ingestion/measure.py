@@ -97,16 +97,40 @@ def _element_rows(element: Any) -> int:
     return int(shape[0]) if shape.rank else 1
 
 
+def process_cpu_s() -> float:
+    """CPU seconds (user + system) of every thread of this process so far."""
+    t = os.times()
+    return t.user + t.system
+
+
+def machine_busy_s() -> float | None:
+    """CPU seconds every process on the machine has spent busy so far (``/proc/stat``: all but
+    idle and iowait), or None where there is no ``/proc/stat``."""
+    try:
+        with open("/proc/stat") as fh:
+            fields = fh.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    ticks = [int(x) for x in fields[1:]]
+    busy = sum(ticks[:8]) - ticks[3] - (ticks[4] if len(ticks) > 4 else 0)  # guest time is inside user
+    return busy / (os.sysconf("SC_CLK_TCK") or 100)
+
+
 def _time_iterator(
     it: Any, rows_fixed: int | None, warmup_s: float, window_s: float, repeats: int, totals: dict[str, float] | None = None
 ) -> list[float]:
-    """Warm up, then time ``repeats`` windows; per window rows/s. ``totals`` gets rows and seconds."""
+    """Warm up, then time ``repeats`` windows; per window rows/s. ``totals`` gets rows, seconds
+    and the process's CPU seconds over the windows (``cpu_s``)."""
     deadline = time.perf_counter() + warmup_s
     while time.perf_counter() < deadline:
         next(it)
     windows: list[float] = []
     all_rows = 0
     all_s = 0.0
+    cpu0 = process_cpu_s()
+    machine0 = machine_busy_s()
     for _ in range(repeats):
         rows = 0
         start = time.perf_counter()
@@ -121,7 +145,12 @@ def _time_iterator(
         all_rows += rows
         all_s += now - start
     if totals is not None:
-        totals.update(rows=all_rows, elapsed_s=all_s)
+        cpu_s = process_cpu_s() - cpu0
+        machine1 = machine_busy_s()
+        totals.update(rows=all_rows, elapsed_s=all_s, cpu_s=cpu_s)
+        if machine0 is not None and machine1 is not None:
+            # what every other process kept busy meanwhile (never below 0: the two clocks tick apart)
+            totals["other_cpu_s"] = max(0.0, machine1 - machine0 - cpu_s)
     return windows
 
 
@@ -156,6 +185,14 @@ def measure_in_process(
         "spread": (max(windows) - min(windows)) / median if median > 0 else 0.0,
         "rows": int(totals["rows"]),
         "elapsed_s": totals["elapsed_s"],
+        # cores this process kept busy over the windows (every thread: the pipeline's, tf.data's
+        # intra-op work and the consuming loop): CPU seconds / wall seconds
+        "cores_busy": totals["cpu_s"] / totals["elapsed_s"] if totals["elapsed_s"] > 0 else 0.0,
+        # cores every *other* process on the machine kept busy over the same windows (another
+        # job outside the bench lock shows here; on Linux with sched_autogroup a niced job of
+        # another session still takes its session's fair share of the cores)
+        "other_cores_busy": (totals["other_cpu_s"] / totals["elapsed_s"]
+                             if "other_cpu_s" in totals and totals["elapsed_s"] > 0 else None),
         "startup_s": startup_s,
         "rss_before_mb": before,
         "pipeline_rss_mb": max(0.0, peak - before),
@@ -164,21 +201,28 @@ def measure_in_process(
         "repeats": repeats,
     }
     if stage_profile and spec.build_upto is not None and spec.stages:
+        cores: dict[str, float] = {}
         extra["stage_rows_per_s"] = profile_stages(spec, config, warmup_s=min(warmup_s, 1.0), window_s=window_s,
-                                                     repeats=repeats)
+                                                     repeats=repeats, cores=cores)
+        extra["stage_cores_busy"] = cores
     return Measurement(rows_per_s=median, peak_rss_mb=peak, label="measured", extra=extra)
 
 
 def profile_stages(
-    spec: PipelineSpec, config: Config, *, warmup_s: float, window_s: float, repeats: int = 1
+    spec: PipelineSpec, config: Config, *, warmup_s: float, window_s: float, repeats: int = 1,
+    cores: dict[str, float] | None = None,
 ) -> dict[str, float]:
     """Rows/s of each prefix of the pipeline (read, read+shuffle, ..., full): the median of
-    ``repeats`` windows each."""
+    ``repeats`` windows each. ``cores`` (optional) gets each prefix's cores busy (this process's
+    CPU seconds over its windows / their wall seconds)."""
     assert spec.build_upto is not None
     out: dict[str, float] = {}
     for stage in spec.stages:
         it = iter(spec.build_upto(config, stage))
-        out[stage] = statistics.median(_time_iterator(it, None, warmup_s, window_s, max(1, repeats)))
+        totals: dict[str, float] = {}
+        out[stage] = statistics.median(_time_iterator(it, None, warmup_s, window_s, max(1, repeats), totals))
+        if cores is not None and totals.get("elapsed_s", 0) > 0:
+            cores[stage] = totals["cpu_s"] / totals["elapsed_s"]
     return out
 
 

@@ -36,6 +36,17 @@ and that fetch counts as one of the stage's ``n`` calls in flight (tf.data's par
 each of the ``n`` slots is busy for the fetch plus the call: a parallel stage with one thread is
 serial with its inline input, and two threads overlap them.
 
+Helper CPU
+----------
+A stage's own thread is not always all of its CPU: an op may shard its work over TensorFlow's
+intra-op threads (``parse_example`` on a batch does, on this machine: the TFRecord pipeline's
+single-thread configuration keeps 1.3 cores busy, measured), so the stage's thread waits
+``cpu_s`` per row while ``helper_cpu_s`` more CPU per row runs on other threads meanwhile. When
+cores are free the helpers cost no time; they do compete for the cores: they count as runnable
+work in the processor sharing (``X * sum helper / phi`` threads' worth), the CPU demand at the
+fixed point, ``X * (sum cpu_s + sum helper_cpu_s)``, is capped at ``C``, and the busy cores of the
+contention factor include them. With no helper CPU (the default) nothing changes.
+
 Buffers and memory
 ------------------
 Arrival of work is bursty; a buffer of ``b`` elements smooths it, modelled as a throughput factor
@@ -85,6 +96,11 @@ class StageModel:
     # A knob that caps this stage's threads (tf.data's interleave runs at most
     # ``cycle_length`` files at once, whatever its ``num_parallel_calls``). None: no cap.
     threads_cap_knob: str | None = None
+    # CPU seconds per row the stage spends on other threads while its own thread runs (ops that
+    # shard their work over the intra-op threads), measured by calibration from the cores the
+    # single-thread prefixes keep busy. They compete for cores but do not lengthen the stage's
+    # own time while a core is free (module doc, "Helper CPU").
+    helper_cpu_s_per_row: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -194,6 +210,7 @@ class Server:
     wait_s: float
     threads: float
     feeder: int | None = None
+    helper_s: float = 0.0
 
 
 def servers(model: PipelineModel, config: Mapping[str, int]) -> list[Server]:
@@ -216,19 +233,21 @@ def servers(model: PipelineModel, config: Mapping[str, int]) -> list[Server]:
     out: list[Server] = []
     run: Server | None = None
     for i in range(len(model.stages)):
+        helper = model.stages[i].helper_cpu_s_per_row
         if n[i] > 0:
             feeder = None
             if run is not None:
                 out.append(run)
                 feeder = len(out) - 1
                 run = None
-            out.append(Server([i], c[i], w[i], n[i], feeder))
+            out.append(Server([i], c[i], w[i], n[i], feeder, helper))
         elif run is None:
-            run = Server([i], c[i], w[i], 1.0)
+            run = Server([i], c[i], w[i], 1.0, helper_s=helper)
         else:
             run.stages.append(i)
             run.cpu_s += c[i]
             run.wait_s += w[i]
+            run.helper_s += helper
     if run is not None:
         out.append(run)
     return out
@@ -236,26 +255,32 @@ def servers(model: PipelineModel, config: Mapping[str, int]) -> list[Server]:
 
 def processor_sharing_throughput(
     cpu_s: list[float], wait_s: list[float], threads: list[float], cores: float, iterations: int = 60,
-    feeders: list[int | None] | None = None,
+    feeders: list[int | None] | None = None, helper_s: list[float] | None = None,
 ) -> tuple[float, list[float], list[float], float]:
     """Solve the processor-sharing fixed point; return (rows/s, per-server capacity, utilisation, phi).
 
     ``feeders[i]`` (optional) is the server whose work each of server ``i``'s threads also
     waits for per element (a parallel stage's runner fetching its input; see :func:`servers`).
+    ``helper_s[i]`` (optional) is server ``i``'s CPU per row on other threads (module doc,
+    "Helper CPU"): runnable work that competes for the cores, within the CPU cap.
     """
     k = len(cpu_s)
     feeders = feeders or [None] * k
+    helper = sum(helper_s) if helper_s else 0.0
+    # with helper CPU the demand X * (cpu + helper) must fit the cores (without it the fixed point
+    # keeps X * cpu within them by itself, and the cap is left out so nothing else changes)
+    cpu_cap = cores / (sum(cpu_s) + helper) if helper > 0 else math.inf
     rho = [1.0] * k
     x = 0.0
     caps = [0.0] * k
     phi = 1.0
     for _ in range(iterations):
-        runnable = sum(n * r for n, r in zip(threads, rho))
+        runnable = sum(n * r for n, r in zip(threads, rho)) + (x * helper / phi if helper > 0 else 0.0)
         phi = min(1.0, cores / runnable) if runnable > 0 else 1.0
         busy = [c / phi + w for c, w in zip(cpu_s, wait_s)]  # seconds per row of one thread
         slot = [b + (busy[f] if f is not None else 0.0) for b, f in zip(busy, feeders)]
         caps = [n / t if t > 0 else math.inf for n, t in zip(threads, slot)]
-        x_new = min(caps)
+        x_new = min(min(caps), cpu_cap)
         new_rho = [min(1.0, x_new * c / (phi * n)) for n, c in zip(threads, cpu_s)]
         if abs(x_new - x) <= 1e-9 * max(x_new, 1.0) and max(abs(a - b) for a, b in zip(rho, new_rho)) < 1e-7:
             x = x_new
@@ -269,7 +294,8 @@ def processor_sharing_throughput(
 def solve_servers(group: list[Server], cores: float) -> tuple[float, list[float], list[float], float]:
     """:func:`processor_sharing_throughput` of the servers :func:`servers` returned."""
     return processor_sharing_throughput([g.cpu_s for g in group], [g.wait_s for g in group],
-                                        [g.threads for g in group], cores, feeders=[g.feeder for g in group])
+                                        [g.threads for g in group], cores, feeders=[g.feeder for g in group],
+                                        helper_s=[g.helper_s for g in group])
 
 
 def memory_mb(model: PipelineModel, config: Mapping[str, int]) -> tuple[float, list[float]]:
@@ -307,7 +333,7 @@ def simulate(
     x *= 1.0 / (1.0 + model.oversub_overhead * max(0.0, total_threads / node.vcpus - 1.0))
     # Busy cores slow each other (shared caches and memory bandwidth; vCPUs sharing a host):
     # with `busy` cores' worth of CPU work per second, beyond one core the CPU work costs more.
-    busy = x * sum(g.cpu_s for g in group)
+    busy = x * sum(g.cpu_s + g.helper_s for g in group)
     x *= 1.0 / (1.0 + model.core_contention * max(0.0, busy - 1.0) / max(1.0, node.vcpus - 1.0))
     for s in model.stages:
         if s.buffer_knob:

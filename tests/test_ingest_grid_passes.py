@@ -187,3 +187,30 @@ def test_grid_passes_below_one_or_not_an_integer_is_refused(bad, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "--grid-passes" in err and "integer >= 1" in err
+
+
+def test_simulator_error_splits_points_by_other_processes_load():
+    """A grid point measured while another job kept a core busy (in any pass) is counted as
+    disturbed in the diagnostic split; the bar figure still uses every point."""
+    model = _model()
+    configs = list(SPACE.grid())[:4]
+    exact = [simulate(model, c, NODE).rows_per_s for c in configs]
+    # configurations 0 and 1 exact and quiet; 2 and 3 measured at half speed with a core taken
+    # in one pass (2) or both (3)
+    first = [{**_trial(0, r * (0.5 if i >= 2 else 1.0)), "config": c, "cores_busy": 1.0,
+              "other_cores_busy": 1.0 if i >= 2 else 0.05} for i, (c, r) in enumerate(zip(configs, exact))]
+    second = [{**_trial(0, r * (0.5 if i >= 2 else 1.0)), "config": c, "cores_busy": 1.0,
+               "other_cores_busy": 1.0 if i == 3 else 0.1} for i, (c, r) in enumerate(zip(configs, exact))][::-1]
+    combined = bench.combine_passes([first, second])
+    assert combined[2]["other_cores_busy_passes"] == [1.0, 0.1]
+    error = bench.simulator_error(SPEC, NODE, model, combined)
+    assert [p["other_cores_busy"] for p in error["pairs"]] == [0.1, 0.1, 1.0, 1.0]  # the most busy pass
+    split = error["by_other_load"]
+    assert split["quiet"]["configs"] == 2 and split["quiet"]["mean_rel_error"] == pytest.approx(0.0, abs=1e-12)
+    assert split["disturbed"]["configs"] == 2 and split["disturbed"]["mean_rel_error"] == pytest.approx(1.0)
+    assert split["disturbed"]["model_low_on"] == 0  # the model describes the undisturbed node: it is high there
+    assert error["mean_rel_error"] == pytest.approx(0.5)
+    assert "quiet 2 points" in bench.other_load_line(split)
+    # a history without the load (older results) gets no split
+    assert "by_other_load" not in bench.simulator_error(SPEC, NODE, model, [
+        {k: v for k, v in t.items() if not k.startswith(("cores_busy", "other_cores_busy"))} for t in combined])

@@ -38,6 +38,29 @@ def test_measure_in_process_counts_rows():
     m = measure_in_process(spec, {"threads": 1, "batch": 64}, warmup_s=0.05, window_s=0.1, repeats=3)
     assert m.label == "measured" and m.rows_per_s > 0 and m.peak_rss_mb > 0
     assert len(m.extra["windows_rows_per_s"]) == 3 and m.extra["rows"] % 64 == 0 and m.extra["rows"] > 0
+    # the cores this process kept busy over the windows (it pulled rows all along: more than none,
+    # and no more than the machine has) and what the rest of the machine kept busy meanwhile
+    import os
+
+    assert 0.0 < m.extra["cores_busy"] <= (os.cpu_count() or 1) + 0.5
+    other = m.extra["other_cores_busy"]
+    assert other is None or 0.0 <= other <= (os.cpu_count() or 1) + 0.5
+
+
+def test_machine_busy_counts_this_process_work():
+    import time
+
+    from ingestion.measure import machine_busy_s, process_cpu_s
+
+    before_machine, before_own = machine_busy_s(), process_cpu_s()
+    if before_machine is None:
+        pytest.skip("no /proc/stat here")
+    end = time.perf_counter() + 0.3
+    while time.perf_counter() < end:  # burn CPU in this process
+        pass
+    own = process_cpu_s() - before_own
+    machine = machine_busy_s() - before_machine
+    assert own > 0.1 and machine >= own - 0.05  # the machine's busy time includes this process's
 
 
 def test_user_pipeline_is_tuned_by_a_baseline():
@@ -45,6 +68,7 @@ def test_user_pipeline_is_tuned_by_a_baseline():
     r = tune_pipeline(spec, Node("t", 2, 4), "grid", time_budget_s=60, search=TINY, final=TINY, progress=False)
     assert r["search"]["trials"] == spec.space.grid_size() == 6
     assert spec.space.is_valid(r["config"]) and r["rows_per_s"] > 0 and r["label"] == "measured"
+    assert all(t["cores_busy"] > 0 for t in r["search"]["history"])  # every trial says what cores it had
 
 
 def test_worker_measures_dlrm_and_reports_memory(tmp_path):
@@ -55,6 +79,8 @@ def test_worker_measures_dlrm_and_reports_memory(tmp_path):
         assert m.rows_per_s > 0 and m.extra["rows"] % 32 == 0
         assert m.peak_rss_mb >= m.extra["rss_before_mb"] > 0  # TF's runtime lives in the worker, not here
         assert set(m.extra["stage_rows_per_s"]) == {"read", "shuffle", "batch", "parse", "transform", "prefetch"}
+        assert set(m.extra["stage_cores_busy"]) == set(m.extra["stage_rows_per_s"])
+        assert all(c > 0 for c in m.extra["stage_cores_busy"].values())
     # a memory limit below TensorFlow's own footprint: reported as out of memory, not a crash
     with MeasureWorker(spec, memory_limit_mb=50) as w:
         m = w.measure(spec.space.initial(), warmup_s=0.05, window_s=0.1, repeats=1)

@@ -221,3 +221,93 @@ def test_calibration_anchors_on_the_median_of_base_measurements(tmp_path, monkey
     assert cal.knob_effects and cal.knob_effects[0]["knob"] == "prefetch"
     again = Calibration.from_json(cal.to_json())
     assert again.base_samples == cal.base_samples and again.knob_effects == cal.knob_effects
+
+
+def test_calibration_keeps_the_cores_each_measurement_had(tmp_path, monkeypatch):
+    """Version 5 keeps, per fit point, the cores its measurement's process kept busy and those other
+    processes kept busy, each prefix's cores, and the most cores another process held."""
+    from ingestion.calibrate import CALIBRATION_VERSION
+
+    monkeypatch.setenv("TRAINWISE_HOME", str(tmp_path))
+    assert CALIBRATION_VERSION == 5
+    space = _space()
+    node = Node("n4", vcpus=4, ram_gib=8)
+    truth = _truth(space)
+    calls = []
+
+    def evaluate(config, *, warmup_s, window_s, repeats, stage_profile=False):
+        calls.append(dict(config))
+        m = simulate(truth, config, node)
+        threads = sum(1 for k in space.cpu_knobs if config[k.name] > 0)
+        extra = {"cores_busy": 1.0 + 0.5 * threads, "other_cores_busy": 0.75 if len(calls) == 3 else 0.0}
+        if stage_profile:
+            total, extra["stage_rows_per_s"], extra["stage_cores_busy"] = 0.0, {}, {}
+            for s in truth.stages:
+                total += s.cpu_s_per_row
+                extra["stage_rows_per_s"][s.name] = 1.0 / total
+                extra["stage_cores_busy"][s.name] = 1.0
+        return Measurement(m.rows_per_s, peak_rss_mb=m.peak_rss_mb, label="measured", extra=extra)
+
+    spec = SimpleNamespace(name="fake", space=space, stages=STAGES, build_upto=lambda c, s: None, portable=False)
+    cal = calibrate(spec, node, evaluate=evaluate)
+    for p in cal.fit_points:
+        threads = sum(1 for k in space.cpu_knobs if p["config"][k.name] > 0)
+        assert p["cores_busy"] == 1.0 + 0.5 * threads and p["other_cores_busy"] in (0.0, 0.75)
+    assert cal.prefix_cores_busy == {s: 1.0 for s in STAGES}
+    assert all(s.helper_cpu_s_per_row == 0.0 for s in cal.model.stages)  # one core per prefix: none
+    assert cal.other_cores_busy_max == 0.75  # the third measurement shared the machine
+    again = Calibration.from_json(cal.to_json())
+    assert again.prefix_cores_busy == cal.prefix_cores_busy and again.other_cores_busy_max == 0.75
+
+
+def test_helper_cpu_from_prefix_cores():
+    from ingestion.calibrate import helper_costs_from_prefixes
+
+    stages = ["read", "batch", "parse", "transform"]
+    rates = {"read": 500_000.0, "batch": 400_000.0, "parse": 125_000.0, "transform": 100_000.0}  # 2, 2.5, 8, 10 us
+    # parse keeps 1.4 cores busy: (1.4 - 1) * 8 us = 3.2 us/row off its thread; the whole pipeline
+    # 1.3 cores: 3.0 us, less than the parse prefix (noise): transform gets none, never a negative
+    cores = {"read": 1.0, "batch": 1.03, "parse": 1.4, "transform": 1.3}
+    got = helper_costs_from_prefixes(stages, rates, cores)
+    assert got["read"] == 0.0 and got["batch"] == 0.0  # under HELPER_MIN_CORES: one core
+    assert got["parse"] == pytest.approx(3.2e-6) and got["transform"] == 0.0
+    cores["transform"] = 1.5  # 5 us off-thread over the whole prefix: 1.8 us more in transform
+    assert helper_costs_from_prefixes(stages, rates, cores)["transform"] == pytest.approx(1.8e-6)
+    assert helper_costs_from_prefixes(stages, rates, {}) == {}  # no cores measured: the old model
+
+
+def test_calibration_recovers_helper_cpu_and_the_two_core_ceiling_it_sets(tmp_path, monkeypatch):
+    """A parse stage that shards its work over intra-op threads (as TFRecord's parse_example does):
+    the single-thread prefixes keep more than one core busy, calibration books the difference as
+    helper CPU, and the model then predicts the ceiling of the two-thread configurations."""
+    monkeypatch.setenv("TRAINWISE_HOME", str(tmp_path))
+    space = _space()
+    node = Node("n2", vcpus=2, ram_gib=8)
+    space = KnobSpace(space.knobs, cpu_budget=2, name="fake2")
+    truth = replace(_truth(space), core_contention=0.0, burstiness=0.0)
+    truth = replace(truth, stages=tuple(replace(s, helper_cpu_s_per_row=4e-6) if s.name == "parse" else s
+                                        for s in truth.stages))
+
+    def evaluate(config, *, warmup_s, window_s, repeats, stage_profile=False):
+        m = simulate(truth, config, node)
+        extra = {}
+        if stage_profile:
+            t = e = 0.0
+            extra["stage_rows_per_s"], extra["stage_cores_busy"] = {}, {}
+            for s in truth.stages:
+                t += s.cpu_s_per_row
+                e += s.helper_cpu_s_per_row
+                extra["stage_rows_per_s"][s.name] = 1.0 / t
+                extra["stage_cores_busy"][s.name] = (t + e) / t
+        return Measurement(m.rows_per_s, peak_rss_mb=m.peak_rss_mb, label="measured", extra=extra)
+
+    spec = SimpleNamespace(name="fake2", space=space, stages=STAGES, build_upto=lambda c, s: None, portable=False)
+    cal = calibrate(spec, node, evaluate=evaluate)
+    assert cal.model.stage("parse").helper_cpu_s_per_row == pytest.approx(4e-6, rel=0.05)
+    assert all(s.helper_cpu_s_per_row < 1e-12 for s in cal.model.stages if s.name != "parse")  # rounding only
+    base = {k.name: k.default for k in space.knobs}
+    two = {**base, "transform_par": 2}  # CPU-bound: 19 us/row on threads plus 4 us of helpers, 2 cores
+    assert simulate(cal.model, two, node).rows_per_s == pytest.approx(simulate(truth, two, node).rows_per_s, rel=0.05)
+    # the same profile without the cores (a version-4 profile) misses that ceiling
+    blind = replace(cal.model, stages=tuple(replace(s, helper_cpu_s_per_row=0.0) for s in cal.model.stages))
+    assert simulate(blind, two, node).rows_per_s > 1.1 * simulate(truth, two, node).rows_per_s

@@ -196,3 +196,48 @@ def test_prefix_costs_are_differences_with_a_monotone_envelope():
     # a shorter prefix measured slower than a longer one is bounded by the longer one
     noisy = stage_costs_from_prefixes(["a", "b", "c"], {"a": 1e5, "b": 2e5, "c": 1e5})
     assert noisy["a"] == pytest.approx(5e-6) and noisy["b"] <= 1e-7 and noisy["c"] == pytest.approx(5e-6)
+
+
+def _two_stage_with_helper(helper: float) -> tuple[PipelineModel, Node]:
+    """A feeder run (1 us/row) and a parse stage (4 us/row on its own thread, ``helper`` more
+    on intra-op threads), on 2 cores."""
+    model = PipelineModel("h", (StageModel("read", 1e-6),
+                                StageModel("parse", 4e-6, threads_knob="p", helper_cpu_s_per_row=helper)),
+                          burstiness=0.0, oversub_overhead=0.0)
+    return model, Node("n2", vcpus=2, ram_gib=8)
+
+
+def test_helper_cpu_costs_nothing_while_a_core_is_free_and_competes_for_cores_otherwise():
+    plain, node = _two_stage_with_helper(0.0)
+    helped, _ = _two_stage_with_helper(2e-6)
+    # sequential: one thread at 5 us/row; its helpers run on the idle core, the rate is unchanged
+    assert simulate(helped, {"p": 0}, node).rows_per_s == pytest.approx(simulate(plain, {"p": 0}, node).rows_per_s)
+    assert simulate(plain, {"p": 0}, node).rows_per_s == pytest.approx(200_000.0)
+    # two parse threads: without helpers the 2 cores give 2 / 5 us = 400k rows/s; with 2 us/row of
+    # helper CPU the demand is 7 us/row, so at most 2 / 7 us
+    assert simulate(plain, {"p": 2}, node).rows_per_s == pytest.approx(400_000.0, rel=1e-3)
+    two = simulate(helped, {"p": 2}, node).rows_per_s
+    assert two <= 2 / 7e-6 * (1 + 1e-9) and two > 200_000.0
+    # a model without helper CPU is exactly the model of before (the cap is not applied)
+    assert simulate(plain, {"p": 1}, node).rows_per_s == pytest.approx(1 / 5e-6)
+
+
+def test_helper_cpu_counts_as_busy_cores_in_the_contention_factor():
+    from dataclasses import replace
+
+    plain, node = _two_stage_with_helper(0.0)
+    helped, _ = _two_stage_with_helper(1e-6)
+    plain, helped = replace(plain, core_contention=0.5), replace(helped, core_contention=0.5)
+    # sequential: 1 core busy without helpers (no contention), 1.2 with them (some)
+    assert simulate(plain, {"p": 0}, node).rows_per_s == pytest.approx(200_000.0)
+    assert simulate(helped, {"p": 0}, node).rows_per_s == pytest.approx(200_000.0 / (1 + 0.5 * 0.2), rel=1e-6)
+
+
+def test_helper_cpu_round_trips_through_json_and_old_json_has_none():
+    helped, _ = _two_stage_with_helper(2e-6)
+    again = PipelineModel.from_json(helped.to_json())
+    assert again == helped and again.stage("parse").helper_cpu_s_per_row == 2e-6
+    old = helped.to_json()
+    for s in old["stages"]:
+        del s["helper_cpu_s_per_row"]
+    assert PipelineModel.from_json(old).stage("parse").helper_cpu_s_per_row == 0.0
