@@ -87,6 +87,7 @@ def _seraph(
         "model_check": res["model_check"],
         "b_noise_pilot": res["profile"]["b_noise_pilot"],
         "b_noise_final": res["training"]["b_noise_final"],
+        "controller_s": res["training"]["controller_s"],
         "predicted": res["plan"]["predicted"],
     }
 

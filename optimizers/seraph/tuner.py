@@ -422,6 +422,8 @@ def _train(
         "ledger": res.ledger.to_dict(),
         "notes": res.notes,
         "b_noise_final": planner.tracker.value,
+        # the controller's observe and re-plan work between iterations (in the run's time and cost)
+        "controller_s": res.controller_s,
     }
     if not math.isfinite(res.cost_usd):
         raise RuntimeError("the ledger returned a non-finite cost")
