@@ -641,7 +641,7 @@ def train(
             if state.reached(spec.target_reward):
                 stop_reason = "reached"
             # 5. the controller may re-plan; checkpoint
-            if controller is not None and stop_reason != "reached" and state.env_steps < spec.max_steps:
+            if controller is not None and stop_reason != "reached":
                 c_ctl, t_ctl = time.thread_time(), time.perf_counter()
                 new_run = controller.after_iteration(record)
                 ctl_s = _learner_host_s(
