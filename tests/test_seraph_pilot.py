@@ -111,5 +111,7 @@ def test_a_fresh_run_is_charged_the_whole_tuning_bill(tmp_path, monkeypatch) -> 
     assert timing["lambda_time_s"] + timing["beside_rollouts_s"] == pytest.approx(timing["timed_s"])
     untrained_s = pilot["memory_probe"]["lambda_time_s"] + timing["lambda_time_s"]
     assert pilot["lambda_time_s"] == pytest.approx(pilot["training_lambda_time_s"] + untrained_s)
-    run_s = res["training"]["curve"][-1]["lambda_time_s"]  # the run's clock, the pilot's part included
+    # the run's clock, the pilot's part and the controller's work included: the learner VM's time
+    run_s = 3600 * next(line["quantity"] for line in res["training"]["ledger"]["lines"] if line["component"] == "learner_vm")
+    assert res["training"]["controller_s"] > 0
     assert a["lambda_time_s"] == pytest.approx(run_s + untrained_s + ov["planning_cpu_s"])
