@@ -543,14 +543,13 @@ def calibrate(
             worker.close()
     fit_points = [
         {"config": c, "measured": m.rows_per_s, "simulated": simulate(model, c, node).rows_per_s, "oom": m.oom,
-         **{k: float(m.extra[k]) for k in ("cores_busy", "other_cores_busy") if m.extra.get(k) is not None}}
+         **m.cores}
         for c, m in points
     ]
     fit_points[0]["note"] = f"median of {len(base_samples)} base measurements"
     for i, m in raw.items():
         fit_points[i].update(measured_raw=m.rows_per_s, note="anchor x paired ratio to the adjacent base measurements",
-                             **{k: float(m.extra[k]) for k in ("cores_busy", "other_cores_busy")
-                                if m.extra.get(k) is not None})
+                             **m.cores)
     others = [float(m.extra["other_cores_busy"]) for m in [base, *raw.values(), *(m for _, m in points)]
               if m.extra.get("other_cores_busy") is not None]
     result = Calibration(model, config, prefix, fit_points, round(time.monotonic() - started, 2), False, key,

@@ -62,12 +62,6 @@ def recommendation(opt: Any, result: Any) -> tuple[Config, Measurement]:
     return dict(result.best_config), result.best
 
 
-def _cores(m: Measurement) -> dict[str, float]:
-    """The cores a measurement's process kept busy and those every other process kept busy
-    meanwhile (``ingestion.measure``), when the measurement recorded them."""
-    return {k: float(m.extra[k]) for k in ("cores_busy", "other_cores_busy") if m.extra.get(k) is not None}
-
-
 def _progress(trial: Trial) -> None:
     m = trial.measurement
     figure = "OOM/failed" if m.oom else f"{m.rows_per_s:,.0f} rows/s, {m.peak_rss_mb:,.0f} MB"
@@ -117,7 +111,7 @@ def tune_pipeline(
             m = measure(dict(control))  # type: ignore[arg-type]
             controls_s += time.monotonic() - t
             controls.append({"before_trial": trials_done, "elapsed_s": round(t - start, 2),
-                             "rows_per_s": m.rows_per_s, "oom": m.oom, "label": m.label, **_cores(m)})
+                             "rows_per_s": m.rows_per_s, "oom": m.oom, "label": m.label, **m.cores})
 
         def evaluate(config: Config) -> Measurement:
             nonlocal trials_done
@@ -174,7 +168,7 @@ def tune_pipeline(
                 "control_every": control_every} if control is not None else {}),
             "history": [
                 {"config": t.config, "rows_per_s": t.measurement.rows_per_s, "peak_rss_mb": t.measurement.peak_rss_mb,
-                 "oom": t.measurement.oom, "label": t.measurement.label, "elapsed_s": t.elapsed_s, **_cores(t.measurement)}
+                 "oom": t.measurement.oom, "label": t.measurement.label, "elapsed_s": t.elapsed_s, **t.measurement.cores}
                 for t in result.trials
             ],
         },

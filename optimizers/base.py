@@ -31,6 +31,13 @@ class Measurement:
         """What optimizers maximise: throughput, with out-of-memory worth nothing."""
         return float("-inf") if self.oom else self.rows_per_s
 
+    @property
+    def cores(self) -> dict[str, float]:
+        """The cores the measuring process kept busy (``cores_busy``) and those every other
+        process kept busy meanwhile (``other_cores_busy``), where the measurement recorded
+        them (``ingestion.measure``)."""
+        return {k: float(self.extra[k]) for k in ("cores_busy", "other_cores_busy") if self.extra.get(k) is not None}
+
 
 class Optimizer(Protocol):
     name: str

@@ -263,7 +263,7 @@ def _profile_plan_train(
         return result
     result["achieved"], result["phases"], result["model_check"], result["decisions"], result["training"] = _train(
         plan, planner, workload, pilot, target_reward, seed, backend, replan_every, retune, progress, backend_obj,
-        planning_cpu_s,
+        overhead,
     )
     return result
 
@@ -330,14 +330,14 @@ def _train(
     retune: bool,
     progress: bool,
     backend_obj: Any,
-    planning_cpu_s: float,
+    overhead: dict[str, Any],
 ) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
     """Train with the plan; what was achieved, including the whole tuning bill.
 
     ``achieved`` time and cost are the run's ledger (which, after a fresh profile, holds the
     pilot's training: the run resumes from it) plus the rest of the profiling bill (the
     memory probe and the learner timing, not trained on) plus planning (learner-VM CPU
-    time), so a fresh run is charged everything tuning spent and a cached one its planning.
+    time, as ``overhead`` prices it), so a fresh run is charged everything tuning spent and a cached one its planning.
     """
     from serverless.ppo import PPOConfig
     from serverless.trainer import RunConfig, TrainSpec, train
@@ -381,7 +381,7 @@ def _train(
     # training; the rest of the profiling bill is added to time and cost here.
     untrained_cost = float(p["cost_usd"]) - float(p["training_cost_usd"]) if resume else 0.0
     untrained_time = float(p["lambda_time_s"]) - float(p["training_lambda_time_s"]) if resume else 0.0
-    planning_cost = planning_cpu_s * plan.prices.learner_usd_per_s
+    planning_cpu_s, planning_cost = float(overhead["planning_cpu_s"]), float(overhead["planning_cost_usd"])
     trained_before = float(p["training_cost_usd"]) if resume else 0.0
     phases, check = phases_from_records(res.iterations, planner, trained_before)
     if resume:  # the memory probe and the pilot's own iterations form phase "profiling"
