@@ -165,7 +165,7 @@ def choose(cands: Sequence[Candidate], objective: Objective, constraints: Constr
         binding, parts = [], []
         if d is not None and fastest.time_s > d:
             binding.append("deadline_s")
-            parts.append(f"the deadline of {d:.0f} s cannot be met: the fastest plan needs {fastest.time_s:.0f} s (modelled)")
+            parts.append(f"the deadline of {d:.3g} s cannot be met: the fastest plan needs {fastest.time_s:.3g} s (modelled)")
         if b is not None and cheapest.cost_usd > b:
             binding.append("budget_usd")
             parts.append(f"the budget of ${b:.6g} cannot be met: the cheapest plan costs ${cheapest.cost_usd:.6g} (modelled)")
