@@ -43,15 +43,21 @@ class ScriptedBackend:
 
 def test_a_cold_then_a_warm_call_per_size_give_cold_start_and_warm_speed():
     backend = ScriptedBackend()
-    out = probe_memory_sizes("CartPole-v1", [512, 3008], backend, hidden=(64, 64), steps=256)
+    out = probe_memory_sizes("CartPole-v1", [512, 3008], backend, hidden=(64, 64), steps=256, cold_steps=32)
     assert backend.calls == [(512, 1), (512, 1), (3008, 1), (3008, 1)]
     rows = {r["memory_mb"]: r for r in out["rows"]}
     assert rows[512]["warm_lambda_s"] == pytest.approx((20.0 + 30e-3 * 256 * 1769 / 512) / 1000.0)
     assert rows[3008]["warm_lambda_s"] == pytest.approx((20.0 + 30e-3 * 256) / 1000.0)
     assert rows[512]["init_s"] == pytest.approx(INIT_MS / 1000.0)
-    assert rows[512]["cold_lambda_s"] == pytest.approx(rows[512]["warm_lambda_s"] + INIT_MS / 1000.0)
+    # the cold call only starts the sandbox: 32 steps, its init on top
+    assert rows[512]["cold_lambda_s"] == pytest.approx((20.0 + INIT_MS + 30e-3 * 32 * 1769 / 512) / 1000.0)
+    assert rows[512]["cold_steps"] == 32 and rows[512]["steps"] == 256
+    # the speed is the warm call's handler duration as measured, beside its billed (rounded) one
+    assert rows[512]["duration_s"] == pytest.approx(30e-3 * 256 * 1769 / 512 / 1000.0)
+    assert rows[512]["billed_s"] > rows[512]["duration_s"]
+    assert {o.shape.memory_mb: o.duration_s for o in out["observations"]} == {m: rows[m]["duration_s"] for m in rows}
     assert all(o.rollout_only and not o.cold for o in out["observations"])
-    assert out["env_steps"] == 4 * 256
+    assert out["env_steps"] == 2 * (32 + 256)
 
 
 def test_modelled_probe_time_is_the_makespan_and_measured_is_the_sum():
@@ -140,6 +146,22 @@ def test_probe_rows_set_memory_speeds_but_not_the_learner_fit():
     # 512 MB is 1769/512 times slower per step than one vCPU; 3008 MB no faster than one vCPU
     assert with_probe.steps_per_s(1769) / with_probe.steps_per_s(512) == pytest.approx(1769 / 512, rel=0.15)
     assert with_probe.steps_per_s(3008) == pytest.approx(with_probe.steps_per_s(1769), rel=0.15)
+
+
+def test_speed_ratios_come_from_measured_durations_not_rounded_bills():
+    # 7.4 ms at one vCPU and 14.8 ms at half of one: 2x per step. Billed to the next ms they
+    # read 8 and 15 ms, 1.875x, which would make 885 MB look 6% faster than it is.
+    probe = [
+        Observation(RunShape(1, 1769, 256), 0.0274, 0.008, 0.0, 0.0274, rollout_only=True, duration_s=0.0074),
+        Observation(RunShape(1, 885, 256), 0.0348, 0.015, 0.0, 0.0348, rollout_only=True, duration_s=0.0148),
+    ]
+    model = PerformanceModel.fit([*probe, *_training_rows()])
+    assert model.steps_per_s(1769) / model.steps_per_s(885) == pytest.approx(2.0, rel=1e-6)
+    # rows saved without durations (older profiles) fall back to the billed figures
+    billed_only = [Observation(o.shape, o.rollout_s, o.billed_s, 0.0, o.iteration_s, rollout_only=True) for o in probe]
+    old = PerformanceModel.fit([*billed_only, *_training_rows()])
+    assert old.steps_per_s(1769) / old.steps_per_s(885) == pytest.approx(15 / 8, rel=1e-6)
+    assert Observation.from_dict(probe[1].as_dict()).duration_s == 0.0148
 
 
 def test_probe_rows_alone_cannot_fit_a_learner():

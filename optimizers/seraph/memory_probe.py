@@ -13,7 +13,16 @@ time - REPORT ``Init Duration`` on AWS, ``BillingRecord.init_ms`` on the emulato
 the size's cold-start time), the second is warm and gives the size's rollout speed.
 Subtracting the init from a single cold call is not enough on every backend: on Ray
 the first call to a fresh worker also pays one-time costs the backend does not report
-as init.
+as init, and a first call anywhere pays first-use costs (the env made, the policy's first
+forward pass) inside its handler duration. So the cold call only starts the sandbox and
+warms the handler: it runs ``PROBE_COLD_STEPS`` (32) env steps, the warm call
+``PROBE_STEPS`` (256), which saves the cold calls most of their GB-seconds.
+
+The speed ratios between sizes come from the warm calls' handler durations as measured
+(``duration_s``: REPORT ``Duration`` on AWS, to 0.01 ms), not from the billed durations,
+which are rounded up to the next millisecond: at 256 CartPole steps one vCPU runs about
+7.5 ms, so rounding alone could move a ratio by up to 13%, enough to flip a near-tie
+between two memory sizes.
 
 Sizes past the plateau are not probed. A rollout handler is single-threaded, so memory
 above one vCPU (1,769 MB) buys it little or nothing, yet a call at 10,240 MB costs 5.8x
@@ -52,7 +61,8 @@ from typing import Any
 
 from optimizers.seraph.models import Observation, RunShape
 
-PROBE_STEPS = 256  # env steps per probe invocation: long enough to dwarf the per-call overhead
+PROBE_STEPS = 256  # env steps of the warm call: long enough to dwarf the per-call overhead
+PROBE_COLD_STEPS = 32  # env steps of the cold call, which only starts the sandbox and warms the handler
 ONE_VCPU_MB = 1769  # Lambda's memory size for one full vCPU
 PLATEAU_GAIN = 0.10  # a larger size is probed only while the last one gained at least this per step
 _PROBE_SEED_OFFSET = 1_000_000  # probe rollouts draw env seeds apart from any training iteration's
@@ -65,18 +75,21 @@ class ProbeRow:
     cold_lambda_s: float  # the cold call's Lambda-clock time (cold start included)
     init_s: float  # its cold-start part (sandbox + imports), as the backend reports it
     warm_lambda_s: float  # the warm call's Lambda-clock time: the size's rollout time
-    billed_s: float  # the warm call's billed duration
+    billed_s: float  # the warm call's billed duration (rounded up to the billing unit)
+    duration_s: float  # the warm call's handler duration as measured (not rounded): the speed
+    cold_steps: int = PROBE_COLD_STEPS  # the cold call's env steps (``steps`` is the warm call's)
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "memory_mb": self.memory_mb, "steps": self.steps, "cold_lambda_s": self.cold_lambda_s,
-            "init_s": self.init_s, "warm_lambda_s": self.warm_lambda_s, "billed_s": self.billed_s,
+            "memory_mb": self.memory_mb, "steps": self.steps, "cold_steps": self.cold_steps,
+            "cold_lambda_s": self.cold_lambda_s, "init_s": self.init_s, "warm_lambda_s": self.warm_lambda_s,
+            "billed_s": self.billed_s, "duration_s": self.duration_s,
         }
 
     def observation(self) -> Observation:
         return Observation(
             shape=RunShape(1, self.memory_mb, self.steps), rollout_s=self.warm_lambda_s, billed_s=self.billed_s,
-            learner_s=0.0, iteration_s=self.warm_lambda_s, cold=False, rollout_only=True,
+            learner_s=0.0, iteration_s=self.warm_lambda_s, cold=False, rollout_only=True, duration_s=self.duration_s,
         )
 
 
@@ -88,9 +101,11 @@ def probe_memory_sizes(
     hidden: tuple[int, ...],
     seed: int = 0,
     steps: int = PROBE_STEPS,
+    cold_steps: int = PROBE_COLD_STEPS,
     architecture: str = "x86_64",
 ) -> dict[str, Any]:
-    """Invoke a cold and a warm rollout of ``steps`` env steps at each memory size; price them.
+    """Invoke a cold rollout of ``cold_steps`` and a warm one of ``steps`` env steps at each
+    memory size; price them.
 
     Returns ``rows`` (one :class:`ProbeRow` dict per size), ``observations`` for the
     performance model, and the probe's ``lambda_time_s`` and ``cost_usd`` with labels.
@@ -108,8 +123,8 @@ def probe_memory_sizes(
     rows: list[ProbeRow] = []
     labels: set[str] = set()
 
-    def call(memory_mb: int, i: int) -> tuple[Any, float]:
-        run = RunConfig(actors=1, memory_mb=memory_mb, batch=steps)
+    def call(memory_mb: int, i: int, n_steps: int) -> tuple[Any, float]:
+        run = RunConfig(actors=1, memory_mb=memory_mb, batch=n_steps)
         batch = backend.invoke(rollout_events(env_id, seed, _PROBE_SEED_OFFSET + i, learner, run), memory_mb, concurrency=1)
         labels.add(batch.lambda_s_label)
         bill = batch.invocations[0].billing
@@ -129,9 +144,10 @@ def probe_memory_sizes(
         spans = []
         for memory_mb in wave:
             i = len(rows)
-            cold_bill, cold_s = call(memory_mb, 2 * i)
-            warm_bill, warm_s = call(memory_mb, 2 * i + 1)
-            rows.append(ProbeRow(memory_mb, steps, cold_s, cold_bill.init_ms / 1000.0, warm_s, warm_bill.billed_ms / 1000.0))
+            cold_bill, cold_s = call(memory_mb, 2 * i, cold_steps)
+            warm_bill, warm_s = call(memory_mb, 2 * i + 1, steps)
+            rows.append(ProbeRow(memory_mb, steps, cold_s, cold_bill.init_ms / 1000.0, warm_s,
+                                 warm_bill.billed_ms / 1000.0, warm_bill.duration_ms / 1000.0, cold_steps))
             per_step_ms.append(warm_bill.duration_ms / steps)
             spans.append(cold_s + warm_s)
         waves_s.append(max(spans))
@@ -140,7 +156,7 @@ def probe_memory_sizes(
     probe = {
         "rows": [r.as_dict() for r in rows],
         "observations": [r.observation() for r in rows],
-        "env_steps": 2 * steps * len(rows),
+        "env_steps": (cold_steps + steps) * len(rows),
         "skipped_sizes": skipped,
         "skipped_reason": (
             f"past the plateau: {rows[-1].memory_mb} MB ran less than {PLATEAU_GAIN:.0%} faster per step than "

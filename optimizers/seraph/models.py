@@ -75,6 +75,8 @@ class Observation:
     cold: bool = False
     rollout_only: bool = False
     learner_only: bool = False
+    #: the handler's duration as measured, not rounded up to the billing unit (probe rows)
+    duration_s: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -124,9 +126,11 @@ class PerformanceModel:
 
     @staticmethod
     def _probe_ratios(probe: Sequence[Observation], base: int) -> dict[int, float] | None:
-        """Per-step time at each probed size relative to ``base``, from the probe's billed
-        durations (the handler alone: no invocation overhead to dilute the ratio)."""
-        per_step = {o.shape.memory_mb: o.billed_s / o.shape.steps_per_actor for o in probe}
+        """Per-step time at each probed size relative to ``base``, from the probe's handler
+        durations (the handler alone: no invocation overhead to dilute the ratio), as
+        measured where the row has them, else billed (rounded up to the billing unit)."""
+        per_step = {o.shape.memory_mb: (o.duration_s if o.duration_s is not None else o.billed_s) / o.shape.steps_per_actor
+                    for o in probe}
         if per_step.get(base, 0.0) <= 0:
             return None
         return {m: max(v, 0.0) / per_step[base] for m, v in per_step.items()}

@@ -23,7 +23,7 @@ from typing import Any
 from optimizers.seraph.models import Observation
 from trainwise.paths import cache_dir, fingerprint, hardware_fingerprint
 
-PROFILE_VERSION = 9  # 2: learner CPU time; 3: memory probe, pilot at the smallest batch; 4: probe has 1,769 MB; 5: host-speed-corrected clock, probe stops at the plateau; 6: pilot at one batch, learner timed per batch; 7: env slots by default, pilot within the slots; 8: slot episodes replayed across instances (pilot iterations that replay are not steady state); 9: learner timing in the pilot's rollout waits, pilot visits a count at most twice
+PROFILE_VERSION = 10  # 2: learner CPU time; 3: memory probe, pilot at the smallest batch; 4: probe has 1,769 MB; 5: host-speed-corrected clock, probe stops at the plateau; 6: pilot at one batch, learner timed per batch; 7: env slots by default, pilot within the slots; 8: slot episodes replayed across instances (pilot iterations that replay are not steady state); 9: learner timing in the pilot's rollout waits, pilot visits a count at most twice; 10: probe speed ratios from unrounded durations, short cold calls
 
 
 @dataclass
