@@ -149,19 +149,40 @@ def test_probe_rows_set_memory_speeds_but_not_the_learner_fit():
 
 
 def test_speed_ratios_come_from_measured_durations_not_rounded_bills():
-    # 7.4 ms at one vCPU and 14.8 ms at half of one: 2x per step. Billed to the next ms they
-    # read 8 and 15 ms, 1.875x, which would make 885 MB look 6% faster than it is.
+    # 7.4 ms at one vCPU and 16.3 ms at half of one: 2.20x per step. Billed to the next ms
+    # they read 8 and 17 ms, 2.125x, which would make 885 MB look 4% faster than it is.
     probe = [
         Observation(RunShape(1, 1769, 256), 0.0274, 0.008, 0.0, 0.0274, rollout_only=True, duration_s=0.0074),
-        Observation(RunShape(1, 885, 256), 0.0348, 0.015, 0.0, 0.0348, rollout_only=True, duration_s=0.0148),
+        Observation(RunShape(1, 885, 256), 0.0363, 0.017, 0.0, 0.0363, rollout_only=True, duration_s=0.0163),
     ]
     model = PerformanceModel.fit([*probe, *_training_rows()])
-    assert model.steps_per_s(1769) / model.steps_per_s(885) == pytest.approx(2.0, rel=1e-6)
+    assert model.steps_per_s(1769) / model.steps_per_s(885) == pytest.approx(16.3 / 7.4, rel=1e-6)
     # rows saved without durations (older profiles) fall back to the billed figures
     billed_only = [Observation(o.shape, o.rollout_s, o.billed_s, 0.0, o.iteration_s, rollout_only=True) for o in probe]
     old = PerformanceModel.fit([*billed_only, *_training_rows()])
-    assert old.steps_per_s(1769) / old.steps_per_s(885) == pytest.approx(15 / 8, rel=1e-6)
-    assert Observation.from_dict(probe[1].as_dict()).duration_s == 0.0148
+    assert old.steps_per_s(1769) / old.steps_per_s(885) == pytest.approx(17 / 8, rel=1e-6)
+    assert Observation.from_dict(probe[1].as_dict()).duration_s == 0.0163
+
+
+def test_no_size_below_one_vcpu_runs_faster_than_its_cpu_share():
+    # a noisy probe reads 885 MB at 1.7x and 512 MB at 3.0x one vCPU's per-step time; their CPU
+    # shares allow no less than 1769/885 = 2.0x and 1769/512 = 3.46x. 3,008 MB reads 0.8x:
+    # above one vCPU the share sets no bound (a handler may use more threads), so it stays.
+    def row(m, ms):
+        return Observation(RunShape(1, m, 256), 0.02 + ms / 1000, ms / 1000, 0.0, 0.02 + ms / 1000,
+                           rollout_only=True, duration_s=ms / 1000)
+
+    probe = [row(1769, 7.5), row(885, 7.5 * 1.7), row(512, 7.5 * 3.0), row(3008, 7.5 * 0.8), row(10240, 7.5 * 0.95)]
+    model = PerformanceModel.fit([*probe, *_training_rows()])
+    k = {m: 1 / model.steps_per_s(m) for m in (512, 885, 1769, 3008, 10240)}
+    assert k[885] / k[1769] == pytest.approx(1769 / 885, rel=1e-6)
+    assert k[512] / k[1769] == pytest.approx(1769 / 512, rel=1e-6)
+    assert k[3008] / k[1769] == pytest.approx(0.8, rel=1e-6) and k[10240] / k[1769] == pytest.approx(0.95, rel=1e-6)
+    # a size read slower than its share keeps its reading
+    slow = PerformanceModel.fit([row(1769, 7.5), row(885, 7.5 * 2.4), *_training_rows()])
+    assert (1 / slow.steps_per_s(885)) / (1 / slow.steps_per_s(1769)) == pytest.approx(2.4, rel=1e-6)
+    # the cost model (billed time) takes the same bound
+    assert model.billed_coef["k@885"] / model.billed_coef["k@1769"] == pytest.approx(1769 / 885, rel=1e-6)
 
 
 def test_probe_rows_alone_cannot_fit_a_learner():

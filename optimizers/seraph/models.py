@@ -93,6 +93,24 @@ def _mdape(pred: Sequence[float], actual: Sequence[float]) -> float:
     return float(np.median(errs)) if errs else float("nan")
 
 
+def share_floor(memory_mb: int, base_mb: int, vcpu_mb: int = 1769) -> float:
+    """The least per-step time a size can have relative to ``base_mb``: its CPU share's.
+
+    Lambda gives a function CPU in proportion to its memory up to one vCPU at 1,769 MB
+    (ARCHITECTURE.md), so below one vCPU a handler cannot run faster per step than
+    ``min(base, vCPU) / memory`` times the base size's time. A probe call that says
+    otherwise measured noise: one warm CartPole call is about 7.5 ms of CPU at one vCPU,
+    and 30 saved CartPole profiles read 885 MB at 1.45-3.31x 1,769 MB's per-step time,
+    many under the share's 2x. Read low, it makes 885 MB look cheaper per GB-second than
+    it can be, and cost plans went to 885 MB at near-ties (stop 17's Y6 and stop 18's Y8,
+    seed 1 both times), which the runs found 10-20% dearer per iteration than 1,769 MB.
+    Above one vCPU the share gives no bound for a handler that may use several threads,
+    so there is none (0)."""
+    if memory_mb >= min(base_mb, vcpu_mb):
+        return 0.0
+    return min(base_mb, vcpu_mb) / memory_mb
+
+
 @dataclass
 class PerformanceModel:
     memory_levels: list[int]
@@ -128,12 +146,13 @@ class PerformanceModel:
     def _probe_ratios(probe: Sequence[Observation], base: int) -> dict[int, float] | None:
         """Per-step time at each probed size relative to ``base``, from the probe's handler
         durations (the handler alone: no invocation overhead to dilute the ratio), as
-        measured where the row has them, else billed (rounded up to the billing unit)."""
+        measured where the row has them, else billed (rounded up to the billing unit); never
+        below the size's CPU-share bound (:func:`share_floor`)."""
         per_step = {o.shape.memory_mb: (o.duration_s if o.duration_s is not None else o.billed_s) / o.shape.steps_per_actor
                     for o in probe}
         if per_step.get(base, 0.0) <= 0:
             return None
-        return {m: max(v, 0.0) / per_step[base] for m, v in per_step.items()}
+        return {m: max(v / per_step[base], share_floor(m, base)) for m, v in per_step.items()}
 
     @staticmethod
     def _fit_learner(trained: Sequence[Observation], timed: Sequence[Observation]) -> np.ndarray:
