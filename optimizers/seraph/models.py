@@ -36,6 +36,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 from scipy.optimize import nnls  # at import, not on the first fit: module import time is not planning time
 
+from serverless.backends.base import LAMBDA_MB_PER_VCPU
+
 
 @dataclass(frozen=True)
 class RunShape:
@@ -93,7 +95,7 @@ def _mdape(pred: Sequence[float], actual: Sequence[float]) -> float:
     return float(np.median(errs)) if errs else float("nan")
 
 
-def share_floor(memory_mb: int, base_mb: int, vcpu_mb: int = 1769) -> float:
+def share_floor(memory_mb: int, base_mb: int, vcpu_mb: int = LAMBDA_MB_PER_VCPU) -> float:
     """The least per-step time a size can have relative to ``base_mb``: its CPU share's.
 
     Lambda gives a function CPU in proportion to its memory up to one vCPU at 1,769 MB
