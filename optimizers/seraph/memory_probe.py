@@ -60,10 +60,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from optimizers.seraph.models import Observation, RunShape
+from serverless.backends.base import LAMBDA_MB_PER_VCPU  # one full vCPU
 
 PROBE_STEPS = 256  # env steps of the warm call: long enough to dwarf the per-call overhead
 PROBE_COLD_STEPS = 32  # env steps of the cold call, which only starts the sandbox and warms the handler
-ONE_VCPU_MB = 1769  # Lambda's memory size for one full vCPU
 PLATEAU_GAIN = 0.10  # a larger size is probed only while the last one gained at least this per step
 _PROBE_SEED_OFFSET = 1_000_000  # probe rollouts draw env seeds apart from any training iteration's
 
@@ -77,7 +77,7 @@ class ProbeRow:
     warm_lambda_s: float  # the warm call's Lambda-clock time: the size's rollout time
     billed_s: float  # the warm call's billed duration (rounded up to the billing unit)
     duration_s: float  # the warm call's handler duration as measured (not rounded): the speed
-    cold_steps: int = PROBE_COLD_STEPS  # the cold call's env steps (``steps`` is the warm call's)
+    cold_steps: int  # the cold call's env steps (``steps`` is the warm call's)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -179,8 +179,8 @@ def probe_memory_sizes(
 def probe_waves(memory_sizes: list[int]) -> list[list[int]]:
     """The sizes up to one vCPU and the first above it together, then one wave per larger size."""
     sizes = sorted(set(memory_sizes))
-    above = [m for m in sizes if m > ONE_VCPU_MB]
-    return [[m for m in sizes if m <= ONE_VCPU_MB] + above[:1], *([m] for m in above[1:])]
+    above = [m for m in sizes if m > LAMBDA_MB_PER_VCPU]
+    return [[m for m in sizes if m <= LAMBDA_MB_PER_VCPU] + above[:1], *([m] for m in above[1:])]
 
 
 def still_gaining(per_step_ms: list[float]) -> bool:
