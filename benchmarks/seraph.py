@@ -98,6 +98,7 @@ METHODS = ("static", "seraph", "memory_sweep", "optuna", "grid")
 def run_env(
     env: str, seeds: list[int], quick: bool, max_steps: int | None, partial: Path | None = None, methods: tuple[str, ...] = METHODS,
     grid_shapes: list[RunShape] | None = None, remeasure: list[RunShape] = (), steps_per_env: int = DEFAULT_STEPS_PER_ENV,
+    cached_twins: bool = True,
 ) -> dict[str, Any]:
     from optimizers.baselines.rl_grid import oracle, run_grid
     from optimizers.baselines.rl_memory_sweep import run_memory_sweep
@@ -130,7 +131,7 @@ def run_env(
             runs.append({"seed": seed, **run_static(workload, target_reward=target, seed=seed)})
         if "seraph" in methods:
             for objective in ("cost", "speed"):
-                for cached in (False, True):
+                for cached in (False, True) if cached_twins else (False,):
                     _log(f"{env} seed {seed}: seraph {objective}{' (cached profile)' if cached else ''}")
                     runs.append({"seed": seed, **_seraph(env, seed, objective, target, max_steps, cached, steps_per_env)})
         if "memory_sweep" not in methods and "optuna" not in methods:
@@ -339,6 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps-per-env", type=int, default=DEFAULT_STEPS_PER_ENV,
                     help="every run but the static default's splits its batches into envs of about N steps "
                     f"(PPOConfig.steps_per_env; default {DEFAULT_STEPS_PER_ENV}, the tuner's; 0: one env per actor)")
+    ap.add_argument("--fresh-only", action="store_true",
+                    help="run Seraph with a fresh profile only, without the cached-profile twin of each run "
+                    "(halves Seraph's share of a many-seed run; the cached-profile bars are then not reported)")
     ap.add_argument("--json-out", type=Path, default=None)
     ap.add_argument("--rescore", type=Path, default=None,
                     help="re-summarise a saved result JSON with this code's summary (no training) and exit")
@@ -381,7 +385,8 @@ def main(argv: list[str] | None = None) -> int:
         partial = None if args.json_out is None else args.json_out.with_suffix(f".{env}.partial.json")
         earlier = None if args.grid_from is None else _load_grid(args.grid_from, env, grid_seeds)
         remeasure = oracle_candidates(earlier[0], args.oracle_top) if earlier and args.oracle_top else []
-        res = run_env(env, seeds, args.quick, args.max_steps, partial, methods, grid_shapes, remeasure, args.steps_per_env)
+        res = run_env(env, seeds, args.quick, args.max_steps, partial, methods, grid_shapes, remeasure, args.steps_per_env,
+                      cached_twins=not args.fresh_only)
         if earlier is not None:
             _use_grid(res, *earlier, args.oracle_top, out_of_sample)
         res["summary"] = summarise(res)
