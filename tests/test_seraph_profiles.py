@@ -11,11 +11,13 @@ from optimizers.seraph.profiles import Profile, load_profile, profile_path, save
 WORKLOAD = {"env_id": "CartPole-v1", "ppo": {"lr": 3e-4}, "architecture": "x86_64"}
 
 
-def _obs():
+def synthetic_observations(levels=((512, 1000.0), (1769, 3000.0)), batches=(1000, 2000)):
+    """Training iterations of a known model: ``rate`` env steps a second per function at each
+    memory size, 0.05 s overhead (+0.01 s with more than one function), learner 0.1 s + 1e-4 s a sample."""
     out = []
-    for m, rate in ((512, 1000.0), (1769, 3000.0)):
+    for m, rate in levels:
         for a in (1, 2, 4):
-            for b in (1000, 2000):
+            for b in batches:
                 n = b / a
                 roll = 0.05 + 0.01 * (a > 1) + n / rate
                 out.append(Observation(RunShape(a, m, b), roll, n / rate + 0.02, 0.1 + b * 1e-4, roll + 0.1 + b * 1e-4 + 0.01))
@@ -27,7 +29,7 @@ def _profile(workload=WORKLOAD):
         workload=workload,
         backend="local",
         hardware=profiles.hardware_fingerprint(),
-        observations=_obs(),
+        observations=synthetic_observations(),
         noise={"b_noise": 250.0, "history": []},
         pilot={"env_steps": 12000, "cost_usd": 0.001},
         memory_sweep=[512, 1769],
@@ -67,10 +69,31 @@ def test_corrupt_or_mismatched_file_is_ignored(tmp_path):
 
 
 def test_performance_model_fits_synthetic_profile():
-    model = PerformanceModel.fit(_obs())
+    model = PerformanceModel.fit(synthetic_observations())
     assert model.steps_per_s(512) == pytest.approx(1000.0, rel=0.05)
     assert model.steps_per_s(1769) == pytest.approx(3000.0, rel=0.05)
     assert model.fit_error["iteration_s_mdape_in_sample"] < 0.05
     assert "iteration_s_mdape_leave_one_out" in model.fit_error
     # between profiled sizes the rate is interpolated monotonically
     assert 1000.0 < model.steps_per_s(1024) < 3000.0
+
+
+def test_no_shape_is_cheaper_per_env_step_than_the_floor():
+    from optimizers.seraph.models import CostModel, Prices, all_shapes
+
+    cost = CostModel(PerformanceModel.fit(synthetic_observations()), Prices(gb_second_usd=1e-5, request_usd=1e-7, learner_usd_per_s=2e-5))
+    floor = cost.per_step_floor()
+    # billed per step 1/1000 s at 512 MB (0.5 GB) beats 1/3000 s at 1,769 MB (1.73 GB); the learner takes 1e-4 s a sample
+    assert floor["cheapest_memory_mb"] == 512
+    assert floor["function_compute_usd_per_step"] == pytest.approx(1e-3 * 0.5 * 1e-5, rel=0.05)
+    assert floor["learner_update_usd_per_step"] == pytest.approx(1e-4 * 2e-5, rel=0.05)
+    shapes = all_shapes([1, 2, 4, 8], [512, 1769], [500, 2000, 64000], min_steps_per_actor=1)
+    per_step = [cost.per_step_cost(s) for s in shapes]
+    assert min(per_step) >= floor["usd_per_step"]
+    # with the learner VM paid only while it updates, a large batch spreads every fixed part
+    # thin: close to the floor, not under it (paid for the whole iteration, the VM's wait for
+    # the rollout is a cost the floor leaves out)
+    busy = CostModel(cost.perf, Prices(gb_second_usd=1e-5, request_usd=1e-7, learner_usd_per_s=2e-5, learner_billing="busy"))
+    assert busy.per_step_floor() == floor
+    assert floor["usd_per_step"] < busy.per_step_cost(RunShape(1, 512, 64000)) < 1.05 * floor["usd_per_step"]
+    assert cost.per_step_cost(RunShape(1, 512, 64000)) > 2 * floor["usd_per_step"]

@@ -307,6 +307,41 @@ class CostModel:
         learner_time = self.perf.iteration_s(s) if p.learner_billing == "wall" else self.perf.learner_s(s)
         return fn + learner_time * p.learner_usd_per_s
 
+    def per_step_cost(self, s: RunShape) -> float:
+        """Modelled cost of one env step at ``s``: an iteration's cost over its batch."""
+        return self.iteration_cost(s) / s.batch
+
+    def per_step_floor(self) -> dict[str, Any]:
+        """The least modelled cost per env step that any shape can reach, and where it comes from.
+
+        Every env step costs at least its share of function compute and of the learner's
+        update, whatever the shape:
+
+        * **function compute**: ``k'_m x m / 1024`` GB-seconds at the memory size with the
+          cheapest GB-seconds per step. No invocation overhead is counted (it is spread over
+          an ever larger fragment) and no billing round-up;
+        * **learner update**: ``l1`` seconds of the learner VM per sample (the update's time
+          grows with the batch: PPO's epochs over minibatches of a fixed size), at the VM's
+          price. No fixed part per update is counted.
+
+        Not counted, because a large enough batch over enough functions makes them vanish or
+        because a shape can avoid them: requests, invocation overhead, the learner VM's time
+        while the actors roll out, the per-iteration work (``other_s``). So a shape's
+        :meth:`per_step_cost` is never below this floor, and the static default's excess
+        over it is all a plan can save per env step: a cost saving beyond that needs fewer
+        env steps to the target.
+        """
+        p, perf = self.prices, self.perf
+        per_gb_s = {m: perf._k(perf.billed_coef, m) * m / 1024 * p.gb_second_usd for m in perf.memory_levels}
+        cheapest = min(per_gb_s, key=per_gb_s.get)
+        learner = perf.learner_coef[1] * p.learner_usd_per_s
+        return {
+            "usd_per_step": per_gb_s[cheapest] + learner,
+            "function_compute_usd_per_step": per_gb_s[cheapest],
+            "cheapest_memory_mb": cheapest,
+            "learner_update_usd_per_step": learner,
+        }
+
     def breakdown(self, s: RunShape) -> dict[str, float]:
         p = self.prices
         gb_s = s.actors * self.perf.billed_s(s) * s.memory_mb / 1024
