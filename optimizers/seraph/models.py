@@ -324,12 +324,12 @@ class CostModel:
           grows with the batch: PPO's epochs over minibatches of a fixed size), at the VM's
           price. No fixed part per update is counted.
 
-        Not counted, because a large enough batch over enough functions makes them vanish or
-        because a shape can avoid them: requests, invocation overhead, the learner VM's time
-        while the actors roll out, the per-iteration work (``other_s``). So a shape's
-        :meth:`per_step_cost` is never below this floor, and the static default's excess
-        over it is all a plan can save per env step: a cost saving beyond that needs fewer
-        env steps to the target.
+        Not counted: requests, invocation overhead and the learner VM's time while the actors
+        roll out (a large enough batch over enough functions makes them small), and the
+        batch assembly (``other_s``, a few percent of the update). Each only adds, so a
+        shape's :meth:`per_step_cost` is never below this floor, and the static default's
+        excess over it bounds what a plan can save per env step: a cost saving beyond that
+        needs fewer env steps to the target.
         """
         p, perf = self.prices, self.perf
         per_gb_s = {m: perf._k(perf.billed_coef, m) * m / 1024 * p.gb_second_usd for m in perf.memory_levels}
