@@ -92,3 +92,30 @@ def test_env_steps_against_the_oracle_are_reported_beside_the_clocked_ratios(tmp
     assert "cost_objective_env_steps_vs_oracle: 1.000" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="not a readable seraph benchmark result"):
         main(["--rescore", str(tmp_path / "missing.json")])
+
+
+def test_fresh_only_runs_no_cached_profile_twins(monkeypatch):
+    import benchmarks.seraph as bench
+    from optimizers.baselines import rl_static
+
+    calls = []
+
+    def fake_seraph(env, seed, objective, target, max_steps, cached, steps_per_env=128):
+        calls.append((seed, objective, cached))
+        row = _run(f"seraph_{objective}" + ("_cached_profile" if cached else ""), seed, 1000, 1.0, 1.0)
+        return {**row, "tuning_cost_usd": 0.0 if cached else 0.05, "net_tuning_cost_usd": 0.0 if cached else 0.02}
+
+    monkeypatch.setattr(bench, "_seraph", fake_seraph)
+    monkeypatch.setattr(rl_static, "run_static", lambda workload, target_reward, seed: _run("static_default", seed, 1000, 2.0, 2.0))
+    both = bench.run_env("CartPole-v1", [0], False, None, methods=("static", "seraph"))
+    assert sorted(c[2] for c in calls) == [False, False, True, True]
+    calls.clear()
+    fresh = bench.run_env("CartPole-v1", [0, 1], False, None, methods=("static", "seraph"), cached_twins=False)
+    assert calls == [(0, "cost", False), (0, "speed", False), (1, "cost", False), (1, "speed", False)]
+    assert not any(r["method"].endswith("_cached_profile") for r in fresh["runs"])
+    assert len(both["runs"]) == 5 and len(fresh["runs"]) == 6
+    # the summary reads a fresh-only run: static bars, no cached-profile bars
+    bars = bench.summarise(fresh)["bars"]
+    assert bars["cost_objective_cost_ratio_vs_static"] == pytest.approx(0.5)
+    assert bars["tuning_overhead_net_share_of_saving"] == pytest.approx(0.02)
+    assert not any("cached_profile" in k for k in bars)
