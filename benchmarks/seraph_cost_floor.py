@@ -38,24 +38,31 @@ from optimizers.seraph.models import CostModel, PerformanceModel, RunShape  # no
 
 #: RLlib's PPO defaults as functions (the issue's static default)
 STATIC_DEFAULT = RunShape(actors=2, memory_mb=1769, batch=4000)
+WORKLOAD_KEYS = ("env_id", "max_steps", "ppo", "architecture")
 LABEL = "modelled: the tuner's performance model fitted to the profile, priced with serverless/data/prices.json"
 
 
 def _shape(text: str) -> RunShape:
     try:
         a, m, b = (int(x) for x in text.lower().split("x"))
-        return RunShape(a, m, b)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"a shape is ACTORSxMEMORY_MBxBATCH (e.g. 2x1769x4000), got {text!r}") from None
+        a = m = b = 0
+    if min(a, m, b) <= 0:
+        raise argparse.ArgumentTypeError(f"a shape is ACTORSxMEMORY_MBxBATCH, positive whole numbers (e.g. 2x1769x4000), got {text!r}")
+    return RunShape(a, m, b)
 
 
 def _load_profile(path: Path) -> Any:
     from optimizers.seraph.profiles import Profile
 
     try:
-        return Profile.from_dict(json.loads(path.read_text()))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        profile = Profile.from_dict(json.loads(path.read_text()))
+        missing = [k for k in WORKLOAD_KEYS if k not in profile.workload]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise SystemExit(f"--profile {path}: not a readable Seraph profile ({exc})") from None
+    if missing:
+        raise SystemExit(f"--profile {path}: not a readable Seraph profile (its workload lacks {', '.join(missing)})")
+    return profile
 
 
 def analyse(profile: Any, static: RunShape = STATIC_DEFAULT, bar: float = 0.7) -> dict[str, Any]:
@@ -64,7 +71,7 @@ def analyse(profile: Any, static: RunShape = STATIC_DEFAULT, bar: float = 0.7) -
     from optimizers.seraph.profiling import Workload
     from optimizers.seraph.tuner import prices_for, search_space_for
 
-    workload = Workload(**{k: profile.workload[k] for k in ("env_id", "max_steps", "ppo", "architecture")})
+    workload = Workload(**{k: profile.workload[k] for k in WORKLOAD_KEYS})
     cost = CostModel(PerformanceModel.fit(profile.observations), prices_for(workload.architecture))
     space = search_space_for(workload, tuple(profile.memory_sweep))
     shapes = space.shapes()

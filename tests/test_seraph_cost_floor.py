@@ -40,9 +40,15 @@ def test_an_unreadable_profile_is_a_clear_error(tmp_path):
         seraph_cost_floor.main(["--profile", str(bad)])
     with pytest.raises(SystemExit, match="not a readable Seraph profile"):
         seraph_cost_floor.main(["--profile", str(tmp_path / "missing.json")])
+    other = json.loads(_profile_file(tmp_path).read_text())
+    del other["workload"]["max_steps"]
+    bad.write_text(json.dumps(other))
+    with pytest.raises(SystemExit, match="lacks max_steps"):
+        seraph_cost_floor.main(["--profile", str(bad)])
 
 
-def test_a_malformed_static_shape_names_the_format(tmp_path, capsys):
+@pytest.mark.parametrize("shape", ["2x1769", "2x1769x0", "twoxbig"])
+def test_a_malformed_static_shape_names_the_format(tmp_path, capsys, shape):
     with pytest.raises(SystemExit):
-        seraph_cost_floor.main(["--profile", str(_profile_file(tmp_path)), "--static", "2x1769"])
+        seraph_cost_floor.main(["--profile", str(_profile_file(tmp_path)), "--static", shape])
     assert "ACTORSxMEMORY_MBxBATCH" in capsys.readouterr().err
