@@ -1,5 +1,6 @@
 """The memory probe on a scripted backend, and how its rows enter the performance model."""
 
+import dataclasses
 import math
 
 import pytest
@@ -181,6 +182,14 @@ def test_no_size_below_one_vcpu_runs_faster_than_its_cpu_share():
     # a size read slower than its share keeps its reading
     slow = PerformanceModel.fit([row(1769, 7.5), row(885, 7.5 * 2.4), *_training_rows()])
     assert (1 / slow.steps_per_s(885)) / (1 / slow.steps_per_s(1769)) == pytest.approx(2.4, rel=1e-6)
+    # the cost model's billed time takes the same bound (training rows billed in proportion
+    # to each function's steps, so the billed fit has a per-step term to scale)
+    billed = [dataclasses.replace(o, billed_s=0.005 + 30e-6 * o.shape.steps_per_actor) for o in _training_rows()]
+    priced = PerformanceModel.fit([*probe, *billed])
+    assert priced.billed_coef["k@1769"] == pytest.approx(30e-6, rel=1e-6)
+    assert priced.billed_coef["k@885"] / priced.billed_coef["k@1769"] == pytest.approx(1769 / 885, rel=1e-6)
+    assert priced.billed_coef["k@512"] / priced.billed_coef["k@1769"] == pytest.approx(1769 / 512, rel=1e-6)
+    assert priced.billed_coef["k@3008"] / priced.billed_coef["k@1769"] == pytest.approx(0.8, rel=1e-6)
 
 
 def test_probe_rows_alone_cannot_fit_a_learner():
