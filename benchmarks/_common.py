@@ -123,7 +123,7 @@ def write_result(path: Any, payload: dict[str, Any]) -> None:
     """Write ``payload`` as JSON to ``path`` (atomically, with the environment) when a path is given."""
     if path is None:
         return
-    from trainwise.results import write_json
+    from core.results import write_json
 
     write_json(path, payload)
     progress(f"wrote {path}")

@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.json_out:
         sys.path.insert(0, str(ROOT))
-        from trainwise.results import write_json
+        from core.results import write_json
 
         write_json(args.json_out, payload)
     ok = first["exit_code"] == 0 and second["exit_code"] == 0

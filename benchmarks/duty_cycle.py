@@ -176,7 +176,7 @@ if __name__ == "__main__":
     try:
         sys.exit(main())
     except Exception as exc:  # UserError from a bad env id: message, no traceback
-        from trainwise.errors import UserError
+        from core.errors import UserError
 
         if isinstance(exc, UserError):
             print(f"error: {exc}", file=sys.stderr)

@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['corrected']['block_max_over_min']:.2f}x corrected; CV {r['raw']['block_cv']:.3f} raw, {r['corrected']['block_cv']:.3f} corrected"
         )
     if args.json_out:
-        from trainwise.results import write_json
+        from core.results import write_json
 
         write_json(args.json_out, report)
         print(f"wrote {args.json_out}")

@@ -7,7 +7,7 @@ For each data format (synthetic Criteo, 200,000 rows by default, generated once 
 ``.trainwise/bench-data``):
 
 1. every optimizer tunes the same pipeline on this machine with the same measurement
-   (``ingestion.tuning.tune_pipeline``: live trials in one worker subprocess);
+   (``optimizers.tuning.tune_pipeline``: live trials in one worker subprocess);
    searchers get ``--time-budget-s`` (180 s), the grid gets as long as it needs;
 2. **side by side**: every optimizer's chosen configuration is re-measured in
    round-robin rounds in one worker (so load changes on a shared machine hit all of
@@ -111,7 +111,7 @@ def side_by_side(spec: Any, node: Any, chosen: dict[str, dict[str, int]], rounds
     """Measure every chosen configuration in round-robin rounds; medians per name. A
     configuration chosen under several names is measured once per round and shared."""
     from ingestion.measure import MeasureWorker
-    from ingestion.tuning import FINAL_PROTOCOL
+    from optimizers.tuning import FINAL_PROTOCOL
 
     distinct: dict[tuple, dict[str, int]] = {}
     for config in chosen.values():
@@ -479,8 +479,8 @@ def passes_line(report: dict[str, Any]) -> str:
 
 def run_format(fmt: str, args: argparse.Namespace, node: Any) -> dict[str, Any]:
     from ingestion.dlrm import dlrm_spec
-    from ingestion.tuning import SEARCH_PROTOCOL, tune_pipeline
-    from trainwise.errors import UserError
+    from optimizers.tuning import SEARCH_PROTOCOL, tune_pipeline
+    from core.errors import UserError
 
     data = _ensure_data(Path(args.data_root), fmt, args.rows, args.seed)
     spec = dlrm_spec(str(data), fmt, node)
@@ -586,7 +586,7 @@ def _grid_with_controls(spec: Any, node: Any, args: argparse.Namespace, calibrat
 
     from ingestion.calibrate import reanchor
     from ingestion.measure import MeasureWorker
-    from ingestion.tuning import SEARCH_PROTOCOL, tune_pipeline
+    from optimizers.tuning import SEARCH_PROTOCOL, tune_pipeline
     from optimizers.baselines.grid import GridSearch
 
     passes = args.grid_passes

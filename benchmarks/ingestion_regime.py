@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         result["formats"][fmt] = {"records": records, "summary": summary(records)}
         print(fmt, result["formats"][fmt]["summary"])
     if a.json_out:
-        from trainwise.results import write_json
+        from core.results import write_json
 
         write_json(a.json_out, result)
     return 0

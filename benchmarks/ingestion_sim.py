@@ -52,7 +52,7 @@ def make_case(seed: int, vcpus: int, kind: str, calibration_error: float) -> tup
 
 def run_case(vcpus: int, kind: str, *, seed: int, trials: int, calibration_error: float, agent: Any) -> dict[str, Any]:
     from ingestion.simulator import simulate, simulated_oracle
-    from optimizers.base import run
+    from optimizers.asktell import run
     from optimizers.baselines.autotune_model import LABEL as AUTOTUNE_LABEL
     from optimizers.baselines.autotune_model import hill_climb
     from optimizers.baselines.plumber import plumber_plan
@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"simulator error vs real pipeline over {e['grid_points']} grid points: mean {e['mean_abs_rel_error']:.3f}, "
               f"max {e['max_abs_rel_error']:.3f}")
     if args.json_out:
-        from trainwise.results import write_json
+        from core.results import write_json
 
         write_json(args.json_out, result)
         print(f"wrote {args.json_out}")

@@ -19,7 +19,7 @@ def run_ablation(seed: int = 0, trials: int = 40, calibration_error: float = 0.1
 
     from benchmarks.ingestion_sim import make_case
     from ingestion.simulator import simulate, simulated_oracle
-    from optimizers.base import run
+    from optimizers.asktell import run
     from optimizers.intune.agent import DQNConfig, MaskedDQN
     from optimizers.intune.pretrain import PRETRAINED
     from optimizers.intune.tuner import InTuneOptimizer
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, s in result["summary"].items():
         print(f"{name:<20} min {s['min_vs_oracle']:.3f}x  mean {s['mean_vs_oracle']:.3f}x  [simulated]")
     if args.json_out:
-        from trainwise.results import write_json
+        from core.results import write_json
 
         write_json(args.json_out, result)
     return 0

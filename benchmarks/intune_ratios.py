@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  calibration point {changed}: calibration {q['calibration_relative']:.2f}, grid "
                   f"{q['grid_relative']:.2f}, ratio {q['calibration_over_grid']:.2f}")
     if args.json_out:
-        from trainwise.results import write_json
+        from core.results import write_json
 
         write_json(args.json_out, {"benchmark": "intune_ratios", "reports": out})
     return 0

@@ -52,7 +52,8 @@ def replay(grid: dict[tuple, float], prefix: dict[str, float], max_trials: int =
     from ingestion.dlrm import STAGES, dlrm_knob_space
     from ingestion.node import this_machine
     from ingestion.simulator import simulate
-    from optimizers.base import Measurement, run
+    from ingestion.measurement import Measurement
+    from optimizers.asktell import run
     from optimizers.intune.agent import MaskedDQN
     from optimizers.intune.pretrain import PRETRAINED
     from optimizers.intune.tuner import InTuneOptimizer
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{result['intune_vs_grid_best']:.3f}x the grid best in {result['trials']} trials; simulator error "
           f"mean {result['simulator_error_mean']:.3f} over {result['grid_points']} points")
     if args.json_out:
-        from trainwise.results import write_json
+        from core.results import write_json
 
         write_json(args.json_out, result)
     return 0

@@ -116,7 +116,7 @@ def run_env(
         def append(self, item: Any) -> None:
             super().append(item)
             if partial is not None:
-                from trainwise.results import write_json
+                from core.results import write_json
 
                 write_json(partial, {"env": env, "partial": True, "runs": list(self)})
 
@@ -393,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
         print_table(env, res["summary"], res["oracle"])
         results.append(res)
         if args.json_out:
-            from trainwise.results import write_json
+            from core.results import write_json
 
             write_json(args.json_out, {"benchmark": "seraph", "quick": args.quick, "seeds": seeds,
                                        "grid_seeds": grid_seeds, "envs": results})

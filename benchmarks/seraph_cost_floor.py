@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     res = analyse(_load_profile(args.profile), args.static, args.bar)
     print_report(res)
     if args.json_out:
-        from trainwise.results import write_json
+        from core.results import write_json
 
         print(f"written to {write_json(args.json_out, res)}")
     return 0

@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {r['seeds']:>5} {r['oracle_trajectories']:>12} {r['p_within_bar']:>12.2f} "
                   f"{r['median_ratio']:>7.2f} {r['ratio_p10']:>5.2f}-{r['ratio_p90']:.2f}")
     if args.json_out:
-        from trainwise.results import write_json
+        from core.results import write_json
 
         print(f"written to {write_json(args.json_out, out)}")
     return 0

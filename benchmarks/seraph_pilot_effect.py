@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<14} {row['median_env_steps']:>12.0f} {row['median_ratio_to_scratch']:>13.2f} "
               f"{row['seeds_worse_than_scratch']:>8} of {len(seeds)}")
     if args.json_out:
-        from trainwise.results import write_json
+        from core.results import write_json
 
         write_json(args.json_out, {"benchmark": "seraph_pilot_effect", "env": args.env, "plan": plan.as_dict(),
                                    "steps_per_env": args.steps_per_env,

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from trainwise.errors import UserError
+from core.errors import UserError
 
 _SCHEDULE_KINDS = ("cron", "interval", "rrule")
 _SCHEDULE_FIELDS = {*_SCHEDULE_KINDS, "timezone", "active", "parameters", "slug", "day_or", "anchor_date"}
@@ -94,7 +94,7 @@ def _check_parameters(flow: Any, params: dict[str, Any], root: Path, where: str)
         raise UserError(f"{where}.parameters: {unknown} not accepted by flow {flow.name!r}; it takes {sorted(accepted)}")
     config = params.get("config")
     if config is not None:
-        from trainwise.spec import load_spec
+        from optimizers.spec import load_spec
 
         need = {"seraph": "rl", "intune": "ingestion"}.get(flow.name)
         path = Path(config) if Path(config).is_absolute() else root / config

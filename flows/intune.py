@@ -17,8 +17,8 @@ from tasks.ingest import (
     tune_ingestion,
 )
 from tasks.report import render_report
-from trainwise.paths import new_run_dir
-from trainwise.spec import load_spec
+from core.paths import new_run_dir
+from optimizers.spec import load_spec
 
 
 @flow(name="intune", log_prints=True)

@@ -4,14 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow, get_run_logger
+from prefect import flow, get_run_logger, task
 
 from flows.intune import intune
 from flows.seraph import seraph
-from tasks.branches import branches_in_parallel, run_branch
+from tasks.branches import branches_in_parallel
 from tasks.report import render_report
-from trainwise.paths import new_run_dir
-from trainwise.spec import load_spec
+from core.paths import new_run_dir
+from optimizers.spec import load_spec
+
+
+_BRANCH_FLOWS = {"seraph": seraph, "intune": intune}
+
+
+@task(name="run-branch")
+def run_branch(flow_name: str, config: str, run_dir: str, refresh_profiles: bool) -> dict[str, Any]:
+    """Run one branch flow (as a subflow of this task) so two can run concurrently."""
+    return _BRANCH_FLOWS[flow_name](config=config, run_dir=run_dir, refresh_profiles=refresh_profiles)
 
 
 @flow(name="optimize", log_prints=True)
@@ -30,8 +39,7 @@ def optimize(config: str = "configs/demo.yaml", refresh_profiles: bool = False) 
         futures = [run_branch.submit(b, config, str(run_dir), refresh_profiles) for b in branches]
         results = [f.result() for f in futures]
     else:
-        flows = {"seraph": seraph, "intune": intune}
-        results = [flows[b](config=config, run_dir=str(run_dir), refresh_profiles=refresh_profiles) for b in branches]
+        results = [_BRANCH_FLOWS[b](config=config, run_dir=str(run_dir), refresh_profiles=refresh_profiles) for b in branches]
 
     return render_report(
         spec.name,

@@ -18,8 +18,8 @@ from tasks.rl import (
     train_rl_on_functions,
     workload_of,
 )
-from trainwise.paths import new_run_dir
-from trainwise.spec import load_spec
+from core.paths import new_run_dir
+from optimizers.spec import load_spec
 
 
 @flow(name="seraph", log_prints=True)

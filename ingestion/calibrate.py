@@ -43,7 +43,7 @@ most cores any other process kept busy in ``other_cores_busy_max``: a calibratio
 another job held a core says so.
 
 The result is a :class:`Calibration` (the model plus what it was fitted from, and its error on
-the fitting points), cached as JSON under ``trainwise.paths.cache_dir("profiles")`` keyed by the
+the fitting points), cached as JSON under ``core.paths.cache_dir("profiles")`` keyed by the
 pipeline's data reference, its knob space and the hardware fingerprint.
 """
 
@@ -59,8 +59,8 @@ from typing import Any, Callable, Mapping
 from ingestion.knobs import Config, Knob, KnobSpace
 from ingestion.node import Node
 from ingestion.simulator import PipelineModel, model_from_space, simulate
-from optimizers.base import Measurement
-from trainwise.errors import UserError
+from ingestion.measurement import Measurement
+from core.errors import UserError
 
 Evaluate = Callable[[Config], Measurement]
 MIN_STAGE_S = 2e-8  # a floor for a stage's cost per row (timing noise can make a difference negative)
@@ -408,7 +408,7 @@ CALIBRATION_VERSION = 5
 
 
 def cache_key(spec: Any, node: Node) -> str:
-    from trainwise.paths import fingerprint, hardware_fingerprint
+    from core.paths import fingerprint, hardware_fingerprint
 
     ref = spec.reference() if getattr(spec, "portable", False) else {"name": spec.name}
     knobs = [(k.name, k.kind, k.stage, list(k.values)) for k in spec.space.knobs]
@@ -443,7 +443,7 @@ def calibrate(
     needs ``spec.stages`` and ``spec.build_upto``; without them the model keeps the uninformed
     per-stage costs and only the contention fit uses the pipeline.
     """
-    from trainwise.paths import cache_dir
+    from core.paths import cache_dir
 
     key = cache_key(spec, node)
     path = cache_dir("profiles") / f"{key}.json"
@@ -556,7 +556,7 @@ def calibrate(
                          base_samples=base_samples, knob_effects=effects,
                          prefix_cores_busy=dict(base.extra.get("stage_cores_busy", {})),
                          other_cores_busy_max=max(others) if others else None)
-    from trainwise.results import write_json
+    from core.results import write_json
 
     write_json(path, result.to_json(), with_environment=False)
     return result

@@ -33,7 +33,7 @@ from typing import Iterator
 
 import numpy as np
 
-from trainwise.errors import UserError
+from core.errors import UserError
 
 NUM_DENSE = 13
 NUM_CAT = 26

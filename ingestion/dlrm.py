@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from ingestion.datagen import CAT_NAMES, DENSE_NAMES, EXTENSIONS, FORMATS, MANIFEST, NUM_CAT, NUM_DENSE
 from ingestion.knobs import Config, Knob, KnobSpace
 from ingestion.node import Node
-from trainwise.errors import UserError
+from core.errors import UserError
 
 if TYPE_CHECKING:  # pragma: no cover
     import tensorflow as tf

@@ -17,7 +17,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Iterator, Literal, Mapping
 
-from trainwise.errors import UserError
+from core.errors import UserError
 
 Config = dict[str, int]
 KnobKind = Literal["cpu", "buffer", "batch", "other"]

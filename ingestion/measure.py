@@ -40,8 +40,8 @@ from typing import IO, Any, Mapping
 
 from ingestion.knobs import Config
 from ingestion.pipeline import PipelineSpec, spec_from_reference
-from optimizers.base import Measurement
-from trainwise.errors import UserError
+from ingestion.measurement import Measurement
+from core.errors import UserError
 
 DEFAULT_WARMUP_S = 1.0
 DEFAULT_WINDOW_S = 1.5

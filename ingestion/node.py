@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from trainwise.errors import UserError
+from core.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from ingestion.knobs import Config, KnobSpace
-from trainwise.errors import UserError
+from core.errors import UserError
 
 if TYPE_CHECKING:  # pragma: no cover
     import tensorflow as tf

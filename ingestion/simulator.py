@@ -66,7 +66,7 @@ import numpy as np
 
 from ingestion.knobs import Knob, KnobSpace
 from ingestion.node import Node
-from optimizers.base import Config, Measurement
+from ingestion.measurement import Config, Measurement
 
 PipelineKind = Literal["read", "parse", "transform"]
 PIPELINE_KINDS: tuple[PipelineKind, ...] = ("read", "parse", "transform")

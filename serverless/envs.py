@@ -12,7 +12,7 @@ import difflib
 import numpy as np
 
 from serverless.policy import PolicySpec
-from trainwise.errors import UserError
+from core.errors import UserError
 
 
 def _registered_ids() -> list[str]:

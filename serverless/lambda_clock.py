@@ -28,7 +28,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 
-from serverless.backends.base import LAMBDA_MB_PER_VCPU
+from serverless.invocation import LAMBDA_MB_PER_VCPU
 
 DEFAULT_INVOKE_OVERHEAD_MS = 20.0
 DEFAULT_COLD_START_MS = 150.0

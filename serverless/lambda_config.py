@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from serverless.s3_payload import DEFAULT_PREFIX
-from trainwise.errors import UserError
+from core.errors import UserError
 
 DEFAULT_CONFIG_PATH = Path(".trainwise/aws.json")
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-[0-9]+$")

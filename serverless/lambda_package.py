@@ -30,7 +30,7 @@ import zipfile
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-FIRST_PARTY = ("serverless", "trainwise")
+FIRST_PARTY = ("serverless", "core")
 HANDLER_MODULE = "serverless.handler"
 HANDLER_ENTRY = "serverless.handler.handler"
 PROVIDED_BY_RUNTIME = {"boto3", "botocore", "s3transfer", "jmespath", "urllib3", "dateutil"}

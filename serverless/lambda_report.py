@@ -32,7 +32,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from serverless.backends.base import BillingRecord
+from serverless.invocation import BillingRecord
 
 _FIELD = re.compile(
     r"(?P<name>RequestId|Duration|Billed Duration|Memory Size|Max Memory Used|Init Duration"

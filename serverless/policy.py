@@ -177,16 +177,6 @@ class NumpyPolicy:
 
 # --------------------------------------------------------------------------- torch side
 
-def __getattr__(name: str) -> Any:
-    """``ActorCritic`` lives in :mod:`serverless.torch_policy`, imported on first use, so
-    an actor that imports this module never loads torch."""
-    if name == "ActorCritic":
-        from serverless.torch_policy import ActorCritic
-
-        return ActorCritic
-    raise AttributeError(f"module 'serverless.policy' has no attribute {name!r}")
-
-
 def export_numpy(model: Any) -> dict[str, np.ndarray]:
     """The model's parameters as float32 numpy arrays, named for :class:`NumpyPolicy`."""
     return model.export_arrays()

@@ -58,7 +58,7 @@ class PPOConfig:
     def __post_init__(self) -> None:
         self.hidden = tuple(int(h) for h in self.hidden)
         if isinstance(self.steps_per_env, bool) or not isinstance(self.steps_per_env, int) or self.steps_per_env < 0:
-            from trainwise.errors import UserError
+            from core.errors import UserError
 
             raise UserError(f"steps_per_env must be a whole number >= 0 (0 = one env per actor), got {self.steps_per_env!r}")
 
@@ -72,13 +72,13 @@ class PPOConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            from trainwise.errors import UserError
+            from core.errors import UserError
 
             raise UserError(f"unknown PPO hyperparameters {unknown}; known: {sorted(known)}")
         return cls(**data)
 
     def validate(self) -> None:
-        from trainwise.errors import UserError
+        from core.errors import UserError
 
         checks = [
             (self.learning_rate > 0, "learning_rate must be > 0"),

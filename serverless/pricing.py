@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from trainwise.errors import UserError
+from core.errors import UserError
 
 Architecture = Literal["x86_64", "arm64"]
 ARCHITECTURES: tuple[str, ...] = ("x86_64", "arm64")

@@ -1,7 +1,7 @@
 """Move payloads too large for a synchronous Lambda invoke through S3.
 
 Lambda's synchronous request and response are each limited to 6 MB
-(:data:`serverless.backends.base.LAMBDA_SYNC_PAYLOAD_LIMIT_BYTES`). Policy weights
+(:data:`serverless.invocation.LAMBDA_SYNC_PAYLOAD_LIMIT_BYTES`). Policy weights
 above that go to S3 before the invoke (the event then carries ``weights_s3``),
 and trajectories above it go to S3 inside the function (the result then carries
 ``trajectories_s3``).
@@ -29,7 +29,7 @@ import threading
 import uuid
 from typing import Any
 
-from serverless.backends.base import LAMBDA_SYNC_PAYLOAD_LIMIT_BYTES
+from serverless.invocation import LAMBDA_SYNC_PAYLOAD_LIMIT_BYTES
 
 DEFAULT_PREFIX = "rollouts"
 # Room left under the 6 MB limit for the JSON envelope around the large field.

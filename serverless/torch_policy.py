@@ -1,7 +1,7 @@
 """The learner's torch actor-critic (see :mod:`serverless.policy` for the design).
 
-Kept apart from :mod:`serverless.policy` so rollout functions never import torch;
-``serverless.policy.ActorCritic`` resolves to this class on first use.
+Kept apart from :mod:`serverless.policy` so rollout functions never import torch.
+The trainer imports it from here; actors use :class:`serverless.policy.NumpyPolicy` alone.
 
 The actor and the critic are two separate MLPs of the same widths, but their
 parameters are stored stacked, one ``[2, in, out]`` tensor per layer, and evaluated

@@ -48,15 +48,15 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from serverless import host_speed
-from serverless.backends.base import InvokeBatch
-from serverless.backends.validation import check_memory_mb
+from serverless.invocation import InvokeBatch
+from serverless.invocation import check_memory_mb
 from serverless.ledger import BILLED, MODELLED, CostLedger
 from serverless.policy import PolicySpec, decode_npz_field, encode_b64, export_numpy
 from serverless.ppo import PPOConfig, PPOLearner, compute_gae
 from serverless.presets import DEFAULT_ACTORS, DEFAULT_MEMORY_MB
 from serverless.pricing import ARCHITECTURES, PriceTable
 from serverless.slots import slot_plan
-from trainwise.errors import UserError
+from core.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ class TrainSpec:
     def resolved_checkpoint_dir(self) -> Path:
         if self.checkpoint_dir is not None:
             return Path(self.checkpoint_dir)
-        from trainwise.paths import cache_dir
+        from core.paths import cache_dir
 
         return cache_dir("checkpoints") / f"{self.env_id.replace('/', '_')}-seed{self.seed}"
 

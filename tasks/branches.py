@@ -10,9 +10,7 @@ the branches in parallel on 4 or more cores and one after the other below that.
 from __future__ import annotations
 
 import os
-from typing import Any, Literal
-
-from prefect import task
+from typing import Literal
 
 MIN_CORES_FOR_PARALLEL = 4
 
@@ -36,11 +34,3 @@ def branches_in_parallel(mode: Literal["auto", "parallel", "sequential"], n_bran
         f"{cores} cores (< {MIN_CORES_FOR_PARALLEL}): the branches run one after the other, so InTune's "
         "throughput measurements do not share cores with RL training"
     )
-
-
-@task(name="run-branch")
-def run_branch(flow_name: str, config: str, run_dir: str, refresh_profiles: bool) -> dict[str, Any]:
-    """Run one branch flow (as a subflow of this task) so two can run concurrently."""
-    from flows import get_flow
-
-    return get_flow(flow_name)(config=config, run_dir=run_dir, refresh_profiles=refresh_profiles)

@@ -26,7 +26,7 @@ from prefect import Task, get_run_logger
 from prefect.cache_policies import INPUTS, TASK_SOURCE, CachePolicy
 from prefect.context import TaskRunContext
 
-from trainwise import paths
+from core import paths
 
 
 @dataclass

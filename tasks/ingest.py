@@ -21,9 +21,9 @@ from tasks.caching import PROFILE_CACHE_POLICY
 from tasks.progress import Progress, ReportingWorker
 from tasks.report import fmt, md_table, section, table_artifact
 from tasks.retry import EXTERNAL_RETRIES
-from trainwise import paths
-from trainwise.errors import UserError
-from trainwise.spec import IngestSpec
+from core import paths
+from core.errors import UserError
+from optimizers.spec import IngestSpec
 
 DATA_FORMAT = "tsv"  # Criteo's own text format
 
@@ -136,7 +136,7 @@ def tune_ingestion(
     A baseline that finds nothing (``required=False``) is reported as failed, not fatal."""
     from ingestion.measure import MeasureWorker
     from ingestion.node import Node
-    from ingestion.tuning import tune_pipeline
+    from optimizers.tuning import tune_pipeline
 
     index, count = position
     budget = float(ing["time_budget_s"])
@@ -192,7 +192,7 @@ def measure_configurations(data: dict[str, Any], chosen: list[dict[str, Any]], i
     process, the same (longer) protocol for all, measured."""
     from ingestion.measure import MeasureWorker
     from ingestion.node import Node
-    from ingestion.tuning import FINAL_PROTOCOL
+    from optimizers.tuning import FINAL_PROTOCOL
 
     protocol = FINAL_PROTOCOL.as_kwargs()
     if ing.get("verify_window_s"):

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-from trainwise.results import write_json
+from core.results import write_json
 
 
 def fmt(value: Any, digits: int = 4) -> str:

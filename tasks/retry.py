@@ -12,7 +12,7 @@ from typing import Any
 
 from prefect.tasks import exponential_backoff
 
-from trainwise.errors import UserError
+from core.errors import UserError
 
 _NOT_TRANSIENT = (UserError, ValueError, TypeError, KeyError, AttributeError, NotImplementedError, MemoryError)
 

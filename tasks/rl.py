@@ -18,8 +18,8 @@ from tasks.caching import PROFILE_CACHE_POLICY
 from tasks.progress import Progress, ReportingBackend
 from tasks.report import fmt, md_table, section, table_artifact
 from tasks.retry import EXTERNAL_RETRIES
-from trainwise.errors import UserError
-from trainwise.spec import RLSpec
+from core.errors import UserError
+from optimizers.spec import RLSpec
 
 
 def workload_of(rl: RLSpec) -> dict[str, Any]:

@@ -36,12 +36,12 @@ from botocore.awsrequest import AWSResponse, HeadersDict
 from moto.server import ThreadedMotoServer
 
 from serverless import s3_payload
-from serverless.backends.base import LAMBDA_SYNC_PAYLOAD_LIMIT_BYTES
+from serverless.invocation import LAMBDA_SYNC_PAYLOAD_LIMIT_BYTES
 from serverless.backends.lambda_backend import LambdaBackend, RetryPolicy
 from serverless.lambda_package import build_function_zip
 from test_aws_terraform import DEV, dev_names
 from trainwise.cli import main as trainwise_main
-from trainwise.errors import UserError
+from core.errors import UserError
 
 REGION = "us-east-1"
 TRUST = {

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ingestion import datagen
-from trainwise.errors import UserError
+from core.errors import UserError
 
 
 def test_tsv_schema_and_manifest(tmp_path):

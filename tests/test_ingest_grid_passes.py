@@ -20,7 +20,7 @@ from ingestion.dlrm import dlrm_knob_space  # noqa: E402
 from ingestion.node import Node  # noqa: E402
 from ingestion.pipeline import PipelineSpec  # noqa: E402
 from ingestion.simulator import model_from_space, simulate  # noqa: E402
-from optimizers.base import Measurement  # noqa: E402
+from ingestion.measurement import Measurement  # noqa: E402
 
 NODE = Node("test", vcpus=2, ram_gib=4)
 SPACE = dlrm_knob_space(NODE)

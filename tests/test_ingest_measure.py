@@ -14,7 +14,7 @@ from ingestion.knobs import Knob, KnobSpace  # noqa: E402
 from ingestion.measure import MeasureWorker, measure_in_process  # noqa: E402
 from ingestion.node import Node  # noqa: E402
 from ingestion.pipeline import PipelineSpec  # noqa: E402
-from ingestion.tuning import MeasureProtocol, tune_pipeline  # noqa: E402
+from optimizers.tuning import MeasureProtocol, tune_pipeline  # noqa: E402
 from trainwise.cli import main  # noqa: E402
 
 TINY = MeasureProtocol(warmup_s=0.05, window_s=0.1, repeats=2)

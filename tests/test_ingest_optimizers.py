@@ -8,7 +8,8 @@ from ingestion.dlrm import DLRM_AUTOTUNABLE, dlrm_knob_space
 from ingestion.knobs import Knob, KnobSpace
 from ingestion.node import Node
 from ingestion.pipeline import PipelineSpec
-from optimizers.base import Measurement, run
+from ingestion.measurement import Measurement
+from optimizers.asktell import run
 from optimizers.baselines import OPTIMIZERS, make_optimizer
 from optimizers.baselines.autotune import autotune_config
 from optimizers.baselines.grid import GridSearch
@@ -16,7 +17,7 @@ from optimizers.baselines.heuristic import heuristic_config
 from optimizers.baselines.hillclimb import HillClimb
 from optimizers.baselines.naive import naive_config
 from optimizers.baselines.optuna_search import OptunaSearch
-from trainwise.errors import UserError
+from core.errors import UserError
 
 NODE = Node("test", vcpus=2, ram_gib=4)
 SPACE = dlrm_knob_space(NODE)

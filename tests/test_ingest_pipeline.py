@@ -18,7 +18,7 @@ from ingestion.dlrm import (  # noqa: E402
     list_shards,
 )
 from ingestion.node import Node  # noqa: E402
-from trainwise.errors import UserError  # noqa: E402
+from core.errors import UserError  # noqa: E402
 
 # Sequential, unshuffled: rows come out in file order.
 ORDERED = dict(read_parallelism=0, cycle_length=1, shuffle_buffer=0, batch_size=2, parse_parallelism=0,

@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from ingestion.simulator import SIM_NODES, dlrm_like_space, random_pipeline, simulate
-from optimizers.base import run
+from optimizers.asktell import run
 from optimizers.intune import make_intune_optimizer
 from optimizers.intune.agent import DQNConfig, MaskedDQN
 from optimizers.intune.env import N_ACTIONS, OBS_DIM, STOP
 from optimizers.intune.pretrain import PRETRAINED, pretrain
-from trainwise.errors import UserError
+from core.errors import UserError
 
 
 def test_save_load_round_trip(tmp_path):

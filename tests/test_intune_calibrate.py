@@ -11,7 +11,7 @@ from ingestion.calibrate import Calibration, calibrate
 from ingestion.knobs import Knob, KnobSpace
 from ingestion.node import Node
 from ingestion.simulator import model_from_space, simulate
-from optimizers.base import Measurement
+from ingestion.measurement import Measurement
 
 STAGES = ("read", "batch", "parse", "transform", "prefetch")
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ingestion.simulator import SIM_NODES, dlrm_like_space, random_pipeline, simulate
-from optimizers.base import run
+from optimizers.asktell import run
 from optimizers.intune.agent import MaskedDQN
 from optimizers.intune.env import Masker, perturbed
 from optimizers.intune.pretrain import PRETRAINED

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ingestion.simulator import SIM_NODES, dlrm_like_space, random_pipeline, simulate
-from optimizers.base import Measurement
+from ingestion.measurement import Measurement
 from optimizers.intune.agent import MaskedDQN
 from optimizers.intune.env import Masker
 from optimizers.intune.pretrain import PRETRAINED

@@ -10,7 +10,7 @@ import pytest
 from ingestion.dlrm import dlrm_knob_space
 from ingestion.node import Node
 from ingestion.simulator import model_from_space, simulate
-from optimizers.base import run
+from optimizers.asktell import run
 from optimizers.intune.agent import MaskedDQN
 from optimizers.intune.env import Masker
 from optimizers.intune.pretrain import PRETRAINED

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from flows.deployments import load_deployments
-from trainwise.errors import UserError
+from core.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 PREFECT_YAML = ROOT / "prefect.yaml"

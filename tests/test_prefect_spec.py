@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trainwise.errors import UserError
-from trainwise.spec import load_spec, parse_spec
+from core.errors import UserError
+from optimizers.spec import load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from serverless.backends.base import BillingRecord, Invocation, InvokeBatch
+from serverless.invocation import BillingRecord, Invocation, InvokeBatch
 from tasks import branches
 from tasks.progress import ReportingBackend
 from tasks.report import _for_artifact, fmt, md_table
 from tasks.retry import is_transient, retry_if_transient
-from trainwise.errors import UserError
+from core.errors import UserError
 
 
 def test_only_transient_failures_are_retried() -> None:
@@ -102,7 +102,7 @@ def test_hardware_is_part_of_the_profile_cache_key(monkeypatch: pytest.MonkeyPat
 
 
 def test_reporting_worker_reports_each_measurement() -> None:
-    from optimizers.base import Measurement
+    from ingestion.measurement import Measurement
     from tasks.progress import ReportingWorker
 
     class _Worker:

@@ -19,7 +19,7 @@ from serverless.ppo import PPOConfig
 from serverless.torch_policy import ActorCritic
 from serverless.trainer import RunConfig, TrainSpec, slot_plan, train
 from test_rl_trainer import InProcessBackend
-from trainwise.errors import UserError
+from core.errors import UserError
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ from serverless.backends.local import LocalBackend
 from serverless.envs import inspect_env
 from serverless.policy import encode_weights, export_numpy
 from serverless.torch_policy import ActorCritic
-from trainwise.errors import UserError
+from core.errors import UserError
 
 
 def _events(n: int, steps: int = 50) -> list[dict]:

@@ -8,7 +8,7 @@ import pytest
 
 from serverless.ledger import CostLedger
 from serverless.pricing import PriceTable, billed_ms
-from trainwise.errors import UserError
+from core.errors import UserError
 
 
 def test_billed_duration_rounds_up_to_1_ms() -> None:

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from serverless import handler as handler_module
-from serverless.backends.base import BillingRecord, Invocation, InvokeBatch
+from serverless.invocation import BillingRecord, Invocation, InvokeBatch
 from serverless.policy import PolicySpec
 from serverless.ppo import PPOConfig, PPOLearner, compute_gae
 from serverless.trainer import IterationRecord, RunConfig, TrainSpec, train
-from trainwise.errors import UserError
+from core.errors import UserError
 
 
 class InProcessBackend:

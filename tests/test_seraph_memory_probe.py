@@ -7,7 +7,7 @@ import pytest
 
 from optimizers.seraph.memory_probe import charge_learner_wait, probe_memory_sizes
 from optimizers.seraph.models import Observation, PerformanceModel, RunShape
-from serverless.backends.base import BillingRecord, Invocation, InvokeBatch
+from serverless.invocation import BillingRecord, Invocation, InvokeBatch
 
 INIT_MS = 400.0
 

@@ -53,7 +53,7 @@ def test_slot_references_go_to_their_own_file_and_the_lookup_falls_back_to_the_u
 def test_a_negative_slot_length_is_refused(capsys):
     import pytest
 
-    from trainwise.errors import UserError
+    from core.errors import UserError
 
     with pytest.raises(UserError, match="--steps-per-env must be >= 0"):
         references.main(["--env", "CartPole-v1", "--target-reward", "475", "--batches", "512", "--steps-per-env", "-1"])

@@ -6,7 +6,7 @@ import pytest
 
 from optimizers.seraph.models import ProgressModel, RunShape, all_shapes
 from optimizers.seraph.search import Constraints, Objective, choose, pareto_front, score_shapes
-from trainwise.errors import UserError
+from core.errors import UserError
 
 BATCHES = [250, 500, 1000, 2000, 4000, 8000, 16000]
 

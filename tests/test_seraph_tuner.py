@@ -10,7 +10,7 @@ from optimizers.seraph.profiles import Profile, save_profile
 from optimizers.seraph.profiling import batches_for, pilot_batch, pilot_schedule, workload_for
 from optimizers.seraph.search import TIE_TOLERANCE
 from trainwise.cli import main
-from trainwise.paths import hardware_fingerprint
+from core.paths import hardware_fingerprint
 
 
 def _synthetic_profile(workload):

@@ -1,6 +1,6 @@
 """Baseline ingestion optimizers and the registry the CLI and benchmarks use.
 
-Every optimizer here speaks the ask/tell protocol of :mod:`optimizers.base` and works
+Every optimizer here speaks the ask/tell protocol of :mod:`optimizers.asktell` and works
 on any :class:`~ingestion.pipeline.PipelineSpec`. ``intune`` (the RL agent) and
 ``plumber`` (the LP) live in modules written separately and are imported lazily, so
 a missing one is reported as "not available" rather than breaking the others.
@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 from ingestion.node import Node
 from ingestion.pipeline import PipelineSpec
-from optimizers.base import Optimizer
-from trainwise.errors import UserError
+from optimizers.asktell import Optimizer
+from core.errors import UserError
 
 OPTIMIZERS = ("intune", "autotune", "plumber", "hillclimb", "grid", "optuna", "naive", "heuristic")
 

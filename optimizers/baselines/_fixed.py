@@ -6,7 +6,7 @@ The single-configuration baselines (naive, heuristic, AUTOTUNE) are instances: t
 
 from __future__ import annotations
 
-from optimizers.base import Config, Measurement
+from ingestion.measurement import Config, Measurement
 
 
 class FixedConfigs:

@@ -10,7 +10,7 @@ benchmark's grid, so a linear drift of the machine cancels in the mean of the tw
 from __future__ import annotations
 
 from ingestion.knobs import KnobSpace
-from optimizers.base import Config, Measurement
+from ingestion.measurement import Config, Measurement
 
 
 class GridSearch:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 
 from ingestion.knobs import KnobSpace
-from optimizers.base import Config, Measurement
+from ingestion.measurement import Config, Measurement
 from optimizers.baselines.naive import naive_config
 
 

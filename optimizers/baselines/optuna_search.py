@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ingestion.knobs import KnobSpace
-from optimizers.base import Config, Measurement
+from ingestion.measurement import Config, Measurement
 
 
 class OptunaSearch:

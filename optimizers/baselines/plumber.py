@@ -23,7 +23,7 @@ from ingestion.knobs import Config, KnobSpace
 from ingestion.node import Node
 from ingestion.simulator import PipelineModel, stage_costs
 from optimizers.baselines._fixed import FixedConfigs
-from trainwise.errors import UserError
+from core.errors import UserError
 
 
 def solve_lp(rates: list[float], parallel: list[bool], cores: float) -> tuple[float, list[float]]:

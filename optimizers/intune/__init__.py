@@ -1,6 +1,6 @@
 """InTune: an action-masked DQN that splits a node's CPUs (and sets other knobs) for an ingestion pipeline.
 
-``make_intune_optimizer`` returns an ask/tell optimizer (``optimizers.base``) that starts from the
+``make_intune_optimizer`` returns an ask/tell optimizer (``optimizers.asktell``) that starts from the
 calibrated simulator's best guess and then steps through live measurements with the agent,
 fine-tuning it online. The agent comes from, in order: a fine-tuned agent cached for this pipeline
 and machine (``.trainwise/agents``), the committed pre-trained agent
@@ -21,7 +21,7 @@ from optimizers.intune.agent import MaskedDQN
 from optimizers.intune.env import OBS_VERSION, check_layout
 from optimizers.intune.pretrain import PRETRAINED, pretrain
 from optimizers.intune.tuner import InTuneOptimizer
-from trainwise.errors import UserError
+from core.errors import UserError
 
 __all__ = ["InTuneOptimizer", "MaskedDQN", "make_intune_optimizer", "load_agent"]
 
@@ -32,7 +32,7 @@ CALIBRATE_SHARE = 0.35
 
 
 def _agent_key(space: KnobSpace, node: Node) -> str:
-    from trainwise.paths import fingerprint, hardware_fingerprint
+    from core.paths import fingerprint, hardware_fingerprint
 
     knobs = [(k.name, k.kind, k.stage, list(k.values)) for k in space.knobs]
     pretrained = PRETRAINED.with_suffix(".json")
@@ -43,7 +43,7 @@ def _agent_key(space: KnobSpace, node: Node) -> str:
 
 def load_agent(space: KnobSpace, node: Node, *, time_budget_s: float, seed: int = 0) -> tuple[MaskedDQN, str]:
     """The agent to use for ``space`` on ``node`` and where it came from."""
-    from trainwise.paths import cache_dir
+    from core.paths import cache_dir
 
     cached = cache_dir("agents") / _agent_key(space, node)
     for path, source in ((cached, "fine-tuned agent cached for this pipeline"), (PRETRAINED, "committed pre-trained agent")):
@@ -96,7 +96,7 @@ def make_intune_optimizer(
 
     def _save(opt: InTuneOptimizer) -> None:
         if save_agent and opt.steps > 0:
-            from trainwise.paths import cache_dir
+            from core.paths import cache_dir
 
             opt.agent.info = {**opt.agent.info, "fine_tuned_live_steps": opt.agent.info.get("fine_tuned_live_steps", 0) + opt.steps}
             opt.agent.save(cache_dir("agents") / _agent_key(space, node))

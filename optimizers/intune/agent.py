@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from optimizers.intune.env import N_ACTIONS, OBS_DIM, OBS_VERSION
-from trainwise.errors import UserError
+from core.errors import UserError
 
 
 @dataclass

@@ -49,7 +49,7 @@ from ingestion.simulator import (
     simulate,
 )
 from ingestion.simulator import servers, solve_servers
-from optimizers.base import Config, Measurement
+from ingestion.measurement import Config, Measurement
 
 MAX_CPU = 6
 MAX_OTHER = 6
@@ -93,7 +93,7 @@ class Task:
 
 
 def check_layout(space: KnobSpace) -> None:
-    from trainwise.errors import UserError
+    from core.errors import UserError
 
     n_cpu = len(space.cpu_knobs)
     n_other = len(space.knobs) - n_cpu

@@ -55,7 +55,7 @@ import numpy as np
 from ingestion.knobs import KnobSpace
 from ingestion.node import Node
 from ingestion.simulator import PipelineModel, simulate
-from optimizers.base import Config, Measurement
+from ingestion.measurement import Config, Measurement
 from optimizers.intune.agent import MaskedDQN
 from optimizers.intune.env import ACTIONS, STOP, Masker, apply_action, observe
 

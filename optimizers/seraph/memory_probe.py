@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from optimizers.seraph.models import Observation, RunShape
-from serverless.backends.base import LAMBDA_MB_PER_VCPU  # one full vCPU
+from serverless.invocation import LAMBDA_MB_PER_VCPU  # one full vCPU
 
 PROBE_STEPS = 256  # env steps of the warm call: long enough to dwarf the per-call overhead
 PROBE_COLD_STEPS = 32  # env steps of the cold call, which only starts the sandbox and warms the handler

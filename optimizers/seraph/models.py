@@ -36,7 +36,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 from scipy.optimize import nnls  # at import, not on the first fit: module import time is not planning time
 
-from serverless.backends.base import LAMBDA_MB_PER_VCPU
+from serverless.invocation import LAMBDA_MB_PER_VCPU
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ shape, Lambda-clock rollout time, billed duration, learner time), the gradient n
 scale measured on the way, and what the pilot cost. Models are fitted from the raw
 rows each time, so a model change never needs a re-profile.
 
-Files live in ``trainwise.paths.cache_dir("profiles")`` named
+Files live in ``core.paths.cache_dir("profiles")`` named
 ``seraph-<key>.json``; the key hashes the workload (env, PPO settings, architecture),
 the backend, the hardware fingerprint and :data:`PROFILE_VERSION`. Change any of them
 and the key changes, so a stale profile is never reused; a file whose content does not
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from optimizers.seraph.models import Observation
-from trainwise.paths import cache_dir, fingerprint, hardware_fingerprint
+from core.paths import cache_dir, fingerprint, hardware_fingerprint
 
 PROFILE_VERSION = 10  # 2: learner CPU time; 3: memory probe, pilot at the smallest batch; 4: probe has 1,769 MB; 5: host-speed-corrected clock, probe stops at the plateau; 6: pilot at one batch, learner timed per batch; 7: env slots by default, pilot within the slots; 8: slot episodes replayed across instances (pilot iterations that replay are not steady state); 9: learner timing in the pilot's rollout waits, pilot visits a count at most twice; 10: probe speed ratios from unrounded durations, short cold calls
 
@@ -103,7 +103,7 @@ def load_profile(workload: dict[str, Any], backend: str, root: Path | None = Non
 
 
 def save_profile(profile: Profile, root: Path | None = None) -> Path:
-    from trainwise.results import write_json
+    from core.results import write_json
 
     path = (root or cache_dir("profiles")) / f"seraph-{profile.key}.json"
     return write_json(path, profile.as_dict(), with_environment=False)

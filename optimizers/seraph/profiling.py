@@ -38,7 +38,7 @@ from optimizers.seraph.noise_scale import NoiseScaleTracker
 from optimizers.seraph.planner import DEFAULT_MEMORY_SWEEP
 from optimizers.seraph.profiles import Profile, load_profile, save_profile
 from optimizers.seraph.records import observation, view
-from trainwise.paths import hardware_fingerprint
+from core.paths import hardware_fingerprint
 
 BASE_MEMORY_MB = 1769  # one vCPU: where the concurrency and batch sweeps run
 

@@ -36,8 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trainwise.errors import UserError
-from trainwise.results import write_json
+from core.errors import UserError
+from core.results import write_json
 
 REFERENCES_PATH = Path(__file__).parent / "data" / "references.json"
 REFERENCE_ACTORS = 1

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from optimizers.seraph.models import RunShape
-from trainwise.errors import UserError
+from core.errors import UserError
 
 OBJECTIVES = ("cost", "speed", "balanced")
 

@@ -192,7 +192,7 @@ def tune_and_train(
     cons = Constraints(deadline_s, budget_usd)
     workload = workload_for(env_id, max_steps, architecture, steps_per_env)
     if run_dir is None:
-        from trainwise.paths import new_run_dir
+        from core.paths import new_run_dir
 
         run_dir = new_run_dir("seraph")
     ckpt = None if plan_only else Path(run_dir) / "checkpoint"

@@ -1,6 +1,6 @@
 """Function backends: local Lambda emulator, Ray tasks, AWS Lambda.
 
-All implement :class:`serverless.backends.base.FunctionBackend`; build one with
+All implement :class:`serverless.invocation.FunctionBackend`; build one with
 :func:`make_backend`.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainwise.errors import UserError
+from core.errors import UserError
 
 BACKENDS = ("local", "ray", "lambda")
 

@@ -26,7 +26,7 @@ Design choices, each written down because a user would ask:
   the concurrency (throttling means the account or the reserved concurrency is
   saturated); results already gathered are kept. What still fails is reported
   per invocation in ``BillingRecord.error``, not raised.
-* **Configuration errors raise** :class:`trainwise.errors.UserError` with what is
+* **Configuration errors raise** :class:`core.errors.UserError` with what is
   wrong and how to fix it: missing credentials, a missing function, a wrong region.
 """
 
@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from serverless import s3_payload
-from serverless.backends.base import (
+from serverless.invocation import (
     LAMBDA_MAX_MEMORY_MB,
     LAMBDA_MIN_MEMORY_MB,
     LAMBDA_SYNC_PAYLOAD_LIMIT_BYTES,
@@ -55,7 +55,7 @@ from serverless.backends.base import (
 )
 from serverless.lambda_config import DEFAULT_CONFIG_PATH, LambdaConfig
 from serverless.lambda_report import decode_log_result, parse_report
-from trainwise.errors import UserError
+from core.errors import UserError
 
 
 _THROTTLE_CODES = {
@@ -134,7 +134,7 @@ class _Retryable(Exception):
 
 
 class LambdaBackend:
-    """:class:`serverless.backends.base.FunctionBackend` on AWS Lambda."""
+    """:class:`serverless.invocation.FunctionBackend` on AWS Lambda."""
 
     name = "lambda"
 

@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from serverless.backends.base import LAMBDA_MAX_TIMEOUT_S, BillingRecord, Invocation, InvokeBatch
+from serverless.invocation import LAMBDA_MAX_TIMEOUT_S, BillingRecord, Invocation, InvokeBatch
 from serverless.backends.local_worker import read_frame, write_frame
-from serverless.backends.validation import check_memory_mb
+from serverless.invocation import check_memory_mb
 from serverless.lambda_clock import (
     DEFAULT_COLD_START_MS,
     DEFAULT_INVOKE_OVERHEAD_MS,

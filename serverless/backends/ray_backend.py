@@ -17,8 +17,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from serverless.backends.base import BillingRecord, Invocation, InvokeBatch
-from serverless.backends.validation import check_memory_mb
+from serverless.invocation import BillingRecord, Invocation, InvokeBatch
+from serverless.invocation import check_memory_mb
 from serverless.pricing import billed_ms
 
 

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from trainwise.errors import UserError
+from core.errors import UserError
 
 Handler = Callable[[argparse.Namespace], "dict[str, Any] | None"]
 
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         result = handler(args)
         json_out = getattr(args, "json_out", None)
         if json_out is not None and result is not None:
-            from trainwise.results import write_json
+            from core.results import write_json
 
             write_json(json_out, result)
             print(f"result written to {json_out}", file=sys.stderr)

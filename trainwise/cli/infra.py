@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from trainwise.cli import add_json_out
-from trainwise.errors import UserError
+from core.errors import UserError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DIR = PROJECT_ROOT / "infra" / "terraform" / "envs" / "dev"

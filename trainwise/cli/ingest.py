@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trainwise.errors import UserError
+from core.errors import UserError
 
 OPTIMIZERS = ("intune", "autotune", "plumber", "hillclimb", "grid", "optuna", "naive", "heuristic")
 FORMATS = ("tsv", "tfrecord")
@@ -130,7 +130,7 @@ def tune_handler(args: argparse.Namespace) -> dict[str, Any]:
     data, fmt = _validate_common(args)
     bad = _check_bad_rows(data, fmt, args.on_bad_row)
     from ingestion.dlrm import dlrm_spec
-    from ingestion.tuning import tune_pipeline
+    from optimizers.tuning import tune_pipeline
 
     spec = dlrm_spec(str(data), fmt, node, [args.batch_size], args.on_bad_row)
     calibration = None

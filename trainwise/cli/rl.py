@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from trainwise.errors import UserError
+from core.errors import UserError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -105,7 +105,7 @@ def _summary(result: dict[str, Any]) -> str:
 
 def run_train(args: argparse.Namespace) -> dict[str, Any]:
     # cheap checks first, so bad input fails before gymnasium or torch load
-    from serverless.backends.validation import check_memory_mb
+    from serverless.invocation import check_memory_mb
 
     if args.memory_mb is not None:
         check_memory_mb(args.memory_mb)

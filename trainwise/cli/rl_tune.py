@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trainwise.errors import UserError
+from core.errors import UserError
 
 # optimizers.seraph.profiling.DEFAULT_STEPS_PER_ENV, named here without importing the tuner
 # (a test checks that the two agree)

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trainwise.errors import UserError
+from core.errors import UserError
 
 DEFAULT_CONFIG = "configs/demo.yaml"
 
@@ -73,7 +73,7 @@ def _prefect_defaults() -> None:
 
 
 def run_handler(args: argparse.Namespace) -> dict[str, Any]:
-    from trainwise.spec import load_spec
+    from optimizers.spec import load_spec
 
     need = {"seraph": "rl", "intune": "ingestion"}.get(args.flow)
     load_spec(args.config, need=need)  # fail on a bad file before Prefect starts

@@ -15,7 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-# Public AWS Lambda limits (see docs/ and ../shared/ARCHITECTURE.md).
+from core.errors import UserError
+
+# Public AWS Lambda limits (docs/aws.md lists the sources).
 LAMBDA_MIN_MEMORY_MB = 128
 LAMBDA_MAX_MEMORY_MB = 10_240
 LAMBDA_MB_PER_VCPU = 1_769
@@ -87,3 +89,13 @@ class FunctionBackend(Protocol):
     def close(self) -> None:
         """Release workers, pools and connections."""
         ...
+
+
+def check_memory_mb(memory_mb: int) -> None:
+    """Lambda's memory range: 128 to 10,240 MB in 1 MB steps."""
+    if isinstance(memory_mb, bool) or not isinstance(memory_mb, int):
+        raise UserError(f"memory must be a whole number of MB, got {memory_mb!r}")
+    if not LAMBDA_MIN_MEMORY_MB <= memory_mb <= LAMBDA_MAX_MEMORY_MB:
+        raise UserError(
+            f"memory {memory_mb} MB is outside Lambda's range: allowed {LAMBDA_MIN_MEMORY_MB}-{LAMBDA_MAX_MEMORY_MB} MB"
+        )

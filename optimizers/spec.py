@@ -2,7 +2,7 @@
 
 A workload file names an RL job for Seraph (``rl:``), an ingestion pipeline for
 InTune (``ingestion:``), or both. It is validated by pydantic *before* any task
-runs; a mistake is reported as a :class:`~trainwise.errors.UserError` that names
+runs; a mistake is reported as a :class:`~core.errors.UserError` that names
 the file, the field (``rl.target_reward``) and what is allowed. Unknown keys are
 errors too (a typo such as ``target_reword`` must not be silently ignored).
 
@@ -29,7 +29,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from trainwise.errors import UserError
+from core.errors import UserError
 
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 

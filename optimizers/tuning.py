@@ -32,8 +32,9 @@ from typing import Any, Callable
 from ingestion.measure import MeasureWorker, measure_in_process
 from ingestion.node import Node
 from ingestion.pipeline import PipelineSpec
-from optimizers.base import Config, Measurement, Optimizer, Trial, run
-from trainwise.errors import UserError
+from ingestion.measurement import Config, Measurement
+from optimizers.asktell import Optimizer, Trial, run
+from core.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -1,42 +1,19 @@
-"""The ask/tell interface every optimizer implements.
+"""The ask/tell protocol and the loop that drives it.
 
-An optimizer proposes configurations (``ask``) and is told what they measured
-(``tell``), so one optimizer runs unchanged against a simulator, the live tf.data
-pipeline or a training run. :func:`run` drives one under a time and trial budget.
+An optimizer proposes configurations (``ask``) and is told what they measured (``tell``),
+so one optimizer runs unchanged against a simulator, the live tf.data pipeline or a
+training run. :func:`run` drives one under a time and trial budget. The measurement type
+is the runtime's (:class:`ingestion.measurement.Measurement` for pipelines); all the loop
+needs of it is a ``score`` to maximise.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Mapping, Protocol
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
 
-Config = dict[str, int]
-MeasurementLabel = Literal["measured", "simulated", "modelled"]
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """What one configuration achieved. ``label`` says whether it was measured on the
-    real pipeline, simulated or modelled; the figures are never mixed silently."""
-
-    rows_per_s: float
-    peak_rss_mb: float = 0.0
-    oom: bool = False
-    label: MeasurementLabel = "measured"
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def score(self) -> float:
-        """What optimizers maximise: throughput, with out-of-memory worth nothing."""
-        return float("-inf") if self.oom else self.rows_per_s
-
-    @property
-    def cores(self) -> dict[str, float]:
-        """The cores the measuring process kept busy (``cores_busy``) and those every other
-        process kept busy meanwhile (``other_cores_busy``), where the measurement recorded
-        them (``ingestion.measure``)."""
-        return {k: float(self.extra[k]) for k in ("cores_busy", "other_cores_busy") if self.extra.get(k) is not None}
+from ingestion.measurement import Config, Measurement
 
 
 class Optimizer(Protocol):

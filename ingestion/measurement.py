@@ -1,0 +1,40 @@
+"""What one pipeline configuration achieved: the figure every ingestion optimizer is told.
+
+A configuration (:data:`Config`) maps knob names to integers. A :class:`Measurement` comes
+from the live pipeline (:mod:`ingestion.measure`), the simulator (:mod:`ingestion.simulator`)
+or a model, and says which in its ``label``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
+
+Config = dict[str, int]
+MeasurementLabel = Literal["measured", "simulated", "modelled"]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What one configuration achieved. ``label`` says whether it was measured on the
+    real pipeline, simulated or modelled; the figures are never mixed silently."""
+
+    rows_per_s: float
+    peak_rss_mb: float = 0.0
+    oom: bool = False
+    label: MeasurementLabel = "measured"
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def score(self) -> float:
+        """What optimizers maximise: throughput, with out-of-memory worth nothing."""
+        return float("-inf") if self.oom else self.rows_per_s
+
+    @property
+    def cores(self) -> dict[str, float]:
+        """The cores the measuring process kept busy (``cores_busy``) and those every other
+        process kept busy meanwhile (``other_cores_busy``), where the measurement recorded
+        them (``ingestion.measure``)."""
+        return {k: float(self.extra[k]) for k in ("cores_busy", "other_cores_busy") if self.extra.get(k) is not None}
+
+
