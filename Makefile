@@ -20,6 +20,7 @@ demo: $(STAMP)
 	$(VENV)/bin/trainwise run --config configs/demo.yaml
 
 test: $(STAMP)
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q
 
 clean-venv:
