@@ -20,7 +20,7 @@ runs in ``benchmarks/results/seraph-*-references-*.json``, the benchmark's own s
 this tool answers only the per-step half. It trains nothing and needs no lock.
 
     .venv/bin/python benchmarks/seraph_cost_floor.py \\
-        --profile benchmarks/results/seraph-lunarlander-profile-s18.json --json-out FILE
+        --profile benchmarks/results/seraph-lunarlander-profile-2026-12-01.json --json-out FILE
 """
 
 from __future__ import annotations

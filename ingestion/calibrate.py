@@ -182,7 +182,7 @@ def helper_costs_from_prefixes(
     ``HELPER_MIN_CORES`` count as one core; without cores measured every stage gets 0 (the model
     of version 4 and before). On this machine TFRecord's ``parse`` (``parse_example``, which
     shards a batch over the intra-op threads) kept 1.41 cores busy; TSV's ``decode_csv`` about
-    1.0 (measured, docs/intune.md Stop 17).
+    1.0 (measured; docs/experiments/2026-12-01-intra-op-helper-cpu.md).
     """
     if not prefix_cores:
         return {}
