@@ -59,13 +59,13 @@ def _seraph(
     """``cached=False``: profile afresh (the pilot is the start of training; its cost counts).
     ``cached=True``: reuse the profile the fresh run just stored (a second tuning of the
     same workload): no pilot, training from scratch with the plan."""
-    from optimizers.seraph import tune_and_train
+    from optimizers.seraph import SeraphRequest, tune_and_train
 
+    request = SeraphRequest(
+        env, target, objective=objective, seed=seed, max_steps=max_steps, steps_per_env=steps_per_env
+    )
     with tempfile.TemporaryDirectory() as tmp:
-        res = tune_and_train(
-            env_id=env, target_reward=target, objective=objective, seed=seed, max_steps=max_steps,
-            reprofile=not cached, run_dir=Path(tmp), steps_per_env=steps_per_env,
-        )
+        res = tune_and_train(request, reprofile=not cached, run_dir=Path(tmp)).to_dict()
     a = res["achieved"]
     ov = res["tuning_overhead"]
     return {
@@ -77,7 +77,7 @@ def _seraph(
         "cost_usd": a["cost_usd"],
         "wall_s": a["wall_s"] + ov["profiling_wall_s"],
         "tuning_cost_usd": ov["gross_cost_usd"],
-        # what tuning cost beyond the training the pilot did (see tuner._tuning_overhead)
+        # what tuning cost beyond the training the pilot did (see accounting.tuning_overhead)
         "net_tuning_cost_usd": ov["net_cost_usd"],
         "tuning_lambda_s": ov["profiling_lambda_time_s"] + ov["planning_cpu_s"],
         "pilot_cost_usd": ov["profiling_cost_usd"],

@@ -1,5 +1,5 @@
-"""Seraph: profile an RL workload -> plan -> train on functions with re-tuning (and any
-baselines) -> report."""
+"""Seraph: profile an RL workload (cached) -> plan -> train on functions from exactly that
+plan, re-tuning as it goes (and any baselines) -> report."""
 
 from __future__ import annotations
 
@@ -41,11 +41,11 @@ def seraph(config: str = "configs/demo.yaml", run_dir: str | None = None, refres
         backend=rl.backend,
         seed=rl.seed,
     )
-    settings = rl.model_dump(mode="json")
-    plan = plan_rl_configuration(profile, settings)
-    trained = train_rl_on_functions(profile, settings, str(out), progress_key=f"{spec.name}-seraph-progress")
-    baselines = [train_rl_baseline(b, settings) for b in rl.baselines]
-    section = render_seraph_section(spec.name, settings, profile, trained.get("plan", plan), trained, cached, str(out), baselines)
+    request = rl.request()
+    planned = plan_rl_configuration(profile, request)
+    trained = train_rl_on_functions(planned, progress_key=f"{spec.name}-seraph-progress")
+    baselines = [train_rl_baseline(b, request) for b in rl.baselines]
+    section = render_seraph_section(spec.name, profile, planned, trained, cached, str(out), baselines)
 
     if run_dir is not None:  # a branch of optimize: hand the section up
         return {"section": section, "run_dir": str(out)}

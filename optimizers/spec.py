@@ -50,7 +50,8 @@ class RLSpec(_Strict):
     )
     backend: Literal["local", "ray"] = Field("local", description="where rollout functions run: the local Lambda emulator or Ray")
     architecture: Literal["x86_64", "arm64"] = Field("x86_64", description="the Lambda architecture priced")
-    objective: Literal["cost", "speed", "balanced"] = Field("cost", description="least cost, least time, or a weighted balance")
+    objective: str = Field("cost", description="a Seraph objective (optimizers.seraph.objectives.OBJECTIVES): "
+                           "least cost, least time, or a weighted balance")
     weight: float = Field(0.5, ge=0.0, le=1.0, description="balanced objective: the weight of cost (1 - weight goes to time)")
     deadline_s: float | None = Field(None, gt=0, description="constraint: finish within this many seconds")
     budget_usd: float | None = Field(None, gt=0, description="constraint: spend at most this many dollars")
@@ -62,6 +63,25 @@ class RLSpec(_Strict):
         "(static: RLlib's PPO defaults mapped to functions, 2 actors x 1,769 MB, batch 4,000)",
     )
     seed: int = Field(0, ge=0)
+
+    @field_validator("objective")
+    @classmethod
+    def _known_objective(cls, v: str) -> str:
+        from optimizers.seraph.objectives import OBJECTIVES
+
+        try:
+            OBJECTIVES.get(v)
+        except UserError as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
+    def request(self) -> Any:
+        """This job as a :class:`~optimizers.seraph.request.SeraphRequest` (its checks run)."""
+        from optimizers.seraph.request import SeraphRequest
+
+        fields = ("env_id", "target_reward", "objective", "weight", "deadline_s", "budget_usd", "backend",
+                  "architecture", "seed", "max_steps", "replan_every", "retune")
+        return SeraphRequest(**{f: getattr(self, f) for f in fields})
 
     @field_validator("env_id")
     @classmethod
@@ -209,10 +229,18 @@ def parse_spec(data: Any, source: str = "workload") -> WorkloadSpec:
     if not isinstance(data, dict):
         raise UserError(f"{source}: a workload file must be a YAML mapping (name:, rl:, ingestion:), got {type(data).__name__}")
     try:
-        return WorkloadSpec.model_validate(data)
+        spec = WorkloadSpec.model_validate(data)
     except ValidationError as exc:
         lines = [_describe(e, WorkloadSpec) for e in exc.errors()]
         raise UserError(f"{source}: invalid workload spec:\n  " + "\n  ".join(lines)) from None
+    if spec.rl is not None:
+        from optimizers.seraph.request import RequestError
+
+        try:  # Seraph's own checks, the same as the CLI's and Python's
+            spec.rl.request()
+        except RequestError as exc:
+            raise UserError(f"{source}: invalid workload spec:\n  " + str(exc.named(f"rl.{exc.field}"))) from None
+    return spec
 
 
 def load_spec(path: str | Path, *, need: Literal["rl", "ingestion"] | None = None) -> WorkloadSpec:

@@ -99,6 +99,8 @@ class TrainSpec:
     checkpoint_every: int = 10  # iterations; 0 = never
     checkpoint_dir: Path | None = None  # default .trainwise/checkpoints/<env>-seed<S>
     resume: bool = False
+    # when resuming from a checkpoint, continue at this run shape instead of the checkpoint's
+    resume_run: RunConfig | None = None
     reach_window: int = 20
     price_table: Path | None = None
 
@@ -109,6 +111,8 @@ class TrainSpec:
         if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or self.max_steps < 1:
             raise UserError(f"max steps must be a whole number >= 1, got {self.max_steps!r}")
         self.run.validate()
+        if self.resume_run is not None:
+            self.resume_run.validate()
         self.ppo.validate()
         if self.architecture not in ARCHITECTURES:
             raise UserError(f"architecture {self.architecture!r} is not allowed; allowed: {', '.join(ARCHITECTURES)}")
@@ -535,6 +539,8 @@ def train(
         if saved["env_id"] != spec.env_id:
             raise UserError(f"--resume: the checkpoint in {ckpt_dir} is for {saved['env_id']}, not {spec.env_id}")
         state = _RunState.from_json(saved, spec.reach_window)
+        if spec.resume_run is not None:
+            state.run = spec.resume_run
         ledger.restore(saved["ledger"])
         notes.append(f"resumed from {ckpt_dir} at iteration {state.iteration}, {state.env_steps} env steps")
     else:

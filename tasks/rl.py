@@ -1,10 +1,13 @@
 """Seraph tasks: profile an RL workload, search a configuration, train on functions,
-and the report section. Thin wrappers over ``optimizers.seraph`` and ``serverless``.
+and the report section. Thin wrappers over ``optimizers.seraph``'s steps
+(``profile`` -> ``plan`` -> ``train``), which take and return its typed request, plan
+and result.
 
 The profile is the only cached step (its cache key: workload, backend, hardware,
-this module's task code; see :mod:`tasks.caching`). Planning is cheap and always
-re-run, so a changed objective or constraint never needs a new profile. Training
-is never cached: it is the thing being measured.
+this module's task code; see :mod:`tasks.caching`); it travels as the profile's JSON.
+Planning is cheap and always re-run, so a changed objective or constraint never needs
+a new profile. Training is never cached: it is the thing being measured. The plan the
+train task receives is the plan task's own output; nothing profiles or plans twice.
 """
 
 from __future__ import annotations
@@ -13,12 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
 
 from tasks.caching import PROFILE_CACHE_POLICY
 from tasks.progress import Progress, ReportingBackend
 from tasks.report import fmt, md_table, section, table_artifact
 from tasks.retry import EXTERNAL_RETRIES
 from core.errors import UserError
+from optimizers.seraph.request import SeraphRequest
+from optimizers.seraph.result import SeraphPlan, SeraphResult
 from optimizers.spec import RLSpec
 
 
@@ -51,38 +57,37 @@ def profile_rl_workload(workload: dict[str, Any], backend: str, seed: int = 0) -
     return prof.as_dict()
 
 
-@task(name="search-rl-configuration")
-def plan_rl_configuration(profile: dict[str, Any], rl: dict[str, Any]) -> dict[str, Any]:
+@task(name="search-rl-configuration", cache_policy=NO_CACHE)
+def plan_rl_configuration(profile: dict[str, Any], request: SeraphRequest) -> SeraphPlan:
     """Score every (actors, memory, batch) shape with the models fitted to the profile
-    and pick one for the objective under the constraints (all figures modelled)."""
+    and pick one for the objective under the constraints (all figures modelled).
+
+    The profile task measured the profile apart from this run (its pilot left no
+    checkpoint here), so the plan treats it as reused: training starts from scratch at
+    the planned shape, and the pilot's cost belongs to the profile task."""
     from optimizers import seraph
 
-    plan = seraph.plan(
-        seraph.Profile.from_dict(profile),
-        seraph.Objective(rl["objective"], rl["weight"]),
-        seraph.Constraints(rl["deadline_s"], rl["budget_usd"]),
-        target_reward=rl["target_reward"],
-    ).as_dict()
+    planned = seraph.plan(seraph.PilotOutcome(seraph.Profile.from_dict(profile), reused=True), request)
+    plan = planned.to_dict()
     get_run_logger().info("plan (%s): %s; predicted %s", plan["objective"], plan["config"], plan["predicted"])
-    if not plan["feasible"]:
-        raise UserError(f"Seraph found no configuration for this workload: {plan['message']}")
-    return plan
+    if not planned.feasible:
+        raise UserError(f"Seraph found no configuration for this workload: {planned.message}")
+    return planned
 
 
-@task(name="train-rl-on-functions", **EXTERNAL_RETRIES)
-def train_rl_on_functions(profile: dict[str, Any], rl: dict[str, Any], run_dir: str, progress_key: str) -> dict[str, Any]:
-    """Train to the target with PPO, rollouts on the backend's functions, re-planning
-    every few iterations. A progress artifact follows the run: the backend is wrapped
-    so every batch of rollouts reports its env steps and finished episodes."""
+@task(name="train-rl-on-functions", cache_policy=NO_CACHE, **EXTERNAL_RETRIES)
+def train_rl_on_functions(planned: SeraphPlan, progress_key: str) -> SeraphResult:
+    """Train to the target with PPO from exactly the planned shape, rollouts on the
+    backend's functions, re-planning every few iterations. A progress artifact follows
+    the run: the backend is wrapped so every batch of rollouts reports its env steps and
+    finished episodes."""
     from optimizers import seraph
-    from optimizers.seraph.profiles import save_profile
     from serverless.backends import make_backend
 
-    # Hand Seraph exactly the profile Prefect cached (idempotent write to its cache file).
-    save_profile(seraph.Profile.from_dict(profile))
-    progress = Progress(progress_key, f"Seraph: training {rl['env_id']} to {rl['target_reward']:g}")
-    cap = seraph.workload_for(rl["env_id"], rl["max_steps"], rl["architecture"]).max_steps
-    target = float(rl["target_reward"])
+    request = planned.request
+    progress = Progress(progress_key, f"Seraph: training {request.env_id} to {request.target_reward:g}")
+    cap = request.workload().max_steps
+    target = float(request.target_reward)
 
     def on_batch(env_steps: int, mean_return: float | None) -> None:
         by_reward = mean_return / target if mean_return is not None and target > 0 else 0.0
@@ -92,63 +97,43 @@ def train_rl_on_functions(profile: dict[str, Any], rl: dict[str, Any], run_dir: 
             f"(target {target:g})",
         )
 
-    backend = ReportingBackend(make_backend(rl["backend"]), on_batch)
+    backend = ReportingBackend(make_backend(request.backend), on_batch)
     try:
-        result = seraph.tune_and_train(
-            env_id=rl["env_id"],
-            target_reward=rl["target_reward"],
-            objective=rl["objective"],
-            weight=rl["weight"],
-            deadline_s=rl["deadline_s"],
-            budget_usd=rl["budget_usd"],
-            backend=rl["backend"],
-            architecture=rl["architecture"],
-            seed=rl["seed"],
-            max_steps=rl["max_steps"],
-            replan_every=rl["replan_every"],
-            retune=rl["retune"],
-            run_dir=Path(run_dir) / "seraph",
-            backend_obj=backend,
-        )
+        result = seraph.train(planned, backend_obj=backend)
     finally:
         backend.close()
-    if not result.get("profile", {}).get("reused", True):
-        get_run_logger().warning("Seraph profiled again inside training (its profile cache did not match)")
-    achieved = result.get("achieved", {})
+    achieved = result.achieved or {}
     progress.done(
-        f"{'reached' if achieved.get('reached') else 'did not reach'} {rl['target_reward']:g} in "
+        f"{'reached' if achieved.get('reached') else 'did not reach'} {target:g} in "
         f"{achieved.get('env_steps', 0):,} env steps"
     )
     return result
 
 
 @task(name="train-rl-baseline", **EXTERNAL_RETRIES)
-def train_rl_baseline(baseline: str, rl: dict[str, Any]) -> dict[str, Any]:
+def train_rl_baseline(baseline: str, request: SeraphRequest) -> dict[str, Any]:
     """Train the same workload to the same target at a fixed baseline configuration
     (no profiling, no re-tuning), so the report compares Seraph with a real run."""
-    from optimizers import seraph
     from optimizers.baselines.rl_static import run_static
     from serverless.backends import make_backend
 
     if baseline != "static":
         raise UserError(f"unknown RL baseline {baseline!r}; allowed: static")
-    workload = seraph.workload_for(rl["env_id"], rl["max_steps"], rl["architecture"])
-    backend = make_backend(rl["backend"])
+    backend = make_backend(request.backend)
     try:
-        out = run_static(workload, target_reward=rl["target_reward"], seed=rl["seed"], backend_obj=backend)
+        out = run_static(request.workload(), target_reward=request.target_reward, seed=request.seed, backend_obj=backend)
     finally:
         backend.close()
     get_run_logger().info("baseline %s: reached=%s in %s env steps", baseline, out.get("reached"), out.get("env_steps"))
     return {"baseline": baseline, **out}
 
 
-@task(name="render-seraph-section")
+@task(name="render-seraph-section", cache_policy=NO_CACHE)
 def render_seraph_section(
     name: str,
-    rl: dict[str, Any],
     profile: dict[str, Any],
-    plan: dict[str, Any],
-    trained: dict[str, Any],
+    planned: SeraphPlan,
+    result: SeraphResult,
     profile_cached: bool,
     run_dir: str,
     baselines: list[dict[str, Any]] | None = None,
@@ -158,6 +143,7 @@ def render_seraph_section(
 
     from tasks.plots import reward_png
 
+    rl, plan, trained = planned.request.to_dict(), planned.to_dict(), result.to_dict()
     folder = Path(run_dir) / "seraph"
     achieved = trained.get("achieved", {})
     curve = trained.get("training", {}).get("curve", [])

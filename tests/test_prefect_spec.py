@@ -37,7 +37,7 @@ def _demo() -> dict:
     ("edit", "field", "hint"),
     [
         (lambda d: d["rl"].update(target_reward="high"), "rl.target_reward", "number"),
-        (lambda d: d["rl"].update(objective="cheapest"), "rl.objective", "'cost'"),
+        (lambda d: d["rl"].update(objective="cheapest"), "rl.objective", "allowed: cost, speed, balanced"),
         (lambda d: d["rl"].update(target_reword=100), "rl.target_reword", "allowed fields here"),
         (lambda d: d["rl"].update(env_id="NoSuchEnv-v0"), "rl.env_id", "unknown Gymnasium environment"),
         (lambda d: d["rl"].update(max_steps=10), "rl.max_steps", "greater than or equal to 1000"),

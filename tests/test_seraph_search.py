@@ -5,7 +5,8 @@ import math
 import pytest
 
 from optimizers.seraph.models import ProgressModel, RunShape, all_shapes
-from optimizers.seraph.search import Constraints, Objective, choose, pareto_front, score_shapes
+from optimizers.seraph.objectives import make_objective
+from optimizers.seraph.search import Constraints, choose, pareto_front, score_shapes
 from core.errors import UserError
 
 BATCHES = [250, 500, 1000, 2000, 4000, 8000, 16000]
@@ -27,7 +28,7 @@ def _cands(per_step_cost=1e-6, per_iter_cost=4e-3, b_noise=1000.0):
 
 def test_cost_optimum_is_the_analytic_one():
     cands, _ = _cands()
-    out = choose(cands, Objective("cost"))
+    out = choose(cands, make_objective("cost"))
     assert out.feasible and out.best is not None
     assert out.best.shape.batch == 2000
     assert out.best.shape.actors == 1
@@ -35,7 +36,7 @@ def test_cost_optimum_is_the_analytic_one():
 
 def test_speed_prefers_most_actors_and_a_large_batch():
     cands, _ = _cands()
-    out = choose(cands, Objective("speed"))
+    out = choose(cands, make_objective("speed"))
     best = min(cands, key=lambda c: c.time_s)
     assert out.best == best
     assert out.best.shape.actors == 4
@@ -43,8 +44,8 @@ def test_speed_prefers_most_actors_and_a_large_batch():
 
 def test_balanced_weight_moves_between_the_extremes():
     cands, _ = _cands()
-    cost_end = choose(cands, Objective("balanced", weight=1.0)).best
-    speed_end = choose(cands, Objective("balanced", weight=0.0)).best
+    cost_end = choose(cands, make_objective("balanced", weight=1.0)).best
+    speed_end = choose(cands, make_objective("balanced", weight=0.0)).best
     assert cost_end.cost_usd == min(c.cost_usd for c in cands)
     assert speed_end.time_s == min(c.time_s for c in cands)
 
@@ -59,9 +60,9 @@ def test_pareto_front_is_non_dominated_and_sorted():
 
 def test_feasible_deadline_binds_and_is_respected():
     cands, _ = _cands()
-    free = choose(cands, Objective("cost")).best
+    free = choose(cands, make_objective("cost")).best
     deadline = free.time_s * 0.8
-    out = choose(cands, Objective("cost"), Constraints(deadline_s=deadline))
+    out = choose(cands, make_objective("cost"), Constraints(deadline_s=deadline))
     assert out.feasible and out.best.time_s <= deadline
     assert out.binding == ["deadline_s"]
     assert out.best.cost_usd >= free.cost_usd
@@ -70,7 +71,7 @@ def test_feasible_deadline_binds_and_is_respected():
 def test_infeasible_deadline_reports_best_achievable_time():
     cands, _ = _cands()
     fastest = min(c.time_s for c in cands)
-    out = choose(cands, Objective("cost"), Constraints(deadline_s=fastest / 2))
+    out = choose(cands, make_objective("cost"), Constraints(deadline_s=fastest / 2))
     assert not out.feasible and out.best is None
     assert out.binding == ["deadline_s"]
     assert out.fastest.time_s == fastest
@@ -80,7 +81,7 @@ def test_infeasible_deadline_reports_best_achievable_time():
 def test_infeasible_budget_reports_cheapest_cost():
     cands, _ = _cands()
     cheapest = min(c.cost_usd for c in cands)
-    out = choose(cands, Objective("speed"), Constraints(budget_usd=cheapest / 2))
+    out = choose(cands, make_objective("speed"), Constraints(budget_usd=cheapest / 2))
     assert not out.feasible and out.binding == ["budget_usd"]
     assert out.cheapest.cost_usd == cheapest
 
@@ -90,16 +91,16 @@ def test_jointly_infeasible_constraints_name_both():
     fastest = min(cands, key=lambda c: c.time_s)
     cheapest = min(cands, key=lambda c: c.cost_usd)
     assert fastest.cost_usd > cheapest.cost_usd and fastest.time_s < cheapest.time_s
-    out = choose(cands, Objective("cost"), Constraints(deadline_s=fastest.time_s * 1.001, budget_usd=cheapest.cost_usd * 1.001))
+    out = choose(cands, make_objective("cost"), Constraints(deadline_s=fastest.time_s * 1.001, budget_usd=cheapest.cost_usd * 1.001))
     assert not out.feasible
     assert set(out.binding) == {"deadline_s", "budget_usd"}
 
 
 def test_bad_objective_and_constraints_are_user_errors():
     with pytest.raises(UserError, match="cost, speed, balanced"):
-        Objective("cheapest")
+        make_objective("cheapest")
     with pytest.raises(UserError, match="weight"):
-        Objective("balanced", weight=1.5)
+        make_objective("balanced", weight=1.5)
     with pytest.raises(UserError, match="deadline"):
         Constraints(deadline_s=-1)
     with pytest.raises(UserError):
@@ -128,7 +129,7 @@ def test_near_ties_go_to_the_other_figure():
 
     fast_dear, close_cheap, slow_cheapest = cand(4, 10.0, 3.0), cand(2, 10.0 * (1 + TIE_TOLERANCE / 2), 2.0), cand(1, 12.0, 1.9)
     cands = [fast_dear, close_cheap, slow_cheapest]
-    assert choose(cands, Objective("speed")).best == close_cheap  # 1.5% slower on paper is a tie; it is cheaper
-    assert choose(cands, Objective("cost")).best == slow_cheapest  # 5% dearer than the cheapest is not a tie
+    assert choose(cands, make_objective("speed")).best == close_cheap  # 1.5% slower on paper is a tie; it is cheaper
+    assert choose(cands, make_objective("cost")).best == slow_cheapest  # 5% dearer than the cheapest is not a tie
     # a deadline the near-tie misses still rules it out
-    assert choose(cands, Objective("speed"), Constraints(deadline_s=10.0)).best == fast_dear
+    assert choose(cands, make_objective("speed"), Constraints(deadline_s=10.0)).best == fast_dear

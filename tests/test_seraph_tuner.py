@@ -72,11 +72,11 @@ def test_plan_only_uses_cached_profile_and_writes_plan_and_png(home, capsys):
 
 
 def test_speed_plan_is_no_slower_than_cost_plan(home):
-    from optimizers.seraph import tune_and_train
+    from optimizers.seraph import SeraphRequest, tune_and_train
 
     save_profile(_synthetic_profile(workload_for("CartPole-v1", None)))
-    cost = tune_and_train(env_id="CartPole-v1", target_reward=475, objective="cost", plan_only=True)["plan"]
-    speed = tune_and_train(env_id="CartPole-v1", target_reward=475, objective="speed", plan_only=True)["plan"]
+    cost = tune_and_train(SeraphRequest("CartPole-v1", 475, objective="cost"), plan_only=True).plan
+    speed = tune_and_train(SeraphRequest("CartPole-v1", 475, objective="speed"), plan_only=True).plan
     assert speed["predicted"]["time_s"] <= cost["predicted"]["time_s"]
     assert cost["predicted"]["cost_usd"] <= speed["predicted"]["cost_usd"]
 
@@ -104,11 +104,16 @@ def test_infeasible_deadline_is_explained(home, capsys):
 
 
 def test_short_training_run_reports_phases_and_model_check(home):
-    from optimizers.seraph import tune_and_train
+    from optimizers.seraph import SeraphRequest, SeraphResult, tune_and_train
 
     workload = workload_for("CartPole-v1", 3000)
     save_profile(_synthetic_profile(workload))
-    res = tune_and_train(env_id="CartPole-v1", target_reward=475, objective="cost", max_steps=3000, replan_every=1)
+    result = tune_and_train(SeraphRequest("CartPole-v1", 475, objective="cost", max_steps=3000, replan_every=1))
+    res = result.to_dict()
+    assert SeraphResult.from_dict(json.loads(json.dumps(res))) == result  # the JSON round trip is exact
+    assert list(res) == ["label", "workload", "plan", "profile", "tuning_overhead", "achieved", "phases",
+                         "model_check", "decisions", "training"]
+    assert res["phases"][0]["config"] == res["plan"]["config"]  # training starts at the planned shape
     a = res["achieved"]
     assert a["reached"] is False and a["env_steps"] == 3000  # 3k steps are too few for 475
     assert a["cost_usd"] > 0 and a["lambda_time_s"] > 0
@@ -141,14 +146,14 @@ def test_unknown_env_fails_cleanly(home, capsys):
 
 
 def _planner(objective="cost", constraints=None):
-    from optimizers.seraph.planner import Reference
-    from optimizers.seraph.search import Constraints, Objective
+    from optimizers.seraph.objectives import make_objective
     from optimizers.seraph.profiling import PilotOutcome
+    from optimizers.seraph.search import Constraints
     from optimizers.seraph.tuner import make_planner
 
     workload = workload_for("CartPole-v1", None)
     return make_planner(
-        PilotOutcome(_synthetic_profile(workload), reused=True), workload, Objective(objective),
+        PilotOutcome(_synthetic_profile(workload), reused=True), workload, make_objective(objective),
         constraints or Constraints(), target_reward=475,
     )
 
@@ -201,7 +206,7 @@ def test_live_noise_growth_scales_the_fitted_noise_level():
 
 
 def test_fit_progress_recovers_known_curve():
-    from optimizers.seraph.planner import fit_progress
+    from optimizers.seraph.stats import fit_progress
 
     pts = [(b, 10_000 * (1 + b / 800)) for b in (256, 1024, 4096)]
     e_min, bn = fit_progress(pts)
@@ -210,7 +215,7 @@ def test_fit_progress_recovers_known_curve():
 
 def test_progress_model_passes_through_measured_points_and_keeps_the_curve_between():
     from optimizers.seraph.models import ProgressModel
-    from optimizers.seraph.planner import fit_progress
+    from optimizers.seraph.stats import fit_progress
 
     # flat from 512 to 1,024, then steeper than the curve: a shape no smooth fit follows
     pts = [(512, 21_000.0), (1024, 19_000.0), (2048, 51_000.0), (4000, 90_000.0)]
@@ -239,7 +244,8 @@ def test_planner_ranks_batches_by_the_measured_points():
 
 
 def test_batches_whose_runs_cannot_be_told_apart_share_one_steps_figure():
-    from optimizers.seraph.planner import Reference, tie_pooled_points
+    from optimizers.seraph.reference_points import Reference
+    from optimizers.seraph.stats import tie_pooled_points
 
     def reference(runs_512, runs_1024):
         runs = tuple((4, 512, e) for e in runs_512) + tuple((4, 1024, e) for e in runs_1024) + ((4, 2048, 60e3),) * 3
@@ -258,8 +264,10 @@ def test_batches_whose_runs_cannot_be_told_apart_share_one_steps_figure():
 
 
 def _actor_planner(runs_4, steps_per_env=0):
-    from optimizers.seraph.planner import Planner, Reference
-    from optimizers.seraph.search import Constraints, Objective
+    from optimizers.seraph.objectives import Cost
+    from optimizers.seraph.planner import Planner
+    from optimizers.seraph.reference_points import Reference
+    from optimizers.seraph.search import Constraints
     from optimizers.seraph.tuner import prices_for
 
     workload = workload_for("CartPole-v1", None, steps_per_env=steps_per_env)
@@ -271,7 +279,7 @@ def _actor_planner(runs_4, steps_per_env=0):
         runs=tuple(base_runs + [(4, b, e) for b in (512, 1024) for e in runs_4]),
     )
     return Planner(
-        profile=_synthetic_profile(workload), objective=Objective("cost"), constraints=Constraints(),
+        profile=_synthetic_profile(workload), objective=Cost(), constraints=Constraints(),
         prices=prices_for("x86_64"), reference=ref, episode_steps=500,
     )
 
@@ -311,12 +319,11 @@ def test_with_env_slots_the_detection_lag_is_one_episode_per_slot_whatever_the_a
 
 
 def test_the_default_workload_uses_env_slots_and_the_search_gives_each_function_a_slot():
-    from optimizers.seraph.profiling import DEFAULT_STEPS_PER_ENV
+    from optimizers.seraph.request import DEFAULT_STEPS_PER_ENV, SeraphRequest
     from optimizers.seraph.tuner import search_space_for
-    from trainwise.cli import rl_tune
 
     workload = workload_for("CartPole-v1", None)
-    assert workload.steps_per_env == DEFAULT_STEPS_PER_ENV == rl_tune.STEPS_PER_ENV_HELP_DEFAULT
+    assert workload.steps_per_env == DEFAULT_STEPS_PER_ENV == SeraphRequest("CartPole-v1", 475).workload().steps_per_env
     space = search_space_for(workload, (1769,))
     assert all(s.batch // s.actors >= DEFAULT_STEPS_PER_ENV for s in space.shapes())
     assert max(s.actors for s in space.shapes() if s.batch == 1024) == 8
@@ -346,7 +353,7 @@ def test_an_actor_effect_inside_the_seed_spread_is_not_used():
 
 
 def test_rank_sum_p_matches_the_asymptotic_mann_whitney():
-    from optimizers.seraph.planner import rank_sum_p
+    from optimizers.seraph.stats import rank_sum_p
 
     a = [135168, 147456, 151552, 155648, 169984, 194560, 321536, 354304]
     b = [124928, 176128, 188416, 192512, 270336, 358400, 591872, 677888]

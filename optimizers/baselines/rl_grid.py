@@ -13,6 +13,7 @@ from typing import Any, Iterable
 
 from optimizers.baselines.rl_common import train_shape
 from optimizers.seraph.models import RunShape
+from optimizers.seraph.objectives import OBJECTIVES, scale_of
 from optimizers.seraph.profiling import Workload
 
 
@@ -26,24 +27,31 @@ def run_grid(
     return rows
 
 
-def ranked_shapes(rows: list[dict[str, Any]], objective: str) -> list[dict[str, Any]]:
-    """The grid's shapes that reached the target on every seed, best median time or cost first."""
-    key = {"cost": "cost_usd", "speed": "lambda_time_s"}[objective]
+def ranked_shapes(rows: list[dict[str, Any]], objective: str, weight: float = 0.5) -> list[dict[str, Any]]:
+    """The grid's shapes that reached the target on every seed, best first by the objective's
+    value of their median cost and median time (``median``; balanced: scaled by the largest
+    medians)."""
+    obj = OBJECTIVES.make(objective, weight)
     by_shape: dict[tuple[int, int, int], list[dict[str, Any]]] = {}
     for r in rows:
         c = r["config"]
         by_shape.setdefault((c["actors"], c["memory_mb"], c["batch"]), []).append(r)
+    medians = {
+        shape: (statistics.median(r["cost_usd"] for r in runs), statistics.median(r["lambda_time_s"] for r in runs))
+        for shape, runs in by_shape.items()
+        if all(r["reached"] for r in runs)
+    }
+    scale = scale_of(medians.values())
     ranked = [
         {
             "config": dict(zip(("actors", "memory_mb", "batch"), shape)),
-            "median": statistics.median(r[key] for r in runs),
+            "median": obj.value(cost, time_s, scale),
             "objective": objective,
-            "median_cost_usd": statistics.median(r["cost_usd"] for r in runs),
-            "median_lambda_time_s": statistics.median(r["lambda_time_s"] for r in runs),
-            "seeds": len(runs),
+            "median_cost_usd": cost,
+            "median_lambda_time_s": time_s,
+            "seeds": len(by_shape[shape]),
         }
-        for shape, runs in by_shape.items()
-        if all(r["reached"] for r in runs)
+        for shape, (cost, time_s) in medians.items()
     ]
     return sorted(ranked, key=lambda o: o["median"])
 

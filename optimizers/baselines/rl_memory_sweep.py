@@ -18,7 +18,8 @@ from typing import Any
 from optimizers.baselines.rl_common import train_after_tuning
 from optimizers.baselines.rl_static import STATIC_DEFAULT
 from optimizers.seraph.models import RunShape
-from optimizers.seraph.planner import DEFAULT_MEMORY_SWEEP
+from optimizers.seraph.objectives import OBJECTIVES, scale_of
+from optimizers.seraph.space import DEFAULT_MEMORY_SWEEP
 from optimizers.seraph.profiling import Workload
 
 
@@ -67,14 +68,12 @@ def sweep(
 
 
 def pick(rows: list[dict[str, Any]], objective: str, weight: float = 0.5) -> int:
-    if objective == "cost":
-        best = min(rows, key=lambda r: (r["cost_usd"], r["duration_s"]))
-    elif objective == "speed":
-        best = min(rows, key=lambda r: (r["duration_s"], r["cost_usd"]))
-    else:
-        mc = max(r["cost_usd"] for r in rows) or 1.0
-        md = max(r["duration_s"] for r in rows) or 1.0
-        best = min(rows, key=lambda r: weight * r["cost_usd"] / mc + (1 - weight) * r["duration_s"] / md)
+    """The memory size the objective prefers (balanced: scaled by the sweep's maxima); exact
+    ties go to the objective's tie-break figure, with no tolerance, as Power Tuning does."""
+    obj = OBJECTIVES.make(objective, weight)
+    figures = [(r["cost_usd"], r["duration_s"]) for r in rows]
+    scale = scale_of(figures)
+    best = min(rows, key=lambda r: obj.order(r["cost_usd"], r["duration_s"], scale))
     return int(best["memory_mb"])
 
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from optimizers.baselines.rl_common import probe_shapes, train_after_tuning
 from optimizers.seraph.models import RunShape
-from optimizers.seraph.planner import SearchSpace
+from optimizers.seraph.objectives import OBJECTIVES
+from optimizers.seraph.space import SearchSpace
 from optimizers.seraph.profiling import Workload
 
 
@@ -32,6 +33,7 @@ def run_optuna(
 ) -> dict[str, Any]:
     import optuna
 
+    obj = OBJECTIVES.make(objective, weight)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=seed))
     spent, spent_s, trials = 0.0, 0.0, []
@@ -52,12 +54,7 @@ def run_optuna(
         time_step = warm.iteration_lambda_s / batch
         if ref is None:
             ref = (cost_step, time_step)
-        if objective == "cost":
-            value = cost_step
-        elif objective == "speed":
-            value = time_step
-        else:
-            value = weight * cost_step / ref[0] + (1 - weight) * time_step / ref[1]
+        value = obj.value(cost_step, time_step, ref)
         study.tell(t, value)
         trials.append({**shape.as_dict(), "value": value, "trial_cost_usd": summ["cost_usd"]})
     best_trial = min(trials, key=lambda r: r["value"])

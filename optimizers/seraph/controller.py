@@ -32,9 +32,9 @@ toward it, with these guards against thrashing:
   ``batch_change_gain`` (default 16%), what changing the batch measured to cost: a
   batch sweep at the start of training left CartPole needing a median 1.16x the env
   steps of the same run without it (seeds 3-12, ``benchmarks/seraph_pilot_effect.py``),
-  and the step's predicted gain does not count that cost. (Added in stop 15 after run
-  V's logs (docs/seraph.md), where re-plans from batch 512 to 1,024 for predicted gains of 8-9% were
-  followed by up to 2x the env steps of either batch alone);
+  and the step's predicted gain does not count that cost. Without this bar, runs were
+  seen re-planning from batch 512 to 1,024 for predicted gains of 8-9% and then needing
+  up to 2x the env steps of either batch alone;
 * **no gain inside the model's own error**: when the planner reports its recent
   iteration-time prediction error (median over the last iterations), a change must
   promise at least that much (capped at ``max_error_bar``, 25%). A predicted 7% gain from

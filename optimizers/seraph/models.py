@@ -104,7 +104,7 @@ def share_floor(memory_mb: int, base_mb: int, vcpu_mb: int = LAMBDA_MB_PER_VCPU)
     otherwise measured noise: one warm CartPole call is about 7.5 ms of CPU at one vCPU,
     and 30 saved CartPole profiles read 885 MB at 1.45-3.31x 1,769 MB's per-step time,
     many under the share's 2x. Read low, it makes 885 MB look cheaper per GB-second than
-    it can be, and cost plans went to 885 MB at near-ties (stop 17's Y6 and stop 18's Y8,
+    it can be, and cost plans went to 885 MB at near-ties (two CartPole benchmark runs,
     seed 1 both times), which the runs found 10-20% dearer per iteration than 1,769 MB.
     Above one vCPU the share gives no bound for a handler that may use several threads,
     so there is none (0)."""

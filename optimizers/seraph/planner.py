@@ -9,10 +9,9 @@ plans the *rest* of training under what is left of the deadline and budget.
 
 Where steps-to-target come from. The noise scale fixes the *shape* of the
 steps-vs-batch curve, not its scale: ``E(B) = E_min (1 + B / B_noise)`` needs one
-point. We take it from a :class:`Reference` (env steps to the target at one or more
-batches): measured points from ``optimizers/seraph/data/references.json`` (made by
-``python -m optimizers.seraph.references``), else the figures in ``REFERENCES`` below,
-else an assumed half of ``max_steps``. The run corrects it: once the steps already spent
+point. We take it from a :class:`~optimizers.seraph.reference_points.Reference` (env
+steps to the target at one or more batches; :func:`~optimizers.seraph.reference_points.reference_for`
+says where they come from). The run corrects it: once the steps already spent
 pass the estimate without reaching the target, the rest is re-estimated from the
 reward still missing (see :meth:`Planner.remaining_fraction`).
 """
@@ -25,177 +24,15 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from optimizers.seraph.models import CostModel, Observation, PerformanceModel, Prices, ProgressModel, RunShape, all_shapes
+from optimizers.seraph.models import CostModel, Observation, PerformanceModel, Prices, ProgressModel, RunShape
 from optimizers.seraph.noise_scale import NoiseScaleTracker
+from optimizers.seraph.objectives import Objective
 from optimizers.seraph.profiles import Profile
-from optimizers.seraph.search import Candidate, Constraints, Objective, SearchOutcome, choose, score_shapes
+from optimizers.seraph.reference_points import Reference
+from optimizers.seraph.search import Candidate, Constraints, SearchOutcome, choose, front_scale, score_shapes
+from optimizers.seraph.space import SearchSpace
+from optimizers.seraph.stats import ACTOR_FACTOR_P, fit_progress, rank_sum_p, tie_pooled_points
 from serverless.slots import slot_count
-
-DEFAULT_ACTORS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-DEFAULT_MEMORY_SWEEP = (512, 885, 1769, 3008, 5307, 10240)
-DEFAULT_BATCHES = (500, 1000, 2000, 4000, 8000)
-
-
-@dataclass(frozen=True)
-class SearchSpace:
-    """The discrete space Seraph searches.
-
-    ``batches`` stays in a range where PPO (10 epochs of 64-sample minibatches) still
-    learns the built-in tasks; ``min_steps_per_actor`` keeps each actor's segment long
-    enough that episodes complete often and the bootstrapped tails stay a small part
-    of the batch (CleanRL's PPO uses 128-step segments).
-    """
-
-    actors: tuple[int, ...] = DEFAULT_ACTORS
-    memories: tuple[int, ...] = DEFAULT_MEMORY_SWEEP
-    batches: tuple[int, ...] = DEFAULT_BATCHES
-    min_steps_per_actor: int = 125
-
-    def shapes(self) -> list[RunShape]:
-        return all_shapes(self.actors, self.memories, self.batches, min_steps_per_actor=self.min_steps_per_actor)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "actors": list(self.actors),
-            "memory_mb": list(self.memories),
-            "batch": list(self.batches),
-            "min_steps_per_actor": self.min_steps_per_actor,
-        }
-
-
-@dataclass(frozen=True)
-class Reference:
-    """Env steps to the target at one or more batch sizes, and where they came from."""
-
-    points: tuple[tuple[int, float], ...]  # (batch, env steps to target)
-    source: str
-    actors: int = 4  # the actor count of ``points``
-    # the same measured at other actor counts: ((actors, ((batch, env steps), ...)), ...)
-    by_actors: tuple[tuple[int, tuple[tuple[int, float], ...]], ...] = ()
-    runs: tuple[tuple[int, int, float], ...] = ()  # every run behind the points: (actors, batch, env steps)
-
-    @property
-    def batch(self) -> int:
-        return int(self.points[0][0])
-
-    @property
-    def env_steps(self) -> float:
-        return float(self.points[0][1])
-
-    def as_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"points": [list(p) for p in self.points], "actors": self.actors, "source": self.source}
-        if self.by_actors:
-            d["by_actors"] = {str(a): [list(p) for p in pts] for a, pts in self.by_actors}
-        return d
-
-
-def fit_progress(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
-    """(E_min, B_noise) of ``E(B) = E_min (1 + B / B_noise)`` fitted to measured points
-    (least squares on log E; B_noise on a log grid, E_min in closed form)."""
-    logs = [(b, math.log(e)) for b, e in points]
-    best: tuple[float, float, float] | None = None
-    for bn in np.logspace(0, 7, 701):
-        resid = [le - math.log(1 + b / bn) for b, le in logs]
-        lm = sum(resid) / len(resid)
-        err = sum((r - lm) ** 2 for r in resid)
-        if best is None or err < best[0]:
-            best = (err, float(bn), math.exp(lm))
-    assert best is not None
-    return best[2], best[1]
-
-
-# Measured or assumed points per built-in env: env steps to the usual target with the
-# trainer's preset PPO settings (4 actors) and a step cap of 3x the preset's (the learning
-# rate anneals over the cap). See docs/seraph.md ("Reference points").
-REFERENCES: dict[str, Reference] = {
-    "CartPole-v1": Reference(
-        points=((256, 28_160), (1024, 28_672), (4000, 144_000)),
-        source="measured: trainer preset, local backend, seed 0, max_steps 300k, target 475 (docs/seraph.md)",
-    ),
-    "LunarLander-v3": Reference(
-        points=((16384, 1_000_000),),
-        source="assumed: the trainer preset's 1M-step budget (rl-baselines3-zoo's), target 200 (docs/seraph.md)",
-    ),
-}
-
-
-def reference_for(env_id: str, max_steps: int, batch: int, steps_per_env: int = 0) -> Reference:
-    """The measured references of ``env_id`` at the slot length ``steps_per_env``
-    (:func:`optimizers.seraph.references.measured_reference`), else the built-in points,
-    else half of ``max_steps`` at ``batch``."""
-    from optimizers.seraph.references import measured_reference
-
-    measured = measured_reference(env_id, steps_per_env)
-    if measured is not None:
-        return Reference(
-            points=tuple((int(b), float(e)) for b, e in measured["points"]),
-            source=measured["source"],
-            actors=int(measured["actors"]),
-            by_actors=tuple(
-                (int(a), tuple((int(b), float(e)) for b, e in entry["points"]))
-                for a, entry in sorted(measured.get("by_actors", {}).items(), key=lambda kv: int(kv[0]))
-            ),
-            runs=tuple(
-                (int(entry["actors"]), int(r["batch"]), float(r["env_steps"]))
-                for entry in (measured, *measured.get("by_actors", {}).values())
-                for r in entry.get("runs", [])
-            ),
-        )
-    ref = REFERENCES.get(env_id)
-    if ref is not None:
-        return ref
-    return Reference(points=((batch, max_steps / 2),), source="assumed: half of max_steps")
-
-
-ACTOR_FACTOR_P = 0.05  # the conventional level; not tuned
-
-
-def rank_sum_p(x: Sequence[float], y: Sequence[float]) -> float:
-    """Two-sided p-value of the Mann-Whitney rank-sum test (normal approximation with
-    continuity correction, as ``scipy.stats.mannwhitneyu(method="asymptotic")``; ties
-    count half, without the tie correction of the variance)."""
-    n1, n2 = len(x), len(y)
-    u = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in x for b in y)
-    mu = n1 * n2 / 2.0
-    sigma = math.sqrt(n1 * n2 * (n1 + n2 + 1) / 12.0)
-    z = max(abs(u - mu) - 0.5, 0.0) / sigma
-    return math.erfc(z / math.sqrt(2.0))
-
-
-#: Reference batches whose runs' env steps to the target the rank-sum test cannot tell
-#: from the fewest-steps batch's at p >= this count as tied with it; the conventional level.
-STEPS_TIE_P = 0.05
-
-
-def steps_tied_batches(medians: dict[int, float], runs: dict[int, list[float]]) -> list[int]:
-    """The batch whose runs reached the target in the fewest env steps (median), then, in
-    ascending order, the larger batches whose runs the rank-sum test cannot tell from its
-    (p >= ``STEPS_TIE_P``, three runs or more on each side)."""
-    fewest = min(medians, key=lambda b: (medians[b], b))
-    base = runs.get(fewest, [])
-    tied = [
-        b for b in medians
-        if b > fewest and len(base) >= 3 and len(runs.get(b, [])) >= 3 and rank_sum_p(runs[b], base) >= STEPS_TIE_P
-    ]
-    return [fewest, *sorted(tied)]
-
-
-def tie_pooled_points(reference: Reference, batches: Sequence[int]) -> tuple[tuple[int, float], ...]:
-    """The reference's points with the searched ``batches`` tied with the fewest-steps one
-    of them (:func:`steps_tied_batches`, the rule that also picks the pilot's batch) all at
-    the median of their pooled runs: the progress model does not rank batches on a
-    difference their runs cannot show. Points at batches outside the search keep their
-    medians."""
-    medians = {int(b): float(e) for b, e in reference.points if int(b) in batches}
-    if not medians:
-        return reference.points
-    runs = {b: [e for a, rb, e in reference.runs if a == reference.actors and rb == b] for b in medians}
-    tied = steps_tied_batches(medians, runs)
-    if len(tied) < 2:
-        return reference.points
-    pooled = float(np.median([e for b in tied for e in runs[b]]))
-    return tuple((int(b), pooled if int(b) in tied else float(e)) for b, e in reference.points)
-
 
 @dataclass
 class Plan:
@@ -222,7 +59,7 @@ class Plan:
         best = self.outcome.best
         return {
             "objective": self.objective.name,
-            "weight": self.objective.weight if self.objective.name == "balanced" else None,
+            "weight": self.objective.weight_or_none(),
             "constraints": self.constraints.as_dict(),
             "feasible": self.outcome.feasible,
             "binding": self.outcome.binding,
@@ -251,15 +88,9 @@ class Plan:
 
 
 def objective_key(objective: Objective, front: Sequence[Candidate]) -> Callable[[Candidate], float]:
-    """A scalar to minimise for ``objective`` (balanced: normalised by the front's maxima)."""
-    if objective.name == "cost":
-        return lambda c: c.cost_usd
-    if objective.name == "speed":
-        return lambda c: c.time_s
-    mc = max((c.cost_usd for c in front), default=1.0) or 1.0
-    mt = max((c.time_s for c in front), default=1.0) or 1.0
-    w = objective.weight
-    return lambda c: w * c.cost_usd / mc + (1 - w) * c.time_s / mt
+    """The scalar ``objective`` minimises, on the scale of ``front``."""
+    scale = front_scale(front)
+    return lambda c: objective.value(c.cost_usd, c.time_s, scale)
 
 
 @dataclass

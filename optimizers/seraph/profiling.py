@@ -15,7 +15,7 @@
   learner never sees it.
 
 Because the pilot is real training, its policy need not be thrown away: the tuner
-resumes the real run from the pilot's checkpoint (see ``tune_and_train``), so the
+resumes the real run from the pilot's checkpoint (see ``optimizers.seraph.tuner.train``), so the
 profiling overhead is the memory probe, the learner timing and the price of running the
 pilot's 5-8 iterations at sub-optimal shapes, not of that many wasted iterations. The pilot keeps one batch
 because changing the batch during training costs env steps to the target (measured on
@@ -28,6 +28,7 @@ the same workload skips all three.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -35,9 +36,10 @@ from typing import Any
 from optimizers.seraph.memory_probe import charge_learner_wait, probe_memory_sizes
 from optimizers.seraph.models import Observation, RunShape
 from optimizers.seraph.noise_scale import NoiseScaleTracker
-from optimizers.seraph.planner import DEFAULT_MEMORY_SWEEP
+from optimizers.seraph.space import DEFAULT_MEMORY_SWEEP
 from optimizers.seraph.profiles import Profile, load_profile, save_profile
 from optimizers.seraph.records import observation, view
+from optimizers.seraph.defaults import DEFAULT_STEPS_PER_ENV
 from core.paths import hardware_fingerprint
 
 BASE_MEMORY_MB = 1769  # one vCPU: where the concurrency and batch sweeps run
@@ -49,7 +51,7 @@ BASE_MEMORY_MB = 1769  # one vCPU: where the concurrency and batch sweeps run
 BATCHES: dict[str, tuple[int, ...]] = {
     "CartPole-v1": (512, 1024, 2048, 4000, 8000),
     # 1,024 is left out: its reference runs needed 721,920, 106,496, 1,476,608 and 253,952 env
-    # steps (seeds 10-13, re-measured in stop 10), against 135k-354k at 2,048 on seeds 10-17
+    # steps (seeds 10-13, measured twice), against 135k-354k at 2,048 on seeds 10-17
     "LunarLander-v3": (2048, 4000, 8192, 16384, 32768),
 }
 
@@ -67,11 +69,6 @@ def batches_for(workload: "Workload") -> tuple[int, ...]:
     return tuple(b for b in batches if b >= 2 * mb)
 
 
-#: The tuner trains with env slots of this many steps (``PPOConfig.steps_per_env``): with
-#: slots, every function count trains the same policy at a batch (``serverless.slots.slot_plan``),
-#: so the function count is a pure systems knob, as the search treats it. 128 is CleanRL's
-#: PPO segment length per env (``num_steps``). 0 turns slots off (one env per function).
-DEFAULT_STEPS_PER_ENV = 128
 
 PILOT_ACTORS = (16, 16, 8, 8, 4, 2, 1, 1)
 #: How often the pilot visits one function count: cold, then warm (see :func:`pilot_schedule`).
@@ -110,11 +107,11 @@ def pilot_batch(workload: "Workload") -> int:
     steps; see the module's docstring). Of the batches the search considers, the one
     whose reference runs reached the target in the fewest env steps (median), or the
     largest batch whose runs the rank-sum test cannot tell from that one's
-    (:func:`~optimizers.seraph.planner.steps_tied_batches`): at equal env steps a larger
+    (:func:`~optimizers.seraph.stats.steps_tied_batches`): at equal env steps a larger
     batch takes fewer iterations, so less per-iteration overhead in time and price.
     Without references for the env, the preset's batch if the search has it, else the
     smallest."""
-    from optimizers.seraph.planner import steps_tied_batches
+    from optimizers.seraph.stats import steps_tied_batches
     from optimizers.seraph.references import measured_reference
     from serverless.presets import preset_for
 
@@ -243,11 +240,16 @@ class Workload:
         return {"env_id": self.env_id, "max_steps": self.max_steps, "ppo": self.ppo, "architecture": self.architecture}
 
 
-@dataclass
+@dataclass(frozen=True)
 class PilotOutcome:
+    """A profile and how this run got it: ``reused`` when this run did not run the pilot
+    (a cached profile, or one a separate step measured), ``checkpoint_dir`` when it ran the
+    pilot with a checkpoint that training resumes from."""
+
     profile: Profile
     reused: bool
-    checkpoint_dir: Path | None = None  # set when this call ran the pilot with a checkpoint
+    checkpoint_dir: Path | None = None
+    wall_s: float = 0.0  # measured time this run spent getting the profile
 
 
 def _noise_from_records(records: list[Any]) -> dict[str, Any]:
@@ -274,8 +276,6 @@ def run_pilot(
     progress: bool = False,
 ) -> Profile:
     """Probe the memory sizes, run the pilot, and build a profile from both."""
-    import time
-
     from serverless.backends import make_backend
     from serverless.ledger import CostLedger
     from serverless.ppo import PPOConfig
@@ -384,16 +384,17 @@ def profile_workload(
     cache_root: Path | None = None,
 ) -> PilotOutcome:
     """The cached profile for this workload/backend/machine, or a fresh pilot's."""
+    t0 = time.perf_counter()
     if reuse:
         cached = load_profile(workload.key_dict(), backend, cache_root)
         if cached is not None and cached.memory_sweep == list(memory_sweep):
-            return PilotOutcome(cached, reused=True)
+            return PilotOutcome(cached, reused=True, wall_s=time.perf_counter() - t0)
     prof = run_pilot(
         workload, backend, seed=seed, memory_sweep=memory_sweep, backend=backend_obj,
         checkpoint_dir=checkpoint_dir, progress=progress,
     )
     save_profile(prof, cache_root)
-    return PilotOutcome(prof, reused=False, checkpoint_dir=checkpoint_dir)
+    return PilotOutcome(prof, reused=False, checkpoint_dir=checkpoint_dir, wall_s=time.perf_counter() - t0)
 
 
 def workload_for(

@@ -1,11 +1,10 @@
 """Search the discrete space of (actors, memory, batch) under the models.
 
 The space is small (a few hundred shapes), so the search is exhaustive: every shape is
-scored with predicted time and cost to the target, and the objective picks one. The
-objectives follow AWS Lambda Power Tuning's names: ``cost`` (cheapest, ties broken by
-speed), ``speed`` (fastest, ties broken by cost; predictions within 3% count as ties) and ``balanced`` with weight ``w``
-(minimise ``w * cost / max_cost + (1 - w) * time / max_time``; the maxima are taken over
-the Pareto front, so one absurd shape cannot flatten the scale).
+scored with predicted time and cost to the target, and the objective picks one
+(:mod:`optimizers.seraph.objectives`: ``cost``, ``speed``, ``balanced``; the balanced
+objective's scale is the maxima over the Pareto front, so one absurd shape cannot
+flatten it).
 
 Constraints (``deadline_s``, ``budget_usd``) filter the candidates first. When no shape
 meets them, the answer says so: the best achievable figure for each constraint and which
@@ -19,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from optimizers.seraph.models import RunShape
+from optimizers.seraph.objectives import TIE_TOLERANCE, Objective, Scale, scale_of
 from core.errors import UserError
 
-OBJECTIVES = ("cost", "speed", "balanced")
+__all__ = ["TIE_TOLERANCE", "Candidate", "Constraints", "Objective", "SearchOutcome", "choose", "pareto_front", "score_shapes"]
 
 
 @dataclass(frozen=True)
@@ -33,22 +33,10 @@ class Constraints:
         for name in ("deadline_s", "budget_usd"):
             v = getattr(self, name)
             if v is not None and not (v > 0 and math.isfinite(v)):
-                raise UserError(f"--{name.replace('_', '-')} must be a positive number, got {v}")
+                raise UserError(f"{name} must be a positive number, got {v}")
 
     def as_dict(self) -> dict[str, float | None]:
         return {"deadline_s": self.deadline_s, "budget_usd": self.budget_usd}
-
-
-@dataclass(frozen=True)
-class Objective:
-    name: str
-    weight: float = 0.5  # only for "balanced": the weight of cost (1 - weight goes to time)
-
-    def __post_init__(self) -> None:
-        if self.name not in OBJECTIVES:
-            raise UserError(f"--objective {self.name!r} is not known; allowed: {', '.join(OBJECTIVES)}")
-        if not 0.0 <= self.weight <= 1.0:
-            raise UserError(f"--weight must be between 0 and 1 (the weight of cost in 'balanced'), got {self.weight}")
 
 
 @dataclass(frozen=True)
@@ -119,35 +107,13 @@ def pareto_front(cands: Sequence[Candidate]) -> list[Candidate]:
     return front
 
 
-def _key(objective: Objective, front: Sequence[Candidate]) -> Callable[[Candidate], tuple[float, float]]:
-    if objective.name == "cost":
-        return lambda c: (c.cost_usd, c.time_s)
-    if objective.name == "speed":
-        return lambda c: (c.time_s, c.cost_usd)
-    max_cost = max(c.cost_usd for c in front) or 1.0
-    max_time = max(c.time_s for c in front) or 1.0
-    w = objective.weight
-    return lambda c: (w * c.cost_usd / max_cost + (1 - w) * c.time_s / max_time, c.time_s)
+def front_scale(front: Sequence[Candidate]) -> Scale:
+    """The scale a mixed objective divides by: the front's largest cost and time."""
+    return scale_of((c.cost_usd, c.time_s) for c in front)
 
 
-# Predicted figures closer than this are ties for ``cost`` and ``speed``: the models are
-# good to ~10-15% (iteration-time error) and the memory probe's single calls to ~2-3%, so a
-# shape 2% faster on paper (e.g. 3,008 MB for a single-threaded handler, which the emulator
-# cannot make faster than 1,769 MB) is no reason to pay 70% more per GB-second.
-TIE_TOLERANCE = 0.03
-
-
-def _best(cands: Sequence[Candidate], objective: Objective, key: Callable[[Candidate], tuple[float, float]]) -> Candidate:
-    """The best candidate by ``key``; for ``cost`` and ``speed``, the best on the other
-    figure among those within ``TIE_TOLERANCE`` of the best on the objective's own."""
-    best = min(cands, key=key)
-    if objective.name == "cost":
-        near = [c for c in cands if c.cost_usd <= best.cost_usd * (1 + TIE_TOLERANCE)]
-        return min(near, key=lambda c: (c.time_s, c.cost_usd))
-    if objective.name == "speed":
-        near = [c for c in cands if c.time_s <= best.time_s * (1 + TIE_TOLERANCE)]
-        return min(near, key=lambda c: (c.cost_usd, c.time_s))
-    return best
+def _figures(c: Candidate) -> tuple[float, float]:
+    return c.cost_usd, c.time_s
 
 
 def choose(cands: Sequence[Candidate], objective: Objective, constraints: Constraints = Constraints()) -> SearchOutcome:
@@ -157,8 +123,8 @@ def choose(cands: Sequence[Candidate], objective: Objective, constraints: Constr
     front = pareto_front(cands)
     fastest = min(cands, key=lambda c: (c.time_s, c.cost_usd))
     cheapest = min(cands, key=lambda c: (c.cost_usd, c.time_s))
-    key = _key(objective, front)
-    unconstrained = _best(cands, objective, key)
+    scale = front_scale(front)
+    unconstrained = objective.best(cands, _figures, scale)
     d, b = constraints.deadline_s, constraints.budget_usd
     ok = [c for c in cands if (d is None or c.time_s <= d) and (b is None or c.cost_usd <= b)]
     if not ok:
@@ -177,7 +143,7 @@ def choose(cands: Sequence[Candidate], objective: Objective, constraints: Constr
                 f"${within_d.cost_usd:.6g} (budget ${b:.6g})"
             )
         return SearchOutcome(None, False, binding, "infeasible: " + "; ".join(parts), fastest, cheapest, front)
-    best = _best(ok, objective, key)
+    best = objective.best(ok, _figures, scale)
     binding = []
     if best != unconstrained:
         if d is not None and unconstrained.time_s > d:

@@ -13,27 +13,15 @@ All input is validated before any profiling starts.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 from typing import Any
 
 from core.errors import UserError
 
-# optimizers.seraph.profiling.DEFAULT_STEPS_PER_ENV, named here without importing the tuner
-# (a test checks that the two agree)
-STEPS_PER_ENV_HELP_DEFAULT = 128
-
-BACKENDS = ("local", "ray")
-ARCHITECTURES = ("x86_64", "arm64")
-
-
-def _positive(name: str, value: float | None) -> None:
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise UserError(f"{name} must be a positive number, got {value}")
-
-
 def register(rl_sub: argparse._SubParsersAction) -> None:
+    from optimizers.seraph.objectives import OBJECTIVES
+    from optimizers.seraph.request import ARCHITECTURES, BACKENDS, DEFAULT_STEPS_PER_ENV
     from trainwise.cli import add_json_out
 
     p = rl_sub.add_parser(
@@ -43,17 +31,18 @@ def register(rl_sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--env", required=True, help="gymnasium env id, e.g. CartPole-v1, LunarLander-v3")
     p.add_argument("--target-reward", required=True, type=float, help="mean recent episode return to reach")
-    p.add_argument("--objective", required=True, help="cost | speed | balanced (Lambda Power Tuning's names)")
+    p.add_argument("--objective", required=True, metavar="OBJECTIVE",
+                   help=f"{' | '.join(OBJECTIVES.names())} (Lambda Power Tuning's names)")
     p.add_argument("--weight", type=float, default=0.5, help="balanced only: weight of cost in [0, 1] (default 0.5)")
     p.add_argument("--deadline-s", type=float, default=None, help="modelled time to target must not exceed this")
     p.add_argument("--budget-usd", type=float, default=None, help="modelled cost to target must not exceed this")
-    p.add_argument("--backend", default="local", help="function backend: local | ray (default local)")
-    p.add_argument("--architecture", default="x86_64", help="Lambda architecture priced: x86_64 | arm64")
+    p.add_argument("--backend", default="local", help=f"function backend: {' | '.join(BACKENDS)} (default local)")
+    p.add_argument("--architecture", default="x86_64", help=f"Lambda architecture priced: {' | '.join(ARCHITECTURES)}")
     p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
     p.add_argument("--max-steps", type=int, default=None, help="env-step cap for training (default: generous per env)")
     p.add_argument("--steps-per-env", type=int, default=None,
                    help="split each batch into envs of about N steps, so the actor count does not change learning "
-                   f"(default {STEPS_PER_ENV_HELP_DEFAULT}, the tuner's; 0: one env per actor)")
+                   f"(default {DEFAULT_STEPS_PER_ENV}, the tuner's; 0: one env per actor)")
     p.add_argument("--replan-every", type=int, default=3, help="re-plan every K iterations (default 3)")
     p.add_argument("--no-retune", action="store_true", help="keep the initial plan for the whole run")
     p.add_argument("--reprofile", action="store_true", help="ignore a cached profile and profile again")
@@ -63,28 +52,26 @@ def register(rl_sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=handle)
 
 
-def validate(args: argparse.Namespace) -> None:
-    from optimizers.seraph.search import Constraints, Objective
+#: The flag that sets each request field, where it is not ``--`` + the field with dashes.
+FLAGS = {"env_id": "--env", "retune": "--no-retune"}
 
-    Objective(args.objective, args.weight)
-    Constraints(args.deadline_s, args.budget_usd)
-    if args.backend not in BACKENDS:
-        raise UserError(f"--backend {args.backend!r} is not known; allowed: {', '.join(BACKENDS)}")
-    if args.architecture not in ARCHITECTURES:
-        raise UserError(f"--architecture {args.architecture!r} is not known; allowed: {', '.join(ARCHITECTURES)}")
-    if not math.isfinite(args.target_reward):
-        raise UserError(f"--target-reward must be a finite number, got {args.target_reward}")
-    if args.max_steps is not None and args.max_steps < 1000:
-        raise UserError(f"--max-steps must be at least 1000 env steps, got {args.max_steps}")
-    if args.replan_every < 1:
-        raise UserError(f"--replan-every must be >= 1 iteration, got {args.replan_every}")
-    if args.steps_per_env is not None and args.steps_per_env < 0:
-        raise UserError(f"--steps-per-env must be >= 0 (0 = one env per actor), got {args.steps_per_env}")
-    if args.seed < 0:
-        raise UserError(f"--seed must be >= 0, got {args.seed}")
-    from serverless.envs import inspect_env
 
-    inspect_env(args.env)  # unknown or unsupported env: a UserError naming what is allowed
+def build_request(args: argparse.Namespace) -> Any:
+    """The flags as a Seraph request, checked (env included); errors name the flag."""
+    from optimizers.seraph.request import DEFAULT_STEPS_PER_ENV, RequestError, SeraphRequest
+
+    steps_per_env = DEFAULT_STEPS_PER_ENV if args.steps_per_env is None else args.steps_per_env
+    try:
+        request = SeraphRequest(
+            env_id=args.env, target_reward=args.target_reward, objective=args.objective, weight=args.weight,
+            deadline_s=args.deadline_s, budget_usd=args.budget_usd, backend=args.backend,
+            architecture=args.architecture, seed=args.seed, max_steps=args.max_steps, steps_per_env=steps_per_env,
+            replan_every=args.replan_every, retune=not args.no_retune,
+        )
+        request.check_env()  # unknown or unsupported env: an error naming what is allowed
+    except RequestError as exc:
+        raise exc.named(FLAGS.get(exc.field, "--" + exc.field.replace("_", "-"))) from None
+    return request
 
 
 def _print_plan(plan: dict[str, Any]) -> None:
@@ -107,32 +94,15 @@ def _print_plan(plan: dict[str, Any]) -> None:
 
 
 def handle(args: argparse.Namespace) -> dict[str, Any]:
-    validate(args)
+    request = build_request(args)
     from optimizers.seraph import tune_and_train
-    from optimizers.seraph.profiling import DEFAULT_STEPS_PER_ENV
 
     png = args.png
     if png is None and args.json_out is not None:
         png = Path(args.json_out).with_suffix(".pareto.png")
     result = tune_and_train(
-        env_id=args.env,
-        target_reward=args.target_reward,
-        objective=args.objective,
-        weight=args.weight,
-        deadline_s=args.deadline_s,
-        budget_usd=args.budget_usd,
-        backend=args.backend,
-        architecture=args.architecture,
-        seed=args.seed,
-        max_steps=args.max_steps,
-        replan_every=args.replan_every,
-        retune=not args.no_retune,
-        steps_per_env=DEFAULT_STEPS_PER_ENV if args.steps_per_env is None else args.steps_per_env,
-        reprofile=args.reprofile,
-        plan_only=args.plan_only,
-        png_path=png,
-        progress=True,
-    )
+        request, reprofile=args.reprofile, plan_only=args.plan_only, png_path=png, progress=True
+    ).to_dict()
     _print_plan(result["plan"])
     if not result["plan"]["feasible"] and not args.plan_only:
         raise UserError(result["plan"]["message"])

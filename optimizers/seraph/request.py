@@ -1,0 +1,155 @@
+"""What a user asks Seraph for: one frozen request, validated once.
+
+The CLI (``trainwise rl tune``), the workload spec (``rl:`` in YAML) and Python callers all
+build a :class:`SeraphRequest`; its checks are the one validation path. A failed check
+raises :class:`RequestError`, which names the request's field (``objective``) and the
+problem; each front end re-labels the field as its user wrote it (``--objective`` on the
+command line, ``rl.objective`` in a workload file) with :meth:`RequestError.named`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from core.errors import UserError
+from optimizers.seraph.defaults import DEFAULT_STEPS_PER_ENV
+from optimizers.seraph.objectives import OBJECTIVES, Objective
+
+if TYPE_CHECKING:  # the models load numpy and scipy; the CLI imports this module to build its help
+    from optimizers.seraph.profiling import Workload
+    from optimizers.seraph.search import Constraints
+
+#: The function backends Seraph tunes on (Lambda itself is priced, not tuned live).
+BACKENDS: tuple[str, ...] = ("local", "ray")
+#: The Lambda architectures whose prices Seraph plans with.
+ARCHITECTURES: tuple[str, ...] = ("x86_64", "arm64")
+#: The smallest step cap a request may set: a pilot alone runs several thousand steps.
+MIN_MAX_STEPS = 1000
+
+
+class RequestError(UserError):
+    """A request field the checks refused: ``field`` and what is wrong with it."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        self.field = field
+        self.problem = problem
+        super().__init__(f"{field}: {problem}")
+
+    def named(self, name: str) -> UserError:
+        """The same error with the field called ``name`` (as the user wrote it)."""
+        return UserError(f"{name}: {self.problem}")
+
+
+@dataclass(frozen=True)
+class SeraphRequest:
+    """Train ``env_id`` to ``target_reward`` for ``objective`` under the constraints."""
+
+    env_id: str
+    target_reward: float
+    objective: str = "cost"
+    weight: float = 0.5  # balanced only: the weight of cost (1 - weight goes to time)
+    deadline_s: float | None = None  # the modelled time to the target must not exceed this
+    budget_usd: float | None = None  # the modelled cost to the target must not exceed this
+    backend: str = "local"
+    architecture: str = "x86_64"
+    seed: int = 0
+    max_steps: int | None = None  # env-step cap; None: three times the env preset's
+    steps_per_env: int = DEFAULT_STEPS_PER_ENV  # env slot length; 0: one env per function
+    replan_every: int = 3  # iterations between re-plans
+    retune: bool = True  # re-plan during training
+
+    checked_fields: ClassVar[tuple[str, ...]] = (
+        "objective", "weight", "deadline_s", "budget_usd", "backend", "architecture", "target_reward",
+        "max_steps", "replan_every", "steps_per_env", "seed",
+    )
+
+    def __post_init__(self) -> None:
+        for name in self.checked_fields:
+            problem = getattr(self, f"_check_{name}")()
+            if problem:
+                raise RequestError(name, problem)
+
+    # -- the checks: each returns what is wrong, or None -------------------------------------
+    def _check_objective(self) -> str | None:
+        try:
+            OBJECTIVES.get(self.objective)
+        except UserError as exc:
+            return str(exc)
+        return None
+
+    def _check_weight(self) -> str | None:
+        ok = isinstance(self.weight, (int, float)) and math.isfinite(self.weight) and 0.0 <= self.weight <= 1.0
+        return None if ok else f"must be between 0 and 1 (the weight of cost in 'balanced'), got {self.weight}"
+
+    def _positive_or_none(self, value: float | None) -> str | None:
+        ok = value is None or (isinstance(value, (int, float)) and math.isfinite(value) and value > 0)
+        return None if ok else f"must be a positive number, got {value}"
+
+    def _check_deadline_s(self) -> str | None:
+        return self._positive_or_none(self.deadline_s)
+
+    def _check_budget_usd(self) -> str | None:
+        return self._positive_or_none(self.budget_usd)
+
+    def _check_backend(self) -> str | None:
+        return None if self.backend in BACKENDS else f"{self.backend!r} is not known; allowed: {', '.join(BACKENDS)}"
+
+    def _check_architecture(self) -> str | None:
+        if self.architecture in ARCHITECTURES:
+            return None
+        return f"{self.architecture!r} is not known; allowed: {', '.join(ARCHITECTURES)}"
+
+    def _check_target_reward(self) -> str | None:
+        ok = isinstance(self.target_reward, (int, float)) and math.isfinite(self.target_reward)
+        return None if ok else f"must be a finite number, got {self.target_reward}"
+
+    def _check_max_steps(self) -> str | None:
+        if self.max_steps is None or self.max_steps >= MIN_MAX_STEPS:
+            return None
+        return f"must be at least {MIN_MAX_STEPS} env steps, got {self.max_steps}"
+
+    def _check_replan_every(self) -> str | None:
+        return None if self.replan_every >= 1 else f"must be >= 1 iteration, got {self.replan_every}"
+
+    def _check_steps_per_env(self) -> str | None:
+        return None if self.steps_per_env >= 0 else f"must be >= 0 (0 = one env per actor), got {self.steps_per_env}"
+
+    def _check_seed(self) -> str | None:
+        return None if self.seed >= 0 else f"must be >= 0, got {self.seed}"
+
+    def check_env(self) -> None:
+        """That ``env_id`` names a Gymnasium env the trainer supports (loads gymnasium)."""
+        from serverless.envs import inspect_env
+
+        try:
+            inspect_env(self.env_id)
+        except UserError as exc:
+            raise RequestError("env_id", str(exc)) from None
+
+    # -- what the request implies ------------------------------------------------------------
+    def objective_obj(self) -> Objective:
+        return OBJECTIVES.make(self.objective, self.weight)
+
+    def constraints(self) -> "Constraints":
+        from optimizers.seraph.search import Constraints
+
+        return Constraints(self.deadline_s, self.budget_usd)
+
+    def workload(self) -> "Workload":
+        """The workload a profile is about (env, PPO preset, step cap, architecture, slots)."""
+        from optimizers.seraph.profiling import workload_for
+
+        return workload_for(self.env_id, self.max_steps, self.architecture, self.steps_per_env)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "SeraphRequest":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise UserError(f"unknown Seraph request field(s) {unknown}; allowed: {sorted(known)}")
+        return cls(**data)
