@@ -47,10 +47,10 @@ def profile_rl_workload(workload: dict[str, Any], backend: str, seed: int = 0) -
     """Run Seraph's pilot (short real training that sweeps memory sizes, concurrency and
     batch) and return the profile as JSON. Prefect's cache decides whether to profile,
     so Seraph's own file cache is bypassed here (``reuse=False``) and refreshed."""
-    from optimizers import seraph
+    from optimizers.seraph.profiling import profile_workload, workload_for
 
-    w = seraph.workload_for(workload["env_id"], workload["max_steps"], workload["architecture"])
-    prof = seraph.profile_workload(w, backend, reuse=False, seed=seed)
+    w = workload_for(workload["env_id"], workload["max_steps"], workload["architecture"])
+    prof = profile_workload(w, backend, reuse=False, seed=seed).profile
     get_run_logger().info(
         "profiled %s on %s: %d pilot iterations, %s env steps", w.env_id, backend, len(prof.observations), prof.pilot.get("env_steps")
     )
@@ -139,18 +139,46 @@ def render_seraph_section(
     baselines: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Plots (reward vs time and cost, Pareto front), table artifacts and the markdown."""
+    rl, plan, trained = planned.request.to_dict(), planned.to_dict(), result.to_dict()
+    achieved = trained.get("achieved") or {}
+    plots = _plots(rl, plan, trained, Path(run_dir) / "seraph")
+    compare = _compare_rows(plan, achieved, baselines or [])
+    phases = _phase_rows(trained)
+    table_artifact(f"{name}-seraph-plan", [{c: r.get(c) for c in _COMPARE_COLUMNS} for r in compare], "Seraph: predicted vs achieved time (s) and cost (USD)")
+    if phases:
+        table_artifact(f"{name}-seraph-phases", [{c: p.get(c) for c in _PHASE_COLUMNS} for p in phases], "Seraph: phases of training (re-tuning): predicted vs measured")
+    changes = [d for d in trained.get("decisions") or [] if d.get("changed")]
+    md = _markdown(rl, plan, profile, achieved, profile_cached, len(changes)) + f"""
+{md_table(compare, _COMPARE_COLUMNS)}
+{_versus(achieved, baselines or [])}
+**Phases** (predicted by the model vs measured on the Lambda clock):
+
+{md_table(phases, _PHASE_COLUMNS)}
+![mean return vs time and cost](seraph/reward.png)
+
+![cost-vs-time Pareto front (predicted)](seraph/pareto.png)
+"""
+    summary = {
+        "chosen": plan.get("config") or {},
+        "predicted": plan.get("predicted") or {},
+        "achieved": achieved,
+        "phases": len(phases),
+        "retune_changes": len(changes),
+        "baselines": baselines or [],
+    }
+    return section("seraph", f"Seraph: {rl['env_id']}", md, plots=plots, summary=summary, profile_cached=profile_cached)
+
+
+def _plots(rl: dict[str, Any], plan: dict[str, Any], trained: dict[str, Any], folder: Path) -> list[Any]:
+    """Reward vs time and cost, and the predicted Pareto front, as PNG files in ``folder``."""
     from optimizers.seraph import render_pareto_png
 
     from tasks.plots import reward_png
 
-    rl, plan, trained = planned.request.to_dict(), planned.to_dict(), result.to_dict()
-    folder = Path(run_dir) / "seraph"
-    achieved = trained.get("achieved", {})
-    curve = trained.get("training", {}).get("curve", [])
-    clock = achieved.get("lambda_time_label", "modelled")
-    plots = [
+    clock = (trained.get("achieved") or {}).get("lambda_time_label", "modelled")
+    return [
         reward_png(
-            curve,
+            (trained.get("training") or {}).get("curve", []),
             folder / "reward.png",
             target=rl["target_reward"],
             time_key="lambda_time_s",
@@ -160,65 +188,72 @@ def render_seraph_section(
         ),
         render_pareto_png(plan, folder / "pareto.png"),
     ]
+
+
+def _markdown(
+    rl: dict[str, Any], plan: dict[str, Any], profile: dict[str, Any], achieved: dict[str, Any], profile_cached: bool,
+    changes: int,
+) -> str:
+    """The section's prose: what was tuned, the profile, the chosen shape and the result."""
     chosen = plan.get("config") or {}
-    predicted = plan.get("predicted") or {}
-    compare = [
-        {"row": "chosen (predicted)", **chosen, "time_s": predicted.get("time_s"), "cost_usd": predicted.get("cost_usd"), "label": "modelled"},
-        {"row": "fastest on the front (predicted)", **_shape(plan.get("fastest")), "time_s": _get(plan.get("fastest"), "predicted_time_s"), "cost_usd": _get(plan.get("fastest"), "predicted_cost_usd"), "label": "modelled"},
-        {"row": "cheapest on the front (predicted)", **_shape(plan.get("cheapest")), "time_s": _get(plan.get("cheapest"), "predicted_time_s"), "cost_usd": _get(plan.get("cheapest"), "predicted_cost_usd"), "label": "modelled"},
-        {"row": "achieved (training run)", **chosen, "time_s": achieved.get("lambda_time_s"), "cost_usd": achieved.get("cost_usd"), "label": f"Lambda clock {clock}; cost {achieved.get('cost_label', 'modelled')}"},
-    ]
-    for b in baselines or []:
-        compare.append(
-            {"row": f"baseline {b['baseline']} (trained, {'reached' if b.get('reached') else 'NOT reached'})", **(b.get("config") or {}),
-             "time_s": b.get("lambda_time_s"), "cost_usd": b.get("cost_usd"), "label": b.get("label")}
-        )
-    versus = _versus(achieved, baselines or [])
-    cols = ["row", "actors", "memory_mb", "batch", "time_s", "cost_usd", "label"]
-    phases = [
-        {**{k: v for k, v in ph.items() if k not in ("config", "label")}, "config": _shape_text(ph.get("config"))}
-        for ph in trained.get("phases", [])
-    ]
-    phase_cols = ["phase", "config", "iterations", "env_steps", "predicted_time_s", "measured_time_s", "predicted_cost_usd", "measured_cost_usd", "measured_wall_s"]
-    table_artifact(f"{name}-seraph-plan", [{c: r.get(c) for c in cols} for r in compare], "Seraph: predicted vs achieved time (s) and cost (USD)")
-    if phases:
-        table_artifact(f"{name}-seraph-phases", [{c: p.get(c) for c in phase_cols} for p in phases], "Seraph: phases of training (re-tuning): predicted vs measured")
-    changes = [d for d in trained.get("decisions", []) if d.get("changed")]
-    md = f"""
+    clock = achieved.get("lambda_time_label", "modelled")
+    pilot = profile.get("pilot", {})
+    return f"""
 **Tuned:** the number of actor functions, their memory size and the batch per PPO update, to
 train `{rl['env_id']}` to a mean return of {rl['target_reward']:g} on the `{rl['backend']}` backend;
 objective **{plan.get('objective')}** (deadline {fmt(rl['deadline_s'])} s, budget {fmt(rl['budget_usd'])} USD).
 
 **Profile:** {'cached (reused from an earlier run)' if profile_cached else 'measured now (not cached)'};
-key `{profile.get('key', '-')}`, a pilot of {profile.get('pilot', {}).get('iterations', '-')} iterations /
-{fmt(profile.get('pilot', {}).get('env_steps'))} env steps, noise scale B_noise = {fmt(profile.get('noise', {}).get('b_noise'))}.
+key `{profile.get('key', '-')}`, a pilot of {pilot.get('iterations', '-')} iterations /
+{fmt(pilot.get('env_steps'))} env steps, noise scale B_noise = {fmt(profile.get('noise', {}).get('b_noise'))}.
 
 **Chosen configuration:** {chosen.get('actors')} actors x {chosen.get('memory_mb')} MB, batch {chosen.get('batch')}
-({plan.get('message', '')}). Re-tuning: {'on' if rl['retune'] else 'off'}, {len(changes)} change(s) during training.
+({plan.get('message', '')}). Re-tuning: {'on' if rl['retune'] else 'off'}, {changes} change(s) during training.
 
 **Result:** target {'reached' if achieved.get('reached') else '**not** reached'} after {fmt(achieved.get('env_steps'))} env steps
 ({achieved.get('stop_reason', '-')}); time on Lambda {fmt(achieved.get('lambda_time_s'))} s ({clock});
 cost {fmt(achieved.get('cost_usd'))} USD ({achieved.get('cost_label', 'modelled')}); wall time on this machine
 {fmt(achieved.get('wall_s'))} s (measured).
-
-{md_table(compare, cols)}
-{versus}
-**Phases** (predicted by the model vs measured on the Lambda clock):
-
-{md_table(phases, phase_cols)}
-![mean return vs time and cost](seraph/reward.png)
-
-![cost-vs-time Pareto front (predicted)](seraph/pareto.png)
 """
-    summary = {
-        "chosen": chosen,
-        "predicted": predicted,
-        "achieved": achieved,
-        "phases": len(phases),
-        "retune_changes": len(changes),
-        "baselines": baselines or [],
-    }
-    return section("seraph", f"Seraph: {rl['env_id']}", md, plots=plots, summary=summary, profile_cached=profile_cached)
+
+
+_COMPARE_COLUMNS = ["row", "actors", "memory_mb", "batch", "time_s", "cost_usd", "label"]
+_PHASE_COLUMNS = [
+    "phase", "config", "iterations", "env_steps", "predicted_time_s", "measured_time_s", "predicted_cost_usd",
+    "measured_cost_usd", "measured_wall_s",
+]
+
+
+def _front_row(row: str, cand: Any) -> dict[str, Any]:
+    return {"row": row, **_shape(cand), "time_s": _get(cand, "predicted_time_s"), "cost_usd": _get(cand, "predicted_cost_usd"),
+            "label": "modelled"}
+
+
+def _compare_rows(plan: dict[str, Any], achieved: dict[str, Any], baselines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chosen, fastest and cheapest (predicted), achieved, and each baseline (trained)."""
+    chosen = plan.get("config") or {}
+    predicted = plan.get("predicted") or {}
+    clock = achieved.get("lambda_time_label", "modelled")
+    rows = [
+        {"row": "chosen (predicted)", **chosen, "time_s": predicted.get("time_s"), "cost_usd": predicted.get("cost_usd"), "label": "modelled"},
+        _front_row("fastest on the front (predicted)", plan.get("fastest")),
+        _front_row("cheapest on the front (predicted)", plan.get("cheapest")),
+        {"row": "achieved (training run)", **chosen, "time_s": achieved.get("lambda_time_s"), "cost_usd": achieved.get("cost_usd"),
+         "label": f"Lambda clock {clock}; cost {achieved.get('cost_label', 'modelled')}"},
+    ]
+    for b in baselines:
+        rows.append(
+            {"row": f"baseline {b['baseline']} (trained, {'reached' if b.get('reached') else 'NOT reached'})", **(b.get("config") or {}),
+             "time_s": b.get("lambda_time_s"), "cost_usd": b.get("cost_usd"), "label": b.get("label")}
+        )
+    return rows
+
+
+def _phase_rows(trained: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {**{k: v for k, v in ph.items() if k not in ("config", "label")}, "config": _shape_text(ph.get("config"))}
+        for ph in trained.get("phases") or []
+    ]
 
 
 def _shape(c: Any) -> dict[str, Any]:

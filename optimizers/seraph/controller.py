@@ -168,17 +168,7 @@ class SeraphController:
         now_v, step_v = self.objective_key(now), self.objective_key(step_cand)
         gain = (now_v - step_v) / now_v if now_v > 0 else 0.0
         reverses = self._reverses(step)
-        hardware_only = step.batch == self.current.batch
-        needed, why = self.min_gain, ""
-        if reverses and self.reversal_gain > needed:
-            needed, why = self.reversal_gain, ", a dimension going back to a recently left value"
-        if hardware_only and self.hardware_only_gain > needed:
-            needed, why = self.hardware_only_gain, ", a change of actors or memory alone"
-        if not hardware_only and self.batch_change_gain > needed:
-            needed, why = self.batch_change_gain, ", a change of batch"
-        error = self._prediction_error()
-        if error is not None and min(error, self.max_error_bar) > needed:
-            needed, why = min(error, self.max_error_bar), ", the model's recent iteration-time error"
+        needed, why = self._gain_needed(step, reverses)
         if gain < needed:
             what = "a step taking a dimension back to a recently left value," if reverses else "a bounded step to"
             return self._keep(
@@ -201,6 +191,22 @@ class SeraphController:
         self._left.append(self.current)
         self.current = step
         return self.make_run_config(step)
+
+    def _gain_needed(self, step: RunShape, reverses: bool) -> tuple[float, str]:
+        """The predicted gain ``step`` must promise, and why it is that high (the guards in
+        the module's docstring: the highest bar that applies)."""
+        hardware_only = step.batch == self.current.batch
+        needed, why = self.min_gain, ""
+        if reverses and self.reversal_gain > needed:
+            needed, why = self.reversal_gain, ", a dimension going back to a recently left value"
+        if hardware_only and self.hardware_only_gain > needed:
+            needed, why = self.hardware_only_gain, ", a change of actors or memory alone"
+        if not hardware_only and self.batch_change_gain > needed:
+            needed, why = self.batch_change_gain, ", a change of batch"
+        error = self._prediction_error()
+        if error is not None and min(error, self.max_error_bar) > needed:
+            needed, why = min(error, self.max_error_bar), ", the model's recent iteration-time error"
+        return needed, why
 
     def _reverses(self, step: RunShape) -> bool:
         """Whether ``step`` takes any dimension back to a value one of the last ``memory``

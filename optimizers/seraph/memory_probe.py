@@ -93,6 +93,33 @@ class ProbeRow:
         )
 
 
+def _summary(
+    rows: list[ProbeRow], waves_s: list[float], skipped: list[int], modelled: bool, ledger: Any, steps: int, cold_steps: int
+) -> dict[str, Any]:
+    """The probe's rows, observations, span and function cost (no learner time yet)."""
+    per_size = [r.cold_lambda_s + r.warm_lambda_s for r in rows]
+    return {
+        "rows": [r.as_dict() for r in rows],
+        "observations": [r.observation() for r in rows],
+        "env_steps": (cold_steps + steps) * len(rows),
+        "skipped_sizes": skipped,
+        "skipped_reason": (
+            f"past the plateau: {rows[-1].memory_mb} MB ran less than {PLATEAU_GAIN:.0%} faster per step than "
+            f"{rows[-2].memory_mb} MB" if skipped else None
+        ),
+        "span_s": sum(waves_s) if modelled else sum(per_size),
+        "span_label": (
+            f"modelled: the sizes invoked concurrently in {len(waves_s)} wave(s) (sum of the waves' makespans)" if modelled
+            else "measured: the sizes invoked one after the other (sum)"
+        ),
+        # on the modelled clock the probe runs beside the pilot (see the module docstring)
+        "overlaps_pilot": modelled,
+        "function_cost_usd": ledger.total_usd,  # GB-seconds and requests; no learner time yet
+        "learner_usd_per_s": ledger.prices.vm_cost(1.0),
+        "cost_label": ledger.label,
+    }
+
+
 def probe_memory_sizes(
     env_id: str,
     memory_sizes: list[int],
@@ -151,28 +178,7 @@ def probe_memory_sizes(
             per_step_ms.append(warm_bill.duration_ms / steps)
             spans.append(cold_s + warm_s)
         waves_s.append(max(spans))
-    modelled = labels == {"modelled"}
-    per_size = [r.cold_lambda_s + r.warm_lambda_s for r in rows]
-    probe = {
-        "rows": [r.as_dict() for r in rows],
-        "observations": [r.observation() for r in rows],
-        "env_steps": (cold_steps + steps) * len(rows),
-        "skipped_sizes": skipped,
-        "skipped_reason": (
-            f"past the plateau: {rows[-1].memory_mb} MB ran less than {PLATEAU_GAIN:.0%} faster per step than "
-            f"{rows[-2].memory_mb} MB" if skipped else None
-        ),
-        "span_s": sum(waves_s) if modelled else sum(per_size),
-        "span_label": (
-            f"modelled: the sizes invoked concurrently in {len(waves_s)} wave(s) (sum of the waves' makespans)" if modelled
-            else "measured: the sizes invoked one after the other (sum)"
-        ),
-        # on the modelled clock the probe runs beside the pilot (see the module docstring)
-        "overlaps_pilot": modelled,
-        "function_cost_usd": ledger.total_usd,  # GB-seconds and requests; no learner time yet
-        "learner_usd_per_s": ledger.prices.vm_cost(1.0),
-        "cost_label": ledger.label,
-    }
+    probe = _summary(rows, waves_s, skipped, labels == {"modelled"}, ledger, steps, cold_steps)
     return charge_learner_wait(probe, beside_s=0.0)
 
 

@@ -265,6 +265,111 @@ def _noise_from_records(records: list[Any]) -> dict[str, Any]:
     return {"b_noise": tracker.value, "history": tracker.history, "smoothing_alpha": tracker.alpha}
 
 
+def _pilot_spec(workload: Workload, backend_name: str, schedule: list[RunShape], seed: int, checkpoint_dir: Path | None) -> Any:
+    """The trainer's spec for the pilot: the real run's PPO and learning-rate schedule, as
+    many steps as the schedule's iterations, no early stop, only the final checkpoint."""
+    from serverless.ppo import PPOConfig
+    from serverless.trainer import TrainSpec
+
+    ppo = PPOConfig.from_dict({**workload.ppo, "hidden": tuple(workload.ppo.get("hidden", (64, 64)))})
+    ppo.anneal_steps = workload.max_steps  # the same learning-rate schedule as the real run
+    return TrainSpec(
+        env_id=workload.env_id,
+        target_reward=1e30,  # the pilot never stops early (the trainer wants a finite target)
+        max_steps=sum(s.batch for s in schedule),
+        run=_run_config(schedule[0]),
+        ppo=ppo,
+        seed=seed,
+        backend=backend_name,
+        architecture=workload.architecture,
+        checkpoint_every=10**9 if checkpoint_dir is not None else 0,  # only the final checkpoint
+        checkpoint_dir=checkpoint_dir,
+    )
+
+
+def _run_config(s: RunShape) -> Any:
+    from serverless.trainer import RunConfig
+
+    return RunConfig(actors=s.actors, memory_mb=s.memory_mb, batch=s.batch)
+
+
+def _probe_and_pilot(
+    workload: Workload, backend: Any, spec: Any, schedule: list[RunShape], memory_sweep: tuple[int, ...], progress: bool,
+) -> tuple[dict[str, Any], float, Any]:
+    """The memory probe (its result and measured wall time), then the pilot's training."""
+    from serverless.trainer import train
+
+    t_probe = time.perf_counter()
+    probe = probe_memory_sizes(
+        workload.env_id, sorted({*memory_sweep, BASE_MEMORY_MB}), backend,
+        hidden=tuple(spec.ppo.hidden), seed=spec.seed, architecture=workload.architecture,
+    )
+    probe_wall_s = time.perf_counter() - t_probe
+    ctl = SweepController(schedule, _run_config)
+    result = train(spec, backend=backend, controller=ctl, probe_noise_every=1, progress=progress)
+    return probe, probe_wall_s, result
+
+
+def _learner_timing(workload: Workload, pilot: Any, seed: int) -> dict[str, Any]:
+    """Time the learner at every batch the search considers, on the learner's VM; on the
+    modelled clock in the learner's idle time while the pilot's functions run
+    (:func:`beside_rollouts`), priced for what does not fit."""
+    from serverless.ledger import CostLedger
+    from serverless.pricing import PriceTable
+
+    modelled = pilot.lambda_time_label == "modelled"
+    rows = time_learner_updates(workload, batches_for(workload), seed=seed, modelled=modelled)
+    timed_s = sum(r["timed_s"] for r in rows)  # what the timing itself took (one epoch each)
+    waits = [view(r).rollout_lambda_s for r in pilot.iterations] if modelled else []
+    excess_s = beside_rollouts([r["timed_s"] for r in rows], waits)
+    ledger = CostLedger(PriceTable.load(None), architecture=workload.architecture)
+    ledger.add_learner_time(excess_s)
+    return {
+        "rows": rows,
+        "timed_s": timed_s,
+        "beside_rollouts_s": timed_s - excess_s,
+        "lambda_time_s": excess_s,
+        "cost_usd": ledger.total_usd,
+        "label": "synthetic batch, one epoch per size (learner_s: times the epochs); time "
+        + ("modelled (CPU time, host-speed corrected); placed in the learner's waits for the pilot's "
+           "rollouts, it adds (lambda_time_s) and is priced for only what does not fit"
+           if modelled else "measured, run after the pilot and priced in full"),
+    }
+
+
+def _learner_rows(timing: dict[str, Any]) -> list[Observation]:
+    """The learner timing as profile rows: the update alone at each batch."""
+    return [
+        Observation(RunShape(1, BASE_MEMORY_MB, r["batch"]), rollout_s=0.0, billed_s=0.0, learner_s=r["learner_s"],
+                    iteration_s=r["learner_s"], learner_only=True)
+        for r in timing["rows"]
+    ]
+
+
+def _pilot_summary(
+    result: Any, probe: dict[str, Any], probe_wall_s: float, timing: dict[str, Any], schedule: list[RunShape], seed: int
+) -> dict[str, Any]:
+    """The profile's ``pilot``: the whole profiling bill and the pilot's training alone."""
+    return {
+        "iterations": len(result.iterations),
+        "env_steps": result.env_steps,
+        # the whole profiling bill: memory probe + pilot training + learner timing
+        "cost_usd": probe["cost_usd"] + result.cost_usd + timing["cost_usd"],
+        "cost_label": result.ledger.label,
+        "lambda_time_s": probe["lambda_time_s"] + result.lambda_time_s + timing["lambda_time_s"],
+        "lambda_time_label": result.lambda_time_label,
+        "wall_s": probe_wall_s + result.wall_s,
+        # the pilot training alone: what the resumed run's checkpointed ledger holds
+        "training_cost_usd": result.cost_usd,
+        "training_lambda_time_s": result.lambda_time_s,
+        "final_mean_return": result.final_mean_return,
+        "seed": seed,
+        "schedule": [s.as_dict() for s in schedule],
+        "memory_probe": {**probe, "wall_s": probe_wall_s},
+        "learner_timing": timing,
+    }
+
+
 def run_pilot(
     workload: Workload,
     backend_name: str,
@@ -275,98 +380,30 @@ def run_pilot(
     checkpoint_dir: Path | None = None,
     progress: bool = False,
 ) -> Profile:
-    """Probe the memory sizes, run the pilot, and build a profile from both."""
+    """Probe the memory sizes, run the pilot, time the learner, and build a profile from all three."""
     from serverless.backends import make_backend
-    from serverless.ledger import CostLedger
-    from serverless.ppo import PPOConfig
-    from serverless.pricing import PriceTable
-    from serverless.trainer import RunConfig, TrainSpec, train
 
-    ppo = PPOConfig.from_dict({**workload.ppo, "hidden": tuple(workload.ppo.get("hidden", (64, 64)))})
-    ppo.anneal_steps = workload.max_steps  # the same learning-rate schedule as the real run
     schedule = pilot_schedule(pilot_batch(workload), workload.steps_per_env)
-
-    def to_run(s: RunShape) -> Any:
-        return RunConfig(actors=s.actors, memory_mb=s.memory_mb, batch=s.batch)
-
+    spec = _pilot_spec(workload, backend_name, schedule, seed, checkpoint_dir)
     own_backend = backend is None
     if own_backend:
         backend = make_backend(backend_name)
     try:
-        t_probe = time.perf_counter()
-        probe = probe_memory_sizes(
-            workload.env_id, sorted({*memory_sweep, BASE_MEMORY_MB}), backend,
-            hidden=tuple(ppo.hidden), seed=seed, architecture=workload.architecture,
-        )
-        probe_wall_s = time.perf_counter() - t_probe
-        ctl = SweepController(schedule, to_run)
-        spec = TrainSpec(
-            env_id=workload.env_id,
-            target_reward=1e30,  # the pilot never stops early (the trainer wants a finite target)
-            max_steps=sum(s.batch for s in schedule),
-            run=to_run(schedule[0]),
-            ppo=ppo,
-            seed=seed,
-            backend=backend_name,
-            architecture=workload.architecture,
-            checkpoint_every=10**9 if checkpoint_dir is not None else 0,  # only the final checkpoint
-            checkpoint_dir=checkpoint_dir,
-        )
-        result = train(spec, backend=backend, controller=ctl, probe_noise_every=1, progress=progress)
+        probe, probe_wall_s, result = _probe_and_pilot(workload, backend, spec, schedule, memory_sweep, progress)
     finally:
         if own_backend:
             backend.close()
-    records = result.iterations
     # on the modelled clock the probe ran beside the pilot: the learner waits only for its excess
     probe = charge_learner_wait(probe, beside_s=result.lambda_time_s)
-    # the learner at every batch the search considers, on the learner's VM; on the modelled
-    # clock in the learner's idle time while the pilot's functions run (see beside_rollouts)
-    modelled = result.lambda_time_label == "modelled"
-    timing = time_learner_updates(workload, batches_for(workload), seed=seed, modelled=modelled)
-    timing_s = sum(r["timed_s"] for r in timing)  # what the timing itself took (one epoch each)
-    waits = [view(r).rollout_lambda_s for r in records] if modelled else []
-    timing_excess_s = beside_rollouts([r["timed_s"] for r in timing], waits)
-    timing_ledger = CostLedger(PriceTable.load(None), architecture=workload.architecture)
-    timing_ledger.add_learner_time(timing_excess_s)
-    learner_rows = [
-        Observation(RunShape(1, BASE_MEMORY_MB, r["batch"]), rollout_s=0.0, billed_s=0.0, learner_s=r["learner_s"],
-                    iteration_s=r["learner_s"], learner_only=True)
-        for r in timing
-    ]
+    timing = _learner_timing(workload, result, seed)
+    observations = [*probe.pop("observations"), *(observation(r) for r in result.iterations), *_learner_rows(timing)]
     return Profile(
         workload=workload.key_dict(),
         backend=backend_name,
         hardware=hardware_fingerprint(),
-        observations=[*probe.pop("observations"), *(observation(r) for r in records), *learner_rows],
-        noise=_noise_from_records(records),
-        pilot={
-            "iterations": len(records),
-            "env_steps": result.env_steps,
-            # the whole profiling bill: memory probe + pilot training + learner timing
-            "cost_usd": probe["cost_usd"] + result.cost_usd + timing_ledger.total_usd,
-            "cost_label": result.ledger.label,
-            "lambda_time_s": probe["lambda_time_s"] + result.lambda_time_s + timing_excess_s,
-            "lambda_time_label": result.lambda_time_label,
-            "wall_s": probe_wall_s + result.wall_s,
-            # the pilot training alone: what the resumed run's checkpointed ledger holds
-            "training_cost_usd": result.cost_usd,
-            "training_lambda_time_s": result.lambda_time_s,
-            "final_mean_return": result.final_mean_return,
-            "seed": seed,
-            "schedule": [s.as_dict() for s in schedule],
-            "memory_probe": {**probe, "wall_s": probe_wall_s},
-            "learner_timing": {
-                "rows": timing,
-                "timed_s": timing_s,
-                "beside_rollouts_s": timing_s - timing_excess_s,
-                "lambda_time_s": timing_excess_s,
-                "cost_usd": timing_ledger.total_usd,
-                "label": "synthetic batch, one epoch per size (learner_s: times the epochs); time "
-                + ("modelled (CPU time, host-speed corrected); placed in the learner's waits for the pilot's "
-                   "rollouts, it adds (lambda_time_s) and is priced for only what does not fit"
-                   if modelled else "measured, run after the pilot and priced in full"),
-            },
-        },
+        observations=observations,
+        noise=_noise_from_records(result.iterations),
+        pilot=_pilot_summary(result, probe, probe_wall_s, timing, schedule, seed),
         memory_sweep=list(memory_sweep),
     )
 
