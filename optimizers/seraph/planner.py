@@ -34,7 +34,7 @@ from optimizers.seraph.space import SearchSpace
 from optimizers.seraph.stats import ACTOR_FACTOR_P, fit_progress, rank_sum_p, tie_pooled_points
 from serverless.slots import slot_count
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
     """The chosen configuration with its predicted figures (all modelled)."""
 
@@ -286,14 +286,13 @@ class Planner:
         cands = self._score(progress, self.space.shapes())
         outcome = choose(cands, self.objective, self.constraints)
         self.last_front = outcome.front
-        plan = Plan(
-            self.objective, self.constraints, outcome, progress, self.reference, self.perf, self.prices, self.space, cands
+        best = outcome.best
+        return Plan(
+            self.objective, self.constraints, outcome, progress, self.reference, self.perf, self.prices, self.space, cands,
+            iteration_s=None if best is None else self.perf.iteration_s(best.shape),
+            iteration_cost_usd=None if best is None else self.cost.iteration_cost(best.shape),
+            noise=self.noise_report(),
         )
-        plan.noise = self.noise_report()
-        if outcome.best is not None:
-            plan.iteration_s = self.perf.iteration_s(outcome.best.shape)
-            plan.iteration_cost_usd = self.cost.iteration_cost(outcome.best.shape)
-        return plan
 
     # ---------------------------------------------------------------- Replanner protocol
     @property
