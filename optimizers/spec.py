@@ -48,8 +48,11 @@ class RLSpec(_Strict):
     max_steps: int | None = Field(
         None, ge=1_000, description="environment steps after which training gives up (default: 3x the env preset's)"
     )
-    backend: Literal["local", "ray"] = Field("local", description="where rollout functions run: the local Lambda emulator or Ray")
-    architecture: Literal["x86_64", "arm64"] = Field("x86_64", description="the Lambda architecture priced")
+    backend: str = Field("local", description="where rollout functions run: a function backend Seraph's tuner "
+                         "runs on (serverless.backends.BACKENDS: the local Lambda emulator or Ray; checked by "
+                         "SeraphRequest)")
+    architecture: str = Field("x86_64", description="the Lambda architecture priced (serverless.architectures."
+                              "ARCHITECTURES; checked by SeraphRequest)")
     objective: str = Field("cost", description="a Seraph objective (optimizers.seraph.objectives.OBJECTIVES): "
                            "least cost, least time, or a weighted balance")
     weight: float = Field(0.5, ge=0.0, le=1.0, description="balanced objective: the weight of cost (1 - weight goes to time)")
@@ -173,24 +176,19 @@ class WorkloadSpec(_Strict):
 
 # -- loading --------------------------------------------------------------------------------------
 
-_KNOWN_OPTIMIZERS_FALLBACK = ("intune", "naive", "heuristic", "autotune", "hillclimb", "grid", "optuna", "plumber")
-
-
 def known_optimizers() -> list[str]:
-    """The ingestion optimizers a spec may name (the baselines registry plus InTune)."""
-    try:
-        from optimizers.baselines import OPTIMIZERS
+    """The ingestion optimizers a spec may name (the registry, InTune and the baselines)."""
+    from optimizers.ingestion_optimizers import INGESTION_OPTIMIZERS
 
-        return list(OPTIMIZERS)
-    except (ImportError, AttributeError):
-        return list(_KNOWN_OPTIMIZERS_FALLBACK)
+    return list(INGESTION_OPTIMIZERS.names())
 
 
 def _check_optimizer_names(names: list[str]) -> None:
-    allowed = known_optimizers()
-    bad = [n for n in names if n not in allowed]
-    if bad:
-        raise ValueError(f"unknown optimizer(s) {bad}; allowed: {allowed}")
+    from optimizers.ingestion_optimizers import INGESTION_OPTIMIZERS
+
+    for name in names:
+        if name not in INGESTION_OPTIMIZERS:
+            raise ValueError(INGESTION_OPTIMIZERS.unknown(name))
 
 
 def _describe(err: dict[str, Any], model: type[BaseModel]) -> str:

@@ -26,14 +26,15 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from ingestion.measure import MeasureWorker, measure_in_process
 from ingestion.node import Node
 from ingestion.pipeline import PipelineSpec
 from ingestion.measurement import Config, Measurement
-from optimizers.asktell import Optimizer, Trial, run
+from optimizers.asktell import Optimizer, SearchResult, Trial, run
+from optimizers.ingestion_optimizers import INGESTION_OPTIMIZERS, OptimizerRequest
 from core.errors import UserError
 
 
@@ -63,6 +64,56 @@ def recommendation(opt: Any, result: Any) -> tuple[Config, Measurement]:
     return dict(result.best_config), result.best
 
 
+@dataclass(frozen=True)
+class IngestTuningResult:
+    """What tuning a pipeline found: the chosen configuration and its final measurement.
+
+    ``rows_per_s`` and ``peak_rss_mb`` come from the final measurement (or the search's own
+    measurement of the chosen configuration when ``final`` is None); ``search`` holds the
+    trials, their history and the protocol; :meth:`to_json` is the JSON ``ingest tune`` writes.
+    """
+
+    optimizer: str
+    pipeline: str
+    config: Config
+    rows_per_s: float
+    peak_rss_mb: float
+    tuning_s: float
+    label: str
+    oom: bool
+    final_measurement: dict[str, Any]
+    search: dict[str, Any]
+    node: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def calibration_for(spec: PipelineSpec, node: Node) -> Callable[[], Any]:
+    """The pipeline's calibration, made when first asked for (cached per data and hardware):
+    what ``tune_pipeline`` gives an optimizer that requires one when the caller gave none."""
+
+    def load() -> Any:
+        from ingestion.calibrate import calibrate
+
+        return calibrate(spec, node)
+
+    return load
+
+
+def build_optimizer(
+    spec: PipelineSpec, node: Node, optimizer: str | Optimizer, *, time_budget_s: float, seed: int,
+    calibration: Callable[[], Any] | None,
+) -> Optimizer:
+    """``optimizer`` itself if already built, else the registry's, calibrated if it requires it."""
+    if not isinstance(optimizer, str):
+        return optimizer
+    entry = INGESTION_OPTIMIZERS.get(optimizer)
+    if calibration is None and entry.needs_calibration:
+        calibration = calibration_for(spec, node)
+    return entry.factory(OptimizerRequest(spec, node, time_budget_s, seed, calibration))
+
+
 def _progress(trial: Trial) -> None:
     m = trial.measurement
     figure = "OOM/failed" if m.oom else f"{m.rows_per_s:,.0f} rows/s, {m.peak_rss_mb:,.0f} MB"
@@ -84,16 +135,16 @@ def tune_pipeline(
     worker: MeasureWorker | None = None,
     control: Config | None = None,
     control_every: int = 10,
-) -> dict[str, Any]:
-    """Tune ``spec`` on ``node`` with ``optimizer``; return the result dict (see module doc).
+) -> IngestTuningResult:
+    """Tune ``spec`` on ``node`` with ``optimizer`` (see the module doc).
 
-    ``optimizer`` is a registry name (``optimizers.baselines.OPTIMIZERS``), or an ask/tell
-    optimizer already built (e.g. a grid in another order), named by its ``name``."""
-    from optimizers.baselines import make_optimizer
-
+    ``optimizer`` is a registry name (``optimizers.ingestion_optimizers.INGESTION_OPTIMIZERS``),
+    or an ask/tell optimizer already built (e.g. a grid in another order), named by its ``name``.
+    ``calibration`` (called only by optimizers that use one) defaults, for an optimizer that
+    requires one, to calibrating the pipeline here (:func:`calibration_for`)."""
     name = optimizer if isinstance(optimizer, str) else optimizer.name
     if time_budget_s <= 0:
-        raise UserError(f"--time-budget-s must be positive, got {time_budget_s}")
+        raise UserError(f"the tuning time budget must be positive, got {time_budget_s} s")
     own_worker = worker is None and spec.portable
     w = MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb) if own_worker else worker
     controls: list[dict[str, Any]] = []
@@ -122,8 +173,7 @@ def tune_pipeline(
             return measure(config)
 
         start = time.monotonic()
-        opt = (make_optimizer(optimizer, spec, node, time_budget_s=time_budget_s, seed=seed, calibration=calibration)
-               if isinstance(optimizer, str) else optimizer)
+        opt = build_optimizer(spec, node, optimizer, time_budget_s=time_budget_s, seed=seed, calibration=calibration)
         remaining = max(0.0, time_budget_s - (time.monotonic() - start))
         result = run(opt, evaluate, time_budget_s=remaining, max_trials=max_trials,
                      on_trial=_progress if progress else None)
@@ -141,7 +191,7 @@ def tune_pipeline(
             raise UserError(
                 f"optimizer {name!r} found no configuration that runs within the node's memory budget "
                 f"({node.ram_budget_mb:,.0f} MB) in {tuning_s:.0f} s ({len(result.trials)} trials; failures: "
-                f"{'; '.join(reasons)[:500] or 'none'}); fix the pipeline, or raise --time-budget-s or the node's RAM"
+                f"{'; '.join(reasons)[:500] or 'none'}); fix the pipeline, or raise the time budget or the node's RAM"
             )
         chosen, final_m = recommendation(opt, result)
         if final is not None:
@@ -149,29 +199,38 @@ def tune_pipeline(
     finally:
         if own_worker and w is not None:
             w.close()
+    controls_info = ({"controls": controls, "controls_s": round(controls_s, 2), "control_config": dict(control),
+                      "control_every": control_every} if control is not None else {})
+    return IngestTuningResult(
+        optimizer=name,
+        pipeline=spec.name,
+        config=chosen,
+        rows_per_s=final_m.rows_per_s,
+        peak_rss_mb=final_m.peak_rss_mb,
+        tuning_s=tuning_s,
+        label=final_m.label,
+        oom=final_m.oom,
+        final_measurement={"protocol": (final or search).as_kwargs(), **dict(final_m.extra)},
+        search=_search_summary(result, search, time_budget_s, controls_info),
+        node={"name": node.name, "vcpus": node.vcpus, "ram_gib": node.ram_gib, "hourly_usd": node.hourly_usd},
+    )
+
+
+def _search_summary(
+    result: SearchResult, search: MeasureProtocol, time_budget_s: float, controls: dict[str, Any]
+) -> dict[str, Any]:
+    """The search part of a tuning result: trials, why it stopped, protocol, controls and history."""
+    assert result.best is not None
     return {
-        "optimizer": name,
-        "pipeline": spec.name,
-        "config": chosen,
-        "rows_per_s": final_m.rows_per_s,
-        "peak_rss_mb": final_m.peak_rss_mb,
-        "tuning_s": tuning_s,
-        "label": final_m.label,
-        "oom": final_m.oom,
-        "final_measurement": {"protocol": (final or search).as_kwargs(), **dict(final_m.extra)},
-        "search": {
-            "trials": len(result.trials),
-            "stopped_by": result.stopped_by,
-            "best_trial_rows_per_s": result.best.rows_per_s,
-            "protocol": search.as_kwargs(),
-            "time_budget_s": time_budget_s,
-            **({"controls": controls, "controls_s": round(controls_s, 2), "control_config": dict(control),
-                "control_every": control_every} if control is not None else {}),
-            "history": [
-                {"config": t.config, "rows_per_s": t.measurement.rows_per_s, "peak_rss_mb": t.measurement.peak_rss_mb,
-                 "oom": t.measurement.oom, "label": t.measurement.label, "elapsed_s": t.elapsed_s, **t.measurement.cores}
-                for t in result.trials
-            ],
-        },
-        "node": {"name": node.name, "vcpus": node.vcpus, "ram_gib": node.ram_gib, "hourly_usd": node.hourly_usd},
+        "trials": len(result.trials),
+        "stopped_by": result.stopped_by,
+        "best_trial_rows_per_s": result.best.rows_per_s,
+        "protocol": search.as_kwargs(),
+        "time_budget_s": time_budget_s,
+        **controls,
+        "history": [
+            {"config": t.config, "rows_per_s": t.measurement.rows_per_s, "peak_rss_mb": t.measurement.peak_rss_mb,
+             "oom": t.measurement.oom, "label": t.measurement.label, "elapsed_s": t.elapsed_s, **t.measurement.cores}
+            for t in result.trials
+        ],
     }

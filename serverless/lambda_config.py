@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from serverless.architectures import ARCHITECTURES
 from serverless.s3_payload import DEFAULT_PREFIX
 from core.errors import UserError
 
@@ -65,8 +66,8 @@ class LambdaConfig:
         if rc is not None and (not isinstance(rc, int) or rc < 1):
             # Terraform's -1 means "unreserved": no cap from the function itself.
             kwargs["reserved_concurrency"] = None
-        if kwargs.get("architecture", "x86_64") not in ("x86_64", "arm64"):
-            raise UserError(f"{where}: 'architecture' must be x86_64 or arm64, got {kwargs['architecture']!r}")
+        if kwargs.get("architecture", "x86_64") not in ARCHITECTURES:
+            raise UserError(f"{where}: 'architecture': {ARCHITECTURES.unknown(kwargs['architecture'])}")
         arn = kwargs.get("function_arn")
         if arn:
             match = _ARN_REGION.match(arn)

@@ -29,6 +29,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from serverless.architectures import ARCHITECTURES
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 FIRST_PARTY = ("serverless", "core")
 HANDLER_MODULE = "serverless.handler"
@@ -47,7 +49,6 @@ LEARNER_ONLY = frozenset({
 LAYER_REQUIREMENTS = ("numpy>=1.26,<3", "gymnasium==1.2.2")
 # gymnasium's Box2D envs (LunarLander) also import Box2D and pygame: pins from pyproject.toml.
 BOX2D_REQUIREMENTS = ("box2d==2.3.10", "pygame==2.6.1")
-LAMBDA_PLATFORMS = {"x86_64": "manylinux2014_x86_64", "arm64": "manylinux2014_aarch64"}
 _FIXED_TIME = (2020, 1, 1, 0, 0, 0)
 
 
@@ -189,13 +190,13 @@ def build_function_zip(out: Path, entry: str = HANDLER_MODULE, root: Path = PROJ
 def build_layer_zip(out: Path, arch: str = "x86_64", requirements: tuple[str, ...] = LAYER_REQUIREMENTS,
                     python_version: str = "3.11") -> dict[str, object]:
     """pip-install the handler's third-party dependencies for the Lambda platform into ``python/``."""
-    if arch not in LAMBDA_PLATFORMS:
-        raise ValueError(f"arch must be one of {sorted(LAMBDA_PLATFORMS)}, got {arch!r}")
+    if arch not in ARCHITECTURES:
+        raise ValueError(ARCHITECTURES.unknown(arch))
     with tempfile.TemporaryDirectory() as tmp:
         target = Path(tmp) / "python"
         subprocess.run(
             [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target", str(target),
-             "--platform", LAMBDA_PLATFORMS[arch], "--python-version", python_version,
+             "--platform", ARCHITECTURES.get(arch).wheel_platform, "--python-version", python_version,
              "--implementation", "cp", "--only-binary=:all:", *requirements],
             check=True,
         )
@@ -213,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="zip to write (default build/rollout.zip, "
                         "or build/rollout-deps-layer-<arch>.zip with --layer)")
     parser.add_argument("--layer", action="store_true", help="build the numpy+gymnasium layer instead")
-    parser.add_argument("--arch", choices=sorted(LAMBDA_PLATFORMS), default="x86_64")
+    parser.add_argument("--arch", choices=ARCHITECTURES.names(), default="x86_64")
     parser.add_argument("--box2d", action="store_true",
                         help="add Box2D and pygame to the layer (needed for LunarLander and other Box2D envs)")
     args = parser.parse_args(argv)

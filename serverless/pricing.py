@@ -12,12 +12,12 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from core.errors import UserError
+from serverless.architectures import ARCHITECTURES
 
-Architecture = Literal["x86_64", "arm64"]
-ARCHITECTURES: tuple[str, ...] = ("x86_64", "arm64")
+__all__ = ["ARCHITECTURES", "DEFAULT_TABLE", "PriceTable", "billed_ms"]
 DEFAULT_TABLE = Path(__file__).parent / "data" / "prices.json"
 
 
@@ -60,9 +60,11 @@ class PriceTable:
         )
 
     def gb_second_price(self, architecture: str) -> float:
-        if architecture not in self.gb_second_usd:
-            raise UserError(f"architecture {architecture!r} is not priced; allowed: {sorted(self.gb_second_usd)}")
-        return self.gb_second_usd[architecture]
+        key = ARCHITECTURES.get(architecture).price_key
+        if key not in self.gb_second_usd:
+            raise UserError(f"architecture {architecture!r} is not priced in table {self.version}; "
+                            f"priced: {sorted(self.gb_second_usd)}")
+        return self.gb_second_usd[key]
 
     @staticmethod
     def gb_seconds(billed_ms_: float, memory_mb: int) -> float:

@@ -54,6 +54,7 @@ from serverless.ledger import BILLED, MODELLED, CostLedger
 from serverless.policy import PolicySpec, decode_npz_field, encode_b64, export_numpy
 from serverless.ppo import PPOConfig, PPOLearner, compute_gae
 from serverless.presets import DEFAULT_ACTORS, DEFAULT_MEMORY_MB
+from serverless.backends import BACKENDS
 from serverless.pricing import ARCHITECTURES, PriceTable
 from serverless.slots import slot_plan
 from core.errors import UserError
@@ -116,8 +117,7 @@ class TrainSpec:
         self.ppo.validate()
         if self.architecture not in ARCHITECTURES:
             raise UserError(f"architecture {self.architecture!r} is not allowed; allowed: {', '.join(ARCHITECTURES)}")
-        if self.backend not in ("local", "ray", "lambda"):
-            raise UserError(f"backend {self.backend!r} is not allowed; allowed: local, ray, lambda")
+        BACKENDS.get(self.backend)  # an unknown name: a UserError listing the registered backends
         if self.checkpoint_every < 0:
             raise UserError(f"checkpoint every must be >= 0 iterations, got {self.checkpoint_every}")
         if self.reach_window < 1:
@@ -553,7 +553,7 @@ def train(
         backend = make_backend(spec.backend, **spec.backend_options)
     records: list[IterationRecord] = []
     bar = _ProgressBar(progress, spec.max_steps, state.env_steps)
-    lambda_label = "modelled" if spec.backend == "local" else "measured"
+    lambda_label = BACKENDS.get(spec.backend).clock
     t_start = time.perf_counter()
 
     def run_wall_s() -> float:

@@ -65,7 +65,7 @@ def test_machine_busy_counts_this_process_work():
 
 def test_user_pipeline_is_tuned_by_a_baseline():
     spec = user_pipeline_spec()
-    r = tune_pipeline(spec, Node("t", 2, 4), "grid", time_budget_s=60, search=TINY, final=TINY, progress=False)
+    r = tune_pipeline(spec, Node("t", 2, 4), "grid", time_budget_s=60, search=TINY, final=TINY, progress=False).to_json()
     assert r["search"]["trials"] == spec.space.grid_size() == 6
     assert spec.space.is_valid(r["config"]) and r["rows_per_s"] > 0 and r["label"] == "measured"
     assert all(t["cores_busy"] > 0 for t in r["search"]["history"])  # every trial says what cores it had

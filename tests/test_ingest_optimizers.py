@@ -10,7 +10,7 @@ from ingestion.node import Node
 from ingestion.pipeline import PipelineSpec
 from ingestion.measurement import Measurement
 from optimizers.asktell import run
-from optimizers.baselines import OPTIMIZERS, make_optimizer
+from optimizers.ingestion_optimizers import INGESTION_OPTIMIZERS, make_optimizer
 from optimizers.baselines.autotune import autotune_config
 from optimizers.baselines.grid import GridSearch
 from optimizers.baselines.heuristic import heuristic_config
@@ -79,6 +79,7 @@ def test_autotune_knobs_default_for_a_user_pipeline():
 def test_registry_names_and_unknown_optimizer():
     for name in ("naive", "heuristic", "autotune", "grid", "hillclimb", "optuna"):
         assert make_optimizer(name, _spec(), NODE).ask() is not None
-    with pytest.raises(UserError, match="allowed"):
+    with pytest.raises(UserError, match="unknown ingestion optimizer 'random'; allowed: intune, "):
         make_optimizer("random", _spec(), NODE)
-    assert set(OPTIMIZERS) >= {"intune", "plumber"}
+    assert set(INGESTION_OPTIMIZERS) >= {"intune", "plumber"}
+    assert [n for n in INGESTION_OPTIMIZERS if INGESTION_OPTIMIZERS.get(n).needs_calibration] == ["plumber"]

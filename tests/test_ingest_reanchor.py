@@ -88,7 +88,7 @@ def test_tune_pipeline_interleaves_control_measurements_that_are_not_trials():
     control = sequential_config(SPACE)
     out = tune_pipeline(spec, NODE, "grid", time_budget_s=600, final=None, progress=False, worker=worker,
                         control=control, control_every=10)
-    search = out["search"]
+    search = out.search
     assert search["trials"] == len(search["history"]) == SPACE.grid_size() == 80
     assert [c["before_trial"] for c in search["controls"]] == list(range(0, 80, 10)) + [80]
     assert len(worker.calls) == 80 + 9

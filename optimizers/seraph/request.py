@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from core.errors import UserError
+from serverless.architectures import ARCHITECTURES
+from serverless.backends import check_tunable_backend
 from optimizers.seraph.defaults import DEFAULT_STEPS_PER_ENV
 from optimizers.seraph.objectives import OBJECTIVES, Objective
 
@@ -21,10 +23,6 @@ if TYPE_CHECKING:  # the models load numpy and scipy; the CLI imports this modul
     from optimizers.seraph.profiling import Workload
     from optimizers.seraph.search import Constraints
 
-#: The function backends Seraph tunes on (Lambda itself is priced, not tuned live).
-BACKENDS: tuple[str, ...] = ("local", "ray")
-#: The Lambda architectures whose prices Seraph plans with.
-ARCHITECTURES: tuple[str, ...] = ("x86_64", "arm64")
 #: The smallest step cap a request may set: a pilot alone runs several thousand steps.
 MIN_MAX_STEPS = 1000
 
@@ -94,12 +92,16 @@ class SeraphRequest:
         return self._positive_or_none(self.budget_usd)
 
     def _check_backend(self) -> str | None:
-        return None if self.backend in BACKENDS else f"{self.backend!r} is not known; allowed: {', '.join(BACKENDS)}"
+        """A registered backend the tuner runs on (``serverless.backends.BACKENDS``, ``tunable``)."""
+        try:
+            check_tunable_backend(self.backend)
+        except UserError as exc:
+            return str(exc)
+        return None
 
     def _check_architecture(self) -> str | None:
-        if self.architecture in ARCHITECTURES:
-            return None
-        return f"{self.architecture!r} is not known; allowed: {', '.join(ARCHITECTURES)}"
+        """A registered Lambda architecture (``serverless.architectures.ARCHITECTURES``)."""
+        return None if self.architecture in ARCHITECTURES else ARCHITECTURES.unknown(self.architecture)
 
     def _check_target_reward(self) -> str | None:
         ok = isinstance(self.target_reward, (int, float)) and math.isfinite(self.target_reward)

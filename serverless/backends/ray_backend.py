@@ -47,6 +47,8 @@ class RayBackend:
 
     def invoke(self, events: list[dict[str, Any]], memory_mb: int, concurrency: int | None = None) -> InvokeBatch:
         check_memory_mb(memory_mb)
+        if not events:  # as on the other backends: nothing to run, no invocations
+            return InvokeBatch([], 0.0, 0.0, "measured", concurrency or 0)
         ray = self._ray
         concurrency = len(events) if concurrency is None else int(concurrency)
         if concurrency < 1:

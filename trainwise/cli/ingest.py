@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import UserError
+from optimizers.ingestion_optimizers import INGESTION_OPTIMIZERS
 
-OPTIMIZERS = ("intune", "autotune", "plumber", "hillclimb", "grid", "optuna", "naive", "heuristic")
 FORMATS = ("tsv", "tfrecord")
 
 
@@ -50,7 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "trial is measured live in a worker subprocess, the chosen configuration is re-measured.")
     t.add_argument("--data", type=Path, required=True, help="directory of shards (from gen-data)")
     t.add_argument("--format", choices=FORMATS, default=None, help="shard format (default: detected from --data)")
-    t.add_argument("--optimizer", choices=OPTIMIZERS, required=True)
+    t.add_argument("--optimizer", choices=INGESTION_OPTIMIZERS.names(), required=True,
+                   help="; ".join(f"{o.name}: {o.description}" for o in INGESTION_OPTIMIZERS.entries()))
     t.add_argument("--time-budget-s", type=float, default=180.0, help="tuning time budget in seconds (default 180)")
     t.add_argument("--max-trials", type=int, default=None, help="stop after this many measured trials")
     t.add_argument("--batch-size", type=int, default=4096, help="the trainer's batch size (default 4096)")
@@ -133,16 +134,10 @@ def tune_handler(args: argparse.Namespace) -> dict[str, Any]:
     from optimizers.tuning import tune_pipeline
 
     spec = dlrm_spec(str(data), fmt, node, [args.batch_size], args.on_bad_row)
-    calibration = None
-    if args.optimizer == "plumber":
-        def calibration() -> Any:
-            from ingestion.calibrate import calibrate
-
-            return calibrate(spec, node)
     print(f"tuning {spec.name} on {node.vcpus} vCPUs with {args.optimizer} (budget {args.time_budget_s:.0f} s)",
           file=sys.stderr)
     result = tune_pipeline(spec, node, args.optimizer, time_budget_s=args.time_budget_s, seed=args.seed,
-                           max_trials=args.max_trials, calibration=calibration)
+                           max_trials=args.max_trials).to_json()
     result.update(data=str(data), format=fmt, rows_checked=bad["rows"], bad_rows=bad["bad_rows"],
                   on_bad_row=args.on_bad_row)
     print(f"{args.optimizer}: {result['rows_per_s']:,.0f} rows/s (measured), peak RSS {result['peak_rss_mb']:,.0f} MB, "

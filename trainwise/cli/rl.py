@@ -9,6 +9,43 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import UserError
+from serverless.backends import BACKENDS
+
+
+def add_backend_args(p: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
+    """``--backend`` (choices from the backend registry) and each backend's own options."""
+    p.add_argument("--backend", choices=names, default="local",
+                   help="where rollouts run: " + "; ".join(f"{n}: {BACKENDS.get(n).description}" for n in names))
+    for name in names:
+        for opt in BACKENDS.get(name).options:
+            p.add_argument(opt.flag(name), type=opt.type, default=None, dest=_dest(name, opt.name),
+                           metavar=opt.name.upper(), help=f"{name} backend only: {opt.help}")
+
+
+def add_architecture_arg(p: argparse.ArgumentParser) -> None:
+    from serverless.architectures import ARCHITECTURES, DEFAULT_ARCHITECTURE
+
+    p.add_argument("--architecture", choices=ARCHITECTURES.names(), default=DEFAULT_ARCHITECTURE,
+                   help="Lambda architecture priced: " + ", ".join(f"{a.name} ({a.description})"
+                                                                  for a in ARCHITECTURES.entries()))
+
+
+def _dest(backend: str, option: str) -> str:
+    return f"backend_option__{backend}__{option}"
+
+
+def backend_options_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The options given for the chosen backend; an option of another backend is an error."""
+    options: dict[str, Any] = {}
+    for name in BACKENDS.names():
+        for opt in BACKENDS.get(name).options:
+            value = getattr(args, _dest(name, opt.name), None)
+            if value is None:
+                continue
+            if name != args.backend:
+                raise UserError(f"{opt.flag(name)} applies to --backend {name}, not {args.backend}")
+            options[opt.name] = str(value) if isinstance(value, Path) else value
+    return options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,11 +69,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", type=int, default=None, help="env steps per iteration, split over actors (default: preset)")
     p.add_argument("--steps-per-env", type=int, default=0,
                    help="split each batch into envs of about N steps, whatever the actor count (default 0: one env per actor)")
-    p.add_argument("--backend", choices=("local", "ray", "lambda"), default="local", help="where rollouts run")
+    add_backend_args(p, BACKENDS.names())
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--architecture", choices=("x86_64", "arm64"), default="x86_64", help="Lambda price architecture")
-    p.add_argument("--ray-address", default=None, help="join this Ray cluster (default: start Ray locally)")
-    p.add_argument("--lambda-config", type=Path, default=None, help="AWS backend config (default .trainwise/aws.json)")
+    add_architecture_arg(p)
     p.add_argument("--checkpoint-dir", type=Path, default=None, help="default .trainwise/checkpoints/<env>-seed<S>")
     p.add_argument("--checkpoint-every", type=int, default=10, help="iterations between checkpoints (0 = never)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --checkpoint-dir")
@@ -55,11 +90,7 @@ def build_train_spec(args: argparse.Namespace) -> Any:
     from serverless.trainer import RunConfig, TrainSpec
 
     preset = preset_for(args.env)
-    backend_options: dict[str, Any] = {}
-    if args.backend == "ray" and args.ray_address:
-        backend_options["address"] = args.ray_address
-    if args.backend == "lambda" and args.lambda_config:
-        backend_options["lambda_config"] = str(args.lambda_config)
+    backend_options = backend_options_of(args)
     spec = TrainSpec(
         env_id=args.env,
         target_reward=args.target_reward,

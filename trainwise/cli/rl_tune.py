@@ -18,10 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import UserError
+from serverless.architectures import ARCHITECTURES, DEFAULT_ARCHITECTURE
+from serverless.backends import tunable_backends
+
 
 def register(rl_sub: argparse._SubParsersAction) -> None:
     from optimizers.seraph.objectives import OBJECTIVES
-    from optimizers.seraph.request import ARCHITECTURES, BACKENDS, DEFAULT_STEPS_PER_ENV
+    from optimizers.seraph.request import DEFAULT_STEPS_PER_ENV
     from trainwise.cli import add_json_out
 
     p = rl_sub.add_parser(
@@ -36,8 +39,10 @@ def register(rl_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--weight", type=float, default=0.5, help="balanced only: weight of cost in [0, 1] (default 0.5)")
     p.add_argument("--deadline-s", type=float, default=None, help="modelled time to target must not exceed this")
     p.add_argument("--budget-usd", type=float, default=None, help="modelled cost to target must not exceed this")
-    p.add_argument("--backend", default="local", help=f"function backend: {' | '.join(BACKENDS)} (default local)")
-    p.add_argument("--architecture", default="x86_64", help=f"Lambda architecture priced: {' | '.join(ARCHITECTURES)}")
+    p.add_argument("--backend", default="local",
+                   help=f"function backend: {' | '.join(tunable_backends())} (default local)")
+    p.add_argument("--architecture", default=DEFAULT_ARCHITECTURE,
+                   help=f"Lambda architecture priced: {' | '.join(ARCHITECTURES)} (default {DEFAULT_ARCHITECTURE})")
     p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
     p.add_argument("--max-steps", type=int, default=None, help="env-step cap for training (default: generous per env)")
     p.add_argument("--steps-per-env", type=int, default=None,
