@@ -1,4 +1,8 @@
-"""InTune: generate or locate data -> profile the pipeline -> tune -> verify live -> report."""
+"""InTune: locate or generate data -> calibrate (cached) -> tune -> verify live -> report.
+
+Each stage is one task run once per optimizer at most, and each uses what the one before
+returned: the tune tasks take the calibration task's profile (no optimizer calibrates
+again), the verify task measures exactly the configurations the tune tasks chose."""
 
 from __future__ import annotations
 
@@ -32,7 +36,7 @@ def intune(config: str = "configs/demo.yaml", run_dir: str | None = None, refres
     out = Path(run_dir) if run_dir else new_run_dir("intune")
     get_run_logger().info("intune: optimizer %s vs %s, %s s each", ing.optimizer, ing.baselines, ing.time_budget_s)
 
-    data = locate_or_generate_data(ing.data.model_dump(mode="json"))
+    data = locate_or_generate_data(ing.data)
     profile, cached = call_cached(
         profile_pipeline,
         what="InTune pipeline",
@@ -41,16 +45,15 @@ def intune(config: str = "configs/demo.yaml", run_dir: str | None = None, refres
         workload=pipeline_workload_of(ing, data),
     )
     optimizers = [ing.optimizer, *[b for b in ing.baselines if b != ing.optimizer]]
-    settings = ing.model_dump(mode="json")
     tuned = [
         tune_ingestion(
-            name, data, profile, settings,
+            name, data, profile, ing,
             progress_key=f"{spec.name}-intune-progress", position=(i, len(optimizers)), required=(name == ing.optimizer),
         )
         for i, name in enumerate(optimizers)
     ]
-    verified = measure_configurations(data, tuned, settings)
-    section = render_intune_section(spec.name, settings, data, profile, tuned, verified, cached, str(out))
+    verified = measure_configurations(data, tuned, ing)
+    section = render_intune_section(spec.name, ing, data, tuned, verified, cached, str(out))
 
     if run_dir is not None:  # a branch of optimize: hand the section up
         return {"section": section, "run_dir": str(out)}

@@ -234,3 +234,63 @@ def _search_summary(
             for t in result.trials
         ],
     }
+
+
+@dataclass(frozen=True)
+class TuningFailure:
+    """An optimizer that found no configuration that runs (a baseline that is reported, not fatal)."""
+
+    optimizer: str
+    error: str
+    config: None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer, "config": None, "error": self.error}
+
+
+@dataclass(frozen=True)
+class VerifiedConfig:
+    """One chosen configuration measured afresh on the live pipeline with the verification protocol."""
+
+    optimizer: str
+    config: Config
+    rows_per_s: float
+    peak_rss_mb: float
+    oom: bool
+    label: str
+    spread: float | None
+    protocol: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def verify_protocol(window_s: float | None = None, repeats: int | None = None) -> MeasureProtocol:
+    """The final protocol, with the window and the number of windows overridden where given."""
+    return MeasureProtocol(
+        warmup_s=FINAL_PROTOCOL.warmup_s,
+        window_s=float(window_s) if window_s else FINAL_PROTOCOL.window_s,
+        repeats=int(repeats) if repeats else FINAL_PROTOCOL.repeats,
+    )
+
+
+def verify_configurations(
+    spec: PipelineSpec,
+    node: Node,
+    chosen: list[IngestTuningResult | TuningFailure],
+    protocol: MeasureProtocol,
+    on_verified: Callable[[VerifiedConfig], None] | None = None,
+) -> list[VerifiedConfig]:
+    """Measure every chosen configuration (failures skipped) in one worker, with one protocol."""
+    out = []
+    with MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb) as worker:
+        for c in chosen:
+            if c.config is None:
+                continue
+            m = worker.measure(c.config, **protocol.as_kwargs())
+            verified = VerifiedConfig(c.optimizer, dict(c.config), m.rows_per_s, m.peak_rss_mb, m.oom, m.label,
+                                      m.extra.get("spread"), protocol.as_kwargs())
+            if on_verified is not None:
+                on_verified(verified)
+            out.append(verified)
+    return out

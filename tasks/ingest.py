@@ -1,17 +1,22 @@
-"""InTune tasks: locate or generate data, profile the pipeline, tune it with one
-optimizer, measure a configuration on the live pipeline, and the report section.
-Thin wrappers over ``ingestion`` and ``optimizers``.
+"""InTune tasks, one per stage of the flow: locate or generate data, calibrate (profile) the
+pipeline, tune it with one optimizer, verify the chosen configurations on the live pipeline,
+and the report section. Thin wrappers over ``ingestion`` and ``optimizers``; they take and
+return typed values (:class:`IngestData`, the spec's :class:`~optimizers.spec.IngestSpec`,
+:class:`~optimizers.tuning.IngestTuningResult`, :class:`~optimizers.tuning.VerifiedConfig`).
 
 The pipeline profile (per-stage costs the simulator and InTune's agent learn from) is
 cached like Seraph's: keyed on the data (its manifest), the CPU budget, the batch
-size, the hardware and this module's task code. Generated data is reused by its own
-fingerprint (rows, seed, format): generating it again would give the same bytes.
+size, the hardware and this module's task code; it is stored as JSON, so the cached task
+returns the calibration's JSON form. Every optimizer that uses a calibration gets this
+one (InTune does not calibrate again). Generated data is reused by its own fingerprint
+(rows, seed, format): generating it again would give the same bytes.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,47 +28,62 @@ from tasks.report import fmt, md_table, section, table_artifact
 from tasks.retry import EXTERNAL_RETRIES
 from core import paths
 from core.errors import UserError
-from optimizers.spec import IngestSpec
+from optimizers.spec import DataSpec, IngestSpec
+from optimizers.tuning import IngestTuningResult, TuningFailure, VerifiedConfig
 
 DATA_FORMAT = "tsv"  # Criteo's own text format
 
 
+@dataclass(frozen=True)
+class IngestData:
+    """The data folder tuned on: where it is, whether it was generated now or reused."""
+
+    path: str
+    generated: bool
+    reused: bool
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rows(self) -> Any:
+        return self.manifest.get("rows")
+
+
 @task(name="locate-or-generate-data", **EXTERNAL_RETRIES)
-def locate_or_generate_data(data: dict[str, Any]) -> dict[str, Any]:
+def locate_or_generate_data(data: DataSpec) -> IngestData:
     """The data folder to tune on: the user's (checked), or generated Criteo-format
     rows under ``.trainwise/data/`` (reused when the same rows and seed exist)."""
     from ingestion.datagen import MANIFEST, generate
 
     logger = get_run_logger()
-    if data.get("path"):
-        folder = Path(data["path"]).expanduser().resolve()
+    if data.path:
+        folder = Path(data.path).expanduser().resolve()
         if not folder.is_dir():
             raise UserError(f"ingestion.data.path {folder} is not a folder; give a folder of Criteo shards or drop path to generate data")
         manifest_file = folder / MANIFEST
         manifest = json.loads(manifest_file.read_text()) if manifest_file.is_file() else {}
         logger.info("data: using %s", folder)
-        return {"path": str(folder), "generated": False, "reused": True, "manifest": manifest}
-    folder = paths.cache_dir("data") / f"criteo-{DATA_FORMAT}-{data['rows']}-seed{data['seed']}"
+        return IngestData(str(folder), generated=False, reused=True, manifest=manifest)
+    folder = paths.cache_dir("data") / f"criteo-{DATA_FORMAT}-{data.rows}-seed{data.seed}"
     manifest_file = folder / MANIFEST
     if manifest_file.is_file():
-        logger.info("data cached: reusing %s (%s rows)", folder, data["rows"])
-        return {"path": str(folder), "generated": True, "reused": True, "manifest": json.loads(manifest_file.read_text())}
+        logger.info("data cached: reusing %s (%s rows)", folder, data.rows)
+        return IngestData(str(folder), generated=True, reused=True, manifest=json.loads(manifest_file.read_text()))
     if folder.exists():  # an interrupted earlier generation: start clean
         import shutil
 
         shutil.rmtree(folder)
-    manifest = generate(data["rows"], DATA_FORMAT, folder, seed=data["seed"])
-    logger.info("data: generated %s rows into %s", data["rows"], folder)
-    return {"path": str(folder), "generated": True, "reused": False, "manifest": manifest}
+    manifest = generate(data.rows, DATA_FORMAT, folder, seed=data.seed)
+    logger.info("data: generated %s rows into %s", data.rows, folder)
+    return IngestData(str(folder), generated=True, reused=False, manifest=manifest)
 
 
-def pipeline_workload_of(ing: IngestSpec, data: dict[str, Any]) -> dict[str, Any]:
+def pipeline_workload_of(ing: IngestSpec, data: IngestData) -> dict[str, Any]:
     """What a pipeline profile depends on (its cache key): the data (by manifest, so
     regenerated identical data keeps its profile), the CPU budget, the batch size and the
     profiling window."""
-    manifest = {k: v for k, v in data.get("manifest", {}).items() if k != "out"}
+    manifest = {k: v for k, v in data.manifest.items() if k != "out"}
     return {
-        "data_path": data["path"],
+        "data_path": data.path,
         "data_manifest": paths.fingerprint(manifest) if manifest else None,
         "cpu_budget": ing.cpu_budget,
         "batch_size": ing.batch_size,
@@ -109,8 +129,8 @@ def profile_pipeline(workload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _calibration_loader(profile: dict[str, Any]) -> Any:
-    """The cached profile in the form the model-based optimizers take: a callable,
-    called only by the optimizers that use a model (plumber, intune)."""
+    """The cached profile in the form the optimizers take: a callable, called only by
+    the optimizers that use a calibration (plumber, intune)."""
 
     def load() -> Any:
         from ingestion.calibrate import Calibration
@@ -120,27 +140,8 @@ def _calibration_loader(profile: dict[str, Any]) -> Any:
     return load
 
 
-@task(name="tune-pipeline")
-def tune_ingestion(
-    optimizer: str,
-    data: dict[str, Any],
-    profile: dict[str, Any],
-    ing: dict[str, Any],
-    progress_key: str,
-    position: tuple[int, int] = (0, 1),
-    required: bool = True,
-) -> dict[str, Any]:
-    """Run one optimizer (InTune or a baseline) within the time budget on the live
-    pipeline; return its chosen configuration and what it measured while searching.
-    (Verification, with the same longer protocol for every optimizer, is a separate task.)
-    A baseline that finds nothing (``required=False``) is reported as failed, not fatal."""
-    from ingestion.measure import MeasureWorker
-    from ingestion.node import Node
-    from optimizers.tuning import tune_pipeline
-
+def _progress_reporter(progress: Progress, optimizer: str, position: tuple[int, int], budget: float) -> Any:
     index, count = position
-    budget = float(ing["time_budget_s"])
-    progress = Progress(progress_key, f"InTune: tuning with {optimizer} ({index + 1}/{count})")
     started = time.monotonic()
 
     def report(m: Any) -> None:
@@ -150,87 +151,92 @@ def tune_ingestion(
             f"{optimizer} ({index + 1}/{count}): {fmt(elapsed)} s of {fmt(budget)}, last {fmt(m.rows_per_s)} rows/s ({m.label})",
         )
 
-    spec = _pipeline(data["path"], ing["cpu_budget"], ing["batch_size"])
-    node = Node(**_node(ing["cpu_budget"]))
+    return report
+
+
+@task(name="tune-pipeline")
+def tune_ingestion(
+    optimizer: str,
+    data: IngestData,
+    profile: dict[str, Any],
+    ing: IngestSpec,
+    progress_key: str,
+    position: tuple[int, int] = (0, 1),
+    required: bool = True,
+) -> IngestTuningResult | TuningFailure:
+    """Run one optimizer (InTune or a baseline) within the time budget on the live
+    pipeline, from the calibration task's profile; return its chosen configuration and
+    what it measured while searching. (Verification, with the same longer protocol for
+    every optimizer, is the next task.) A baseline that finds nothing (``required=False``)
+    is reported as a :class:`TuningFailure`, not fatal."""
+    from ingestion.measure import MeasureWorker
+    from ingestion.node import Node
+    from optimizers.tuning import tune_pipeline
+
+    index, count = position
+    budget = float(ing.time_budget_s)
+    progress = Progress(progress_key, f"InTune: tuning with {optimizer} ({index + 1}/{count})")
+    spec = _pipeline(data.path, ing.cpu_budget, ing.batch_size)
+    node = Node(**_node(ing.cpu_budget))
     # Every trial goes through this worker, so each measurement updates the progress artifact.
-    worker = ReportingWorker(MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb), report)
+    worker = ReportingWorker(MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb),
+                             _progress_reporter(progress, optimizer, position, budget))
     try:
-        result = tune_pipeline(
-            spec,
-            node,
-            optimizer,
-            time_budget_s=budget,
-            seed=int(ing["seed"]),
-            final=None,
-            calibration=_calibration_loader(profile),
-            progress=False,
-            worker=worker,
-        )
+        result = tune_pipeline(spec, node, optimizer, time_budget_s=budget, seed=ing.seed, final=None,
+                               calibration=_calibration_loader(profile), progress=False, worker=worker)
     except UserError as exc:
         if required:
             raise
         get_run_logger().warning("baseline %s failed: %s", optimizer, exc)
-        return {"optimizer": optimizer, "config": None, "error": str(exc)}
+        return TuningFailure(optimizer, str(exc))
     finally:
         worker.close()
-    progress.update((index + 1) / count, f"{optimizer}: done, best trial {fmt(result.get('rows_per_s'))} rows/s")
-    search = result.get("search", {})
-    return {
-        "optimizer": optimizer,
-        "config": result["config"],
-        "rows_per_s": result["rows_per_s"],
-        "label": result.get("label", "measured"),
-        "trials": search.get("trials"),
-        "tuning_s": result.get("tuning_s"),
-        "stopped_by": search.get("stopped_by"),
-    }
+    progress.update((index + 1) / count, f"{optimizer}: done, best trial {fmt(result.rows_per_s)} rows/s")
+    return result
 
 
 @task(name="measure-configurations", **EXTERNAL_RETRIES)
-def measure_configurations(data: dict[str, Any], chosen: list[dict[str, Any]], ing: dict[str, Any]) -> list[dict[str, Any]]:
+def measure_configurations(
+    data: IngestData, chosen: list[IngestTuningResult | TuningFailure], ing: IngestSpec
+) -> list[VerifiedConfig]:
     """Verify each optimizer's chosen configuration on the live pipeline: one worker
     process, the same (longer) protocol for all, measured."""
-    from ingestion.measure import MeasureWorker
     from ingestion.node import Node
-    from optimizers.tuning import FINAL_PROTOCOL
+    from optimizers.tuning import verify_configurations, verify_protocol
 
-    protocol = FINAL_PROTOCOL.as_kwargs()
-    if ing.get("verify_window_s"):
-        protocol["window_s"] = float(ing["verify_window_s"])
-    if ing.get("verify_repeats"):
-        protocol["repeats"] = int(ing["verify_repeats"])
-    spec = _pipeline(data["path"], ing["cpu_budget"], ing["batch_size"])
-    node = Node(**_node(ing["cpu_budget"]))
-    out = []
-    with MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb) as worker:
-        for c in chosen:
-            if not c.get("config"):
-                continue  # a baseline that found nothing
-            m = worker.measure(c["config"], **protocol)
-            get_run_logger().info("verified %s: %s rows/s (measured)", c["optimizer"], fmt(m.rows_per_s))
-            out.append(
-                {
-                    "optimizer": c["optimizer"],
-                    "config": dict(c["config"]),
-                    "rows_per_s": m.rows_per_s,
-                    "peak_rss_mb": m.peak_rss_mb,
-                    "oom": m.oom,
-                    "label": m.label,
-                    "spread": m.extra.get("spread"),
-                    "protocol": protocol,
-                }
-            )
-    return out
+    spec = _pipeline(data.path, ing.cpu_budget, ing.batch_size)
+    logger = get_run_logger()
+    return verify_configurations(
+        spec, Node(**_node(ing.cpu_budget)), chosen, verify_protocol(ing.verify_window_s, ing.verify_repeats),
+        on_verified=lambda v: logger.info("verified %s: %s rows/s (measured)", v.optimizer, fmt(v.rows_per_s)),
+    )
+
+
+def _tuned_row(t: IngestTuningResult | TuningFailure, v: VerifiedConfig | None, ratio_col: str,
+               base: float | None) -> dict[str, Any]:
+    """One optimizer's row of the comparison table."""
+    ok = isinstance(t, IngestTuningResult)
+    verified = v.rows_per_s if v is not None else None
+    return {
+        "optimizer": t.optimizer,
+        "tuning_rows_per_s": t.rows_per_s if ok else None,
+        "tuning_label": t.label if ok else None,
+        "verified_rows_per_s": verified,
+        ratio_col: verified / base if base and verified is not None else None,
+        "trials": t.search.get("trials") if ok else None,
+        "tuning_s": t.tuning_s if ok else None,
+        "peak_rss_mb": v.peak_rss_mb if v is not None else None,
+        "config": json.dumps(t.config, sort_keys=True) if t.config else f"failed: {getattr(t, 'error', None)}",
+    }
 
 
 @task(name="render-intune-section")
 def render_intune_section(
     name: str,
-    ing: dict[str, Any],
-    data: dict[str, Any],
-    profile: dict[str, Any],
-    tuned: list[dict[str, Any]],
-    verified: list[dict[str, Any]],
+    ing: IngestSpec,
+    data: IngestData,
+    tuned: list[IngestTuningResult | TuningFailure],
+    verified: list[VerifiedConfig],
     profile_cached: bool,
     run_dir: str,
 ) -> dict[str, Any]:
@@ -238,48 +244,33 @@ def render_intune_section(
     from tasks.plots import throughput_png
 
     out = Path(run_dir)
-    live = {v["optimizer"]: v for v in verified}
+    live = {v.optimizer: v for v in verified}
     # The reference for the ratio column: tf.data's AUTOTUNE if it ran, else the first baseline.
-    ref = next((b for b in ["autotune", *ing["baselines"]] if b in live and b != ing["optimizer"]), None)
+    ref = next((b for b in ["autotune", *ing.baselines] if b in live and b != ing.optimizer), None)
     ratio_col = f"vs_{ref}" if ref else "vs_baseline"
-    base = live[ref]["rows_per_s"] if ref else None
-    rows = []
-    for t in tuned:
-        v = live.get(t["optimizer"], {})
-        rows.append(
-            {
-                "optimizer": t["optimizer"],
-                "tuning_rows_per_s": t.get("rows_per_s"),
-                "tuning_label": t.get("label"),
-                "verified_rows_per_s": v.get("rows_per_s"),
-                ratio_col: v["rows_per_s"] / base if base and v.get("rows_per_s") is not None else None,
-                "trials": t.get("trials"),
-                "tuning_s": t.get("tuning_s"),
-                "peak_rss_mb": v.get("peak_rss_mb"),
-                "config": json.dumps(t.get("config"), sort_keys=True) if t.get("config") else f"failed: {t.get('error')}",
-            }
-        )
+    base = live[ref].rows_per_s if ref else None
+    rows = [_tuned_row(t, live.get(t.optimizer), ratio_col, base) for t in tuned]
     plot = throughput_png(rows, out / "intune" / "throughput.png", title="rows/s per optimizer")
     table_artifact(f"{name}-intune-optimizers", rows, "InTune vs baselines: rows/s while tuning and verified live")
-    chosen = next(r for r in rows if r["optimizer"] == ing["optimizer"])
+    chosen = next(r for r in rows if r["optimizer"] == ing.optimizer)
     cols = ["optimizer", "verified_rows_per_s", ratio_col, "tuning_rows_per_s", "tuning_label", "trials", "tuning_s", "peak_rss_mb"]
     md = f"""
 **Tuned:** the CPU split across the DLRM tf.data pipeline's stages (read, parse, transform
-parallelism; shuffle and prefetch buffers) on {_node(ing['cpu_budget'])['vcpus']} threads, batch {ing['batch_size']},
-data `{data['path']}` ({fmt(data.get('manifest', {}).get('rows'))} rows, {'reused' if data.get('reused') else 'generated now'}).
+parallelism; shuffle and prefetch buffers) on {_node(ing.cpu_budget)['vcpus']} threads, batch {ing.batch_size},
+data `{data.path}` ({fmt(data.rows)} rows, {'reused' if data.reused else 'generated now'}).
 
 **Profile:** {'cached (reused)' if profile_cached else 'measured (not cached)'}.
 
-**Chosen configuration ({ing['optimizer']}):** `{chosen['config']}`, verified on the live pipeline at
+**Chosen configuration ({ing.optimizer}):** `{chosen['config']}`, verified on the live pipeline at
 {fmt(chosen['verified_rows_per_s'])} rows/s (measured){f", {chosen[ratio_col]:.2f}x {ref}" if chosen.get(ratio_col) else ''}.
 
-Each optimizer had {fmt(ing['time_budget_s'])} s; "tuning" figures are what it saw while searching (labelled
+Each optimizer had {fmt(ing.time_budget_s)} s; "tuning" figures are what it saw while searching (labelled
 simulated or measured); "verified" figures are all measured afresh on the live pipeline
-({verified[0]['protocol']['repeats'] if verified else '-'} windows of {fmt(verified[0]['protocol']['window_s'] if verified else None)} s after a warm-up, median).
+({verified[0].protocol['repeats'] if verified else '-'} windows of {fmt(verified[0].protocol['window_s'] if verified else None)} s after a warm-up, median).
 
 {md_table(rows, cols)}
 
 ![rows/s per optimizer](intune/throughput.png)
 """
-    summary = {"chosen": chosen, "optimizers": rows, "data": data["path"]}
+    summary = {"chosen": chosen, "optimizers": rows, "data": data.path}
     return section("intune", "InTune: ingestion pipeline", md, plots=[plot], summary=summary, profile_cached=profile_cached)

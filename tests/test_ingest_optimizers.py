@@ -83,3 +83,62 @@ def test_registry_names_and_unknown_optimizer():
         make_optimizer("random", _spec(), NODE)
     assert set(INGESTION_OPTIMIZERS) >= {"intune", "plumber"}
     assert [n for n in INGESTION_OPTIMIZERS if INGESTION_OPTIMIZERS.get(n).needs_calibration] == ["plumber"]
+
+
+class _SimulatedWorker:
+    """Stands in for the measuring subprocess: every measurement comes from the simulator."""
+
+    def __init__(self, truth, node):
+        self.truth, self.node = truth, node
+
+    def measure(self, config, **_protocol):
+        from ingestion.simulator import simulate
+
+        return simulate(self.truth, config, self.node)
+
+    def close(self):
+        pass
+
+
+def _simulated_problem():
+    import numpy as np
+
+    from ingestion.simulator import dlrm_like_space, random_pipeline
+
+    node = Node("sim-4", vcpus=4, ram_gib=8)
+    truth = random_pipeline(np.random.default_rng(5), "parse")
+    spec = PipelineSpec("sim", build=lambda c: None, space=dlrm_like_space(node), rows_per_element=1)
+    return spec, node, truth
+
+
+def test_tune_pipeline_calibrates_by_itself_only_for_an_optimizer_that_requires_it(monkeypatch):
+    import ingestion.calibrate
+    from optimizers.tuning import tune_pipeline
+
+    spec, node, truth = _simulated_problem()
+    calls = []
+    monkeypatch.setattr(ingestion.calibrate, "calibrate", lambda s, n, **kw: calls.append((s.name, n.name)) or truth)
+    worker = _SimulatedWorker(truth, node)
+    plumber = tune_pipeline(spec, node, "plumber", time_budget_s=60, final=None, progress=False, worker=worker)
+    assert calls == [("sim", "sim-4")]  # as `trainwise ingest tune --optimizer plumber` does
+    assert plumber.optimizer == "plumber" and spec.space.is_valid(plumber.config) and plumber.label == "simulated"
+    assert plumber.to_json()["search"]["trials"] == 1
+    grid = tune_pipeline(spec, node, "grid", time_budget_s=60, max_trials=3, final=None, progress=False, worker=worker)
+    assert calls == [("sim", "sim-4")] and grid.search["trials"] == 3  # the grid never pays for profiling
+
+
+def test_intune_uses_the_calibration_it_is_given(monkeypatch, tmp_path):
+    import ingestion.calibrate
+    from optimizers.tuning import tune_pipeline
+
+    monkeypatch.setenv("TRAINWISE_HOME", str(tmp_path))
+    spec, node, truth = _simulated_problem()
+
+    def no_calibration(*args, **kwargs):
+        raise AssertionError("InTune calibrated although a calibration was given")
+
+    monkeypatch.setattr(ingestion.calibrate, "calibrate", no_calibration)
+    given = []
+    result = tune_pipeline(spec, node, "intune", time_budget_s=60, max_trials=3, final=None, progress=False,
+                           worker=_SimulatedWorker(truth, node), calibration=lambda: given.append(1) or truth)
+    assert given == [1] and result.optimizer == "intune" and spec.space.is_valid(result.config)

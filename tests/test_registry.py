@@ -208,3 +208,25 @@ def test_the_plugin_optimizer_keeps_the_contract_and_tunes(plugins: None) -> Non
     assert len(result.trials) == 6 and all(spec.space.is_valid(t.config) for t in result.trials)
     assert result.best is not None and result.best.label == "simulated"
     assert result.best.rows_per_s == max(simulate(truth, t.config, node).rows_per_s for t in result.trials)
+
+
+def test_the_terraform_lambda_module_allows_the_registered_architectures() -> None:
+    """Terraform cannot read the Python registry: its validation list is checked against it."""
+    import re
+
+    from serverless.architectures import ARCHITECTURES
+
+    tf = (Path(__file__).resolve().parent.parent / "infra/terraform/modules/rollout_lambda/variables.tf").read_text()
+    listed = re.search(r'contains\(\[([^\]]*)\],\s*var\.architecture\)', tf)
+    assert listed is not None
+    assert re.findall(r'"([^"]+)"', listed.group(1)) == list(ARCHITECTURES.names())
+
+
+def test_every_architecture_is_priced() -> None:
+    from serverless.architectures import ARCHITECTURES
+    from serverless.pricing import PriceTable
+
+    table = PriceTable.load()
+    assert all(table.gb_second_price(name) > 0 for name in ARCHITECTURES)
+    with pytest.raises(UserError, match="unknown Lambda architecture 'sparc'; allowed: x86_64, arm64"):
+        table.gb_second_price("sparc")
