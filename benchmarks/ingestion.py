@@ -86,9 +86,6 @@ def all_optimizers() -> tuple[str, ...]:
     return (*[n for n in _FIRST if n in names], *rest, *(["grid"] if "grid" in names else []))
 
 
-SEARCHERS = ("hillclimb", "optuna", "intune")
-
-
 def _ensure_data(root: Path, fmt: str, rows: int, seed: int) -> Path:
     from ingestion.datagen import MANIFEST, generate
 
@@ -684,7 +681,8 @@ def _grid_passes(text: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--formats", default="tsv,tfrecord")
-    p.add_argument("--optimizers", default=",".join(all_optimizers()))
+    p.add_argument("--optimizers", default=",".join(all_optimizers()),
+                   help="comma-separated registered ingestion optimizers (default: all, grid last)")
     p.add_argument("--rows", type=int, default=200_000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--time-budget-s", type=float, default=180.0)

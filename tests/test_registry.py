@@ -21,7 +21,7 @@ from ingestion.node import Node
 from ingestion.pipeline import PipelineSpec
 from ingestion.simulator import dlrm_like_space, random_pipeline, simulate
 from optimizers.asktell import run
-from optimizers.ingestion_optimizers import INGESTION_OPTIMIZERS, IngestionOptimizer, OptimizerRequest, make_optimizer
+from optimizers.ingestion_optimizers import INGESTION_OPTIMIZERS, IngestionOptimizer, make_optimizer
 from serverless.backends import BACKENDS, BackendEntry, BackendOption
 from serverless.invocation import BillingRecord, Invocation, InvokeBatch, check_memory_mb
 from serverless.pricing import billed_ms

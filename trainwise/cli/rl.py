@@ -12,8 +12,9 @@ from core.errors import UserError
 from serverless.backends import BACKENDS
 
 
-def add_backend_args(p: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
+def add_backend_args(p: argparse.ArgumentParser) -> None:
     """``--backend`` (choices from the backend registry) and each backend's own options."""
+    names = BACKENDS.names()
     p.add_argument("--backend", choices=names, default="local",
                    help="where rollouts run: " + "; ".join(f"{n}: {BACKENDS.get(n).description}" for n in names))
     for name in names:
@@ -44,7 +45,7 @@ def backend_options_of(args: argparse.Namespace) -> dict[str, Any]:
                 continue
             if name != args.backend:
                 raise UserError(f"{opt.flag(name)} applies to --backend {name}, not {args.backend}")
-            options[opt.name] = str(value) if isinstance(value, Path) else value
+            options[opt.name] = value
     return options
 
 
@@ -69,7 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", type=int, default=None, help="env steps per iteration, split over actors (default: preset)")
     p.add_argument("--steps-per-env", type=int, default=0,
                    help="split each batch into envs of about N steps, whatever the actor count (default 0: one env per actor)")
-    add_backend_args(p, BACKENDS.names())
+    add_backend_args(p)
     p.add_argument("--seed", type=int, default=0)
     add_architecture_arg(p)
     p.add_argument("--checkpoint-dir", type=Path, default=None, help="default .trainwise/checkpoints/<env>-seed<S>")
