@@ -94,7 +94,7 @@ class InProcessBackend:
 INPROCESS = BackendEntry(
     name="inprocess", factory=InProcessBackend, clock="measured", billing=("measured",),
     description="rollouts in this process, one after the other",
-    options=(BackendOption("pause_ms", float, "sleep after each rollout (ms)"),),
+    options=(BackendOption("pause_ms", float, "sleep after each rollout (ms)"),), clock_name="run time, in process",
 )
 
 
@@ -175,7 +175,8 @@ def test_the_plugin_backend_keeps_the_contract(plugins: None) -> None:
     assert report.invocations == 3 and report.failed == 1 and report.billing_labels == ("measured",)
 
 
-def test_the_plugin_backend_trains_through_the_cli(plugins: None, tmp_path: Path) -> None:
+def test_the_plugin_backend_trains_through_the_cli(plugins: None, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "train.json"
     code = trainwise_main(["rl", "train", "--env", "CartPole-v1", "--target-reward", "10000", "--max-steps", "256",
                            "--batch", "128", "--actors", "2", "--backend", "inprocess", "--inprocess-pause-ms", "1",
@@ -187,6 +188,7 @@ def test_the_plugin_backend_trains_through_the_cli(plugins: None, tmp_path: Path
     assert result["env_steps"] == 256 and result["stop_reason"] == "max_steps"
     assert len(result["iterations"]) == 2  # two rollout batches of 2 functions each
     assert result["lambda_time_label"] == "measured"  # the entry's clock, not the emulator's
+    assert "run time, in process (measured):" in capsys.readouterr().out  # the summary names the clock
 
 
 def test_an_option_of_another_backend_is_an_error(plugins: None, capsys: pytest.CaptureFixture[str]) -> None:

@@ -43,7 +43,8 @@ class BackendEntry:
 
     ``clock`` labels the batch time it reports (``InvokeBatch.lambda_s_label``):
     ``modelled`` when it computes Lambda's time rather than measuring it. ``billing``
-    lists the labels its billing records may carry. ``tunable`` says Seraph's tuner
+    lists the labels its billing records may carry. ``clock_name`` names that time in a
+    summary (Ray's batch time is not time on Lambda). ``tunable`` says Seraph's tuner
     (``rl tune``, the ``seraph`` flow) may profile and train with it, not only ``rl train``.
     """
 
@@ -53,6 +54,7 @@ class BackendEntry:
     billing: tuple[FigureLabel, ...]
     description: str
     options: tuple[BackendOption, ...] = ()
+    clock_name: str = "time on Lambda"
     tunable: bool = True
 
     def option(self, name: str) -> BackendOption:
@@ -118,6 +120,7 @@ BACKENDS.register("ray", BackendEntry(
     name="ray", factory=_ray, clock="measured", billing=("measured",),
     description="Ray tasks, on a local Ray or a cluster",
     options=(BackendOption("address", str, "join this Ray cluster (default: start Ray locally)"),),
+    clock_name="run time, Ray rollouts",
 ))
 BACKENDS.register("lambda", BackendEntry(
     name="lambda", factory=_lambda, clock="measured", billing=("billed", "measured"),

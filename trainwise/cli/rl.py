@@ -115,8 +115,8 @@ def build_train_spec(args: argparse.Namespace) -> Any:
 
 
 def _clock_name(result: dict[str, Any]) -> str:
-    """Ray rollouts are not Lambda: name the second clock for what it measured."""
-    return "run time, Ray rollouts" if result["config"]["backend"] == "ray" else "time on Lambda"
+    """The second clock named for what it measured (Ray rollouts are not Lambda)."""
+    return BACKENDS.get(result["config"]["backend"]).clock_name
 
 
 def _summary(result: dict[str, Any]) -> str:
