@@ -191,6 +191,13 @@ def test_the_plugin_backend_trains_through_the_cli(plugins: None, tmp_path: Path
     assert "run time, in process (measured):" in capsys.readouterr().out  # the summary names the clock
 
 
+def test_a_backend_takes_only_the_options_it_declares() -> None:
+    from serverless.backends import make_backend
+
+    with pytest.raises(UserError, match="function backend 'ray' takes no option 'max_workers'; its options: address"):
+        make_backend("ray", max_workers=2)
+
+
 def test_an_option_of_another_backend_is_an_error(plugins: None, capsys: pytest.CaptureFixture[str]) -> None:
     code = trainwise_main(["rl", "train", "--env", "CartPole-v1", "--target-reward", "10", "--inprocess-pause-ms", "1"])
     assert code == 2

@@ -69,8 +69,12 @@ BACKENDS: Registry[BackendEntry] = Registry("function backend")
 
 
 def make_backend(name: str, **options: Any) -> FunctionBackend:
-    """The backend registered as ``name``, built with ``options`` (see its entry's ``options``)."""
-    return BACKENDS.get(name).factory(**options)
+    """The backend registered as ``name``, built with ``options``: each one of the entry's
+    declared ``options`` (another is a UserError naming those it takes)."""
+    entry = BACKENDS.get(name)
+    for key in options:
+        entry.option(key)
+    return entry.factory(**options)
 
 
 def tunable_backends() -> tuple[str, ...]:
