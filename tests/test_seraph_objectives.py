@@ -29,10 +29,10 @@ class SumOfShares(Objective):
 
 
 @pytest.fixture
-def registered(monkeypatch):
-    monkeypatch.setattr(OBJECTIVES, "_by_name", dict(OBJECTIVES._by_name))  # undone after the test
+def registered():
     OBJECTIVES.register(SumOfShares)
-    return SumOfShares
+    yield SumOfShares
+    OBJECTIVES.unregister(SumOfShares.name)
 
 
 def test_the_built_in_objectives_are_registered_in_order():

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Callable, ClassVar, Iterable, TypeVar
 
 from core.errors import UserError
+from core.registry import Registry
 
 T = TypeVar("T")
 
@@ -123,28 +124,17 @@ def scale_of(figures: Iterable[tuple[float, float]]) -> Scale:
     return (max((c for c, _ in pairs), default=1.0) or 1.0, max((t for _, t in pairs), default=1.0) or 1.0)
 
 
-class ObjectiveRegistry:
-    """Objective classes by name, in registration order."""
+class ObjectiveRegistry(Registry[type[Objective]]):
+    """Objective classes by name, in registration order (a :class:`core.registry.Registry`
+    whose ``register`` takes the class and reads its ``name``)."""
 
     def __init__(self) -> None:
-        self._by_name: dict[str, type[Objective]] = {}
+        super().__init__("Seraph objective")
 
-    def register(self, cls: type[Objective]) -> type[Objective]:
+    def register(self, cls: type[Objective]) -> type[Objective]:  # type: ignore[override]
         if not cls.name:
             raise ValueError(f"{cls.__name__} has no name")
-        if cls.name in self._by_name and self._by_name[cls.name] is not cls:
-            raise ValueError(f"a Seraph objective named {cls.name!r} is already registered")
-        self._by_name[cls.name] = cls
-        return cls
-
-    def get(self, name: str) -> type[Objective]:
-        try:
-            return self._by_name[name]
-        except (KeyError, TypeError):
-            raise UserError(f"unknown Seraph objective {name!r}; allowed: {', '.join(self.names())}") from None
-
-    def names(self) -> tuple[str, ...]:
-        return tuple(self._by_name)
+        return super().register(cls.name, cls)
 
     def make(self, name: str, weight: float = 0.5) -> Objective:
         """An instance of the objective ``name`` with ``weight``."""
