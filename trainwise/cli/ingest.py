@@ -3,6 +3,7 @@
 * ``gen-data --rows N --format tsv|tfrecord --out DIR``
 * ``tune --data DIR --optimizer NAME --time-budget-s T`` (format detected from DIR)
 * ``bench --config FILE`` (a ``tune`` result or a plain JSON knob dict)
+* ``cluster --jobs FILE --simulate`` (InTuneX; in :mod:`trainwise.cli.ingest_cluster`)
 
 All input is validated before TensorFlow is imported.
 """
@@ -71,6 +72,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     _node_args(b)
     add_json_out(b)
     b.set_defaults(handler=bench_handler)
+
+    from trainwise.cli.ingest_cluster import register_cluster
+
+    register_cluster(isub)
 
 
 # ---------------------------------------------------------------------------------------

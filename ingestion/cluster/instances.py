@@ -1,0 +1,83 @@
+"""The instance-type table: vCPUs, RAM, network and on-demand price of each EC2 type.
+
+The table is a versioned JSON file (``data/instances.json``) with its sources and the date its
+prices were read, like ``serverless/data/prices.json``. ``select`` picks the types a plan may use
+from patterns such as ``c7i.*`` or ``c7g.2xlarge``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable
+
+from core.errors import UserError
+from ingestion.node import Node
+
+TABLE = Path(__file__).with_name("data") / "instances.json"
+#: The types a plan may use when the user names none: three sizes of four families.
+DEFAULT_TYPES = ("c7i.xlarge", "c7i.2xlarge", "c7i.4xlarge", "c7g.xlarge", "c7g.2xlarge", "c7g.4xlarge",
+                 "m7i.xlarge", "m7i.2xlarge", "m7i.4xlarge", "r7i.xlarge", "r7i.2xlarge", "r7i.4xlarge")
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    name: str
+    family: str
+    arch: str
+    vcpus: int
+    ram_gib: float
+    usd_per_hour: float
+    network_gbps: float
+
+    def node(self, fraction: float = 1.0) -> Node:
+        """The node (or the share ``fraction`` of it, with as many vCPUs and as much RAM) as the
+        single-node simulator sees it."""
+        vcpus = int(round(self.vcpus * fraction))
+        return Node(name=self.name if fraction == 1.0 else f"{self.name}/{vcpus}vcpu", vcpus=vcpus,
+                    ram_gib=self.ram_gib * fraction, hourly_usd=self.usd_per_hour * fraction)
+
+
+@lru_cache(maxsize=4)
+def _load(path: str) -> tuple[dict[str, Any], tuple[InstanceType, ...]]:
+    doc = json.loads(Path(path).read_text())
+    fields = InstanceType.__dataclass_fields__
+    types = tuple(InstanceType(**{k: v for k, v in t.items() if k in fields}) for t in doc["instance_types"])
+    return {k: v for k, v in doc.items() if k != "instance_types"}, types
+
+
+def table_info(path: Path = TABLE) -> dict[str, Any]:
+    """The table's version, date, region and sources (for result files)."""
+    info, _ = _load(str(path))
+    return {k: info[k] for k in ("version", "retrieved", "region", "pricing", "sources")}
+
+
+def all_types(path: Path = TABLE) -> tuple[InstanceType, ...]:
+    return _load(str(path))[1]
+
+
+def select(patterns: Iterable[str] | None = None, path: Path = TABLE) -> list[InstanceType]:
+    """The types matching any of ``patterns`` (shell-style, e.g. ``c7g.*``); the defaults if None.
+    A pattern matching nothing is an error naming the known families."""
+    types = all_types(path)
+    wanted = list(patterns) if patterns else list(DEFAULT_TYPES)
+    chosen: list[InstanceType] = []
+    for pattern in wanted:
+        pattern = pattern.strip()
+        hits = [t for t in types if fnmatch.fnmatchcase(t.name, pattern)]
+        if not hits:
+            families = sorted({t.family for t in types})
+            raise UserError(f"--instance-types: {pattern!r} matches no instance type; known families: "
+                            f"{', '.join(families)} (sizes large..16xlarge), e.g. 'c7g.*' or 'c7i.2xlarge'")
+        chosen += [t for t in hits if t not in chosen]
+    return chosen
+
+
+def by_name(name: str, path: Path = TABLE) -> InstanceType:
+    for t in all_types(path):
+        if t.name == name:
+            return t
+    raise UserError(f"unknown instance type {name!r}; see {TABLE.name} for the known types")

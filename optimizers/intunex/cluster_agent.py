@@ -1,0 +1,281 @@
+"""The cluster-level agent: which units (nodes, or halves and quarters of nodes) of which instance
+type feed which job.
+
+The agent sees the problem as a table (:class:`Problem`): per job and unit, the rows/s the unit
+delivers with the configuration its node-level agent chose, and the job's demand. An episode
+starts from an empty pool (or from the current plan, when re-tuning) and adds one unit to one job
+per step until every job is fed. Masked actions: a job already fed, a unit the job's pipeline
+cannot run on (out of memory at any configuration), a unit that would take the pool past its
+node count or the plan past its budget. So no plan the agent proposes overruns memory, nodes or
+budget.
+
+Policy: a softmax over the valid actions of a linear score of seven features per action (the
+marginal dollars per useful row, the dollars per row of the unit at full use, how much of the
+unit the job would use, whether it completes the job, the unit's share of a node, how unfed the
+job still is, whether the unit fits in a node already paid for). It is trained with REINFORCE
+(batch-normalised returns): pre-trained on random tables (``pretrain``; the weights ship as
+``pretrained/cluster_policy.json``) and fine-tuned on the problem at hand before it plans.
+Planning decodes the greedy episode and sampled ones, keeps the best, and improves it with masked
+local moves (drop a unit the job does not need, swap a unit for a cheaper one that still feeds
+the job), the agent's own finishing step.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+N_FEATURES = 7
+OBJECTIVES = ("throughput-per-usd", "least-cost", "max-throughput")
+POLICY_FORMAT = "trainwise-intunex-cluster-policy"
+
+
+@dataclass
+class Problem:
+    """The table the cluster agent plans on."""
+
+    rows: np.ndarray  # (jobs, units) rows/s a unit delivers to a job; 0 = cannot run there
+    demand: np.ndarray  # (jobs,)
+    unit_type: np.ndarray  # (units,) index into type_price
+    unit_frac: np.ndarray  # (units,) share of a node
+    type_price: np.ndarray  # (types,) $/h of a whole node
+    max_nodes: int
+    budget: float | None = None
+    objective: str = "throughput-per-usd"
+
+    @property
+    def unit_price(self) -> np.ndarray:
+        return self.type_price[self.unit_type] * self.unit_frac
+
+    def lower_bound_cost(self) -> float:
+        """Dollars per hour if every job ran on its cheapest rows at full use (no integrality)."""
+        with np.errstate(divide="ignore"):
+            per_row = np.where(self.rows > 0, self.unit_price[None, :] / np.maximum(self.rows, 1e-12), np.inf)
+        return float(np.sum(self.demand * per_row.min(axis=1)))
+
+
+class State:
+    """Unit counts per job, and what follows from them."""
+
+    def __init__(self, p: Problem, counts: np.ndarray | None = None):
+        self.p = p
+        self.counts = np.zeros_like(p.rows, dtype=np.int64) if counts is None else counts.astype(np.int64).copy()
+        self.refresh()
+
+    def refresh(self) -> None:
+        self.supply = (self.counts * self.p.rows).sum(axis=1)
+        self.shares = np.bincount(self.p.unit_type, weights=self.counts.sum(axis=0) * self.p.unit_frac,
+                                  minlength=len(self.p.type_price))
+
+    def copy(self) -> "State":
+        return State(self.p, self.counts)
+
+    @property
+    def nodes(self) -> np.ndarray:
+        return np.ceil(self.shares - 1e-9)
+
+    @property
+    def cost(self) -> float:
+        return float(self.nodes @ self.p.type_price)
+
+    @property
+    def deficit(self) -> np.ndarray:
+        return np.maximum(0.0, self.p.demand - self.supply)
+
+    @property
+    def fed(self) -> np.ndarray:
+        return self.supply >= self.p.demand * (1 - 1e-9)
+
+    @property
+    def delivered(self) -> float:
+        return float(np.minimum(self.supply, self.p.demand).sum())
+
+    def add(self, j: int, u: int, n: int = 1) -> None:
+        self.counts[j, u] += n
+        self.supply[j] += n * self.p.rows[j, u]
+        self.shares[self.p.unit_type[u]] += n * self.p.unit_frac[u]
+
+    def marginal(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per unit: the extra $/h of adding one, and the pool's node count after it."""
+        t, f = self.p.unit_type, self.p.unit_frac
+        before = self.nodes
+        after_t = np.ceil(self.shares[t] + f - 1e-9)
+        extra = after_t - before[t]
+        return extra * self.p.type_price[t], before.sum() + extra
+
+    def valid(self) -> tuple[np.ndarray, np.ndarray]:
+        """The action mask (jobs x units) and each unit's marginal cost."""
+        mc, nodes_after = self.marginal()
+        ok_unit = nodes_after <= self.p.max_nodes
+        if self.p.budget is not None:
+            ok_unit &= self.cost + mc <= self.p.budget * (1 + 1e-9)
+        mask = (self.p.rows > 0) & ok_unit[None, :] & (self.deficit > 0)[:, None]
+        return mask, mc
+
+    def features(self, mask: np.ndarray, mc: np.ndarray) -> np.ndarray:
+        p = self.p
+        rows = np.maximum(p.rows, 1e-12)
+        deficit = self.deficit[:, None]
+        useful = np.maximum(np.minimum(rows, deficit), 1e-12)
+        price = p.unit_price[None, :]
+        phi = np.zeros(p.rows.shape + (N_FEATURES,))
+        phi[..., 0] = -np.log((mc[None, :] + 0.1 * price) / useful)
+        phi[..., 1] = -np.log(price / rows)
+        for k in (0, 1):  # relative to the best valid action, so scales of rows and prices cancel
+            best = phi[..., k][mask].max() if mask.any() else 0.0
+            phi[..., k] -= best
+        phi[..., 2] = useful / rows
+        phi[..., 3] = (rows >= deficit).astype(float)
+        phi[..., 4] = p.unit_frac[None, :]
+        phi[..., 5] = deficit / np.maximum(p.demand[:, None], 1e-12)
+        phi[..., 6] = (mc[None, :] <= 1e-12).astype(float)
+        return phi
+
+
+def score(state: State) -> float:
+    """The episode's return: with every job fed, the cost lower bound over the cost (<= 1); for
+    ``max-throughput`` the delivered share first; an unfed job is worth less than any fed plan."""
+    p = state.p
+    share = state.delivered / float(p.demand.sum())
+    ratio = p.lower_bound_cost() / state.cost if state.cost > 0 else 0.0
+    if p.objective == "max-throughput":
+        return share + 0.01 * ratio
+    return ratio if bool(state.fed.all()) else share - 1.0
+
+
+@dataclass
+class LinearPolicy:
+    weights: np.ndarray = field(default_factory=lambda: np.array([3.0, 1.0, 0.5, 0.5, 0.0, 0.0, 0.5]))
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def probs(self, phi: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        logits = np.where(mask, phi @ self.weights, -np.inf)
+        logits -= logits.max()
+        e = np.exp(logits)
+        return e / e.sum()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": POLICY_FORMAT, "features": N_FEATURES, "weights": self.weights.tolist(), "info": self.info}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> "LinearPolicy":
+        if doc.get("format") != POLICY_FORMAT or int(doc.get("features", 0)) != N_FEATURES:
+            raise ValueError(f"not a cluster policy with {N_FEATURES} features")
+        return cls(np.asarray(doc["weights"], dtype=float), dict(doc.get("info", {})))
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(self.to_json(), indent=1) + "\n")
+
+
+def episode(policy: LinearPolicy, p: Problem, rng: np.random.Generator | None, start: State | None = None,
+            max_steps: int = 2000) -> tuple[State, list[np.ndarray]]:
+    """One episode; ``rng=None`` acts greedily. Returns the final state and, per step, the score
+    gradient of the chosen action's log-probability."""
+    state = start.copy() if start is not None else State(p)
+    grads: list[np.ndarray] = []
+    for _ in range(max_steps):
+        mask, mc = state.valid()
+        if not mask.any():
+            break
+        phi = state.features(mask, mc)
+        pr = policy.probs(phi, mask)
+        flat = pr.ravel()
+        a = int(rng.choice(flat.size, p=flat)) if rng is not None else int(np.argmax(flat))
+        j, u = divmod(a, p.rows.shape[1])
+        if rng is not None:
+            grads.append(phi[j, u] - np.tensordot(pr, phi, axes=([0, 1], [0, 1])))
+        state.add(j, u)
+    return state, grads
+
+
+def reinforce(policy: LinearPolicy, sampler: Any, rng: np.random.Generator, *, episodes: int, batch: int = 8,
+              lr: float = 0.05, time_limit_s: float | None = None) -> dict[str, Any]:
+    """REINFORCE with a batch-mean baseline; ``sampler(rng)`` gives each batch's problem."""
+    started, done, returns = time.monotonic(), 0, []
+    while done < episodes:
+        p = sampler(rng)
+        runs = [episode(policy, p, rng) for _ in range(batch)]
+        r = np.array([score(s) for s, _ in runs])
+        adv = (r - r.mean()) / (r.std() + 1e-8)
+        g = sum(a * np.sum(gs, axis=0) for a, (_, gs) in zip(adv, runs) if gs) / batch
+        if isinstance(g, np.ndarray):
+            policy.weights = policy.weights + lr * np.clip(g, -5, 5)
+        done += batch
+        returns.append(float(r.mean()))
+        if time_limit_s is not None and time.monotonic() - started > time_limit_s:
+            break
+    return {"episodes": done, "mean_return_first": returns[0] if returns else None,
+            "mean_return_last": returns[-1] if returns else None, "train_s": round(time.monotonic() - started, 2)}
+
+
+def _better(a: State, b: State) -> bool:
+    sa, sb = score(a), score(b)
+    return sa > sb + 1e-12 or (abs(sa - sb) <= 1e-12 and a.counts.sum() < b.counts.sum())
+
+
+def _allowed(s: State) -> bool:
+    p = s.p
+    if s.nodes.sum() > p.max_nodes:
+        return False
+    return p.budget is None or s.cost <= p.budget * (1 + 1e-9)
+
+
+def improve(state: State, max_rounds: int = 50) -> State:
+    """Masked local moves until none helps: drop one unit, or swap one for another of the same job."""
+    best = state.copy()
+    for _ in range(max_rounds):
+        moved = False
+        for j, u in zip(*np.nonzero(best.counts)):
+            trial = best.copy()
+            trial.add(j, u, -1)
+            if _better(trial, best) and _allowed(trial):
+                best, moved = trial, True
+                break
+            for v in np.flatnonzero(best.p.rows[j] > 0):
+                if v == u:
+                    continue
+                swap = trial.copy()
+                swap.add(j, v)
+                if _allowed(swap) and _better(swap, best):
+                    best, moved = swap, True
+                    break
+            if moved:
+                break
+        if not moved:
+            break
+    return best
+
+
+def plan(policy: LinearPolicy, p: Problem, *, seed: int = 0, finetune_episodes: int = 96, samples: int = 24,
+         start: State | None = None, time_limit_s: float = 60.0) -> tuple[State, dict[str, Any]]:
+    """Fine-tune the policy on ``p``, decode greedy and sampled episodes, keep the best, improve it."""
+    rng = np.random.default_rng(seed)
+    started = time.monotonic()
+    tuned = LinearPolicy(policy.weights.copy(), dict(policy.info))
+    train = reinforce(tuned, lambda _rng: p, rng, episodes=finetune_episodes,
+                      time_limit_s=0.5 * time_limit_s) if finetune_episodes else {}
+    best, _ = episode(tuned, p, None, start)
+    tried = 1
+    for _ in range(samples):
+        if time.monotonic() - started > 0.8 * time_limit_s:
+            break
+        s, _ = episode(tuned, p, rng, start)
+        tried += 1
+        if _better(s, best):
+            best = s
+    final = improve(best)
+    info = {"finetune": train, "episodes_decoded": tried, "score_before_moves": score(best),
+            "score": score(final), "weights": tuned.weights.tolist(), "plan_s": round(time.monotonic() - started, 2)}
+    return final, info
+
+
+def lower_bound_ratio(state: State) -> float:
+    """The plan's cost over the cost lower bound (1.0 = no plan can be cheaper)."""
+    lb = state.p.lower_bound_cost()
+    return state.cost / lb if lb > 0 and math.isfinite(lb) else math.inf

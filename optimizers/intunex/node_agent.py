@@ -1,0 +1,179 @@
+"""Node-level agents: one shared policy splits each node's CPUs between a pipeline's stages.
+
+The node-level agent is InTune's: the same action-masked DQN (``optimizers.intune``, the
+committed pre-trained weights), the same observation and the same masks (never over the CPU
+budget, never a configuration whose predicted memory passes the margin of the unit's RAM). On
+the cluster model it acts greedily from the better of the space's initial configuration and
+tf.data AUTOTUNE's (modelled) choice, for up to ``steps`` moves, never revisiting a
+configuration; then a masked steepest ascent on the model polishes the best configuration seen
+(InTune's own start does the same on the calibrated simulator).
+
+:class:`NodeTable` memoises the result per pipeline and unit size, so a node type that appears
+in many plans (or in many jobs with the same pipeline) is tuned once. Its other methods give
+what the baselines use: AUTOTUNE's configuration, and the exhaustive grid (the oracle).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Iterator
+
+from ingestion.cluster.model import ClusterModel, JobModel, Unit
+from ingestion.knobs import Config, KnobSpace
+from ingestion.node import Node
+from ingestion.simulator import PipelineModel, simulate
+from optimizers.baselines.autotune_model import hill_climb
+from optimizers.intune.agent import MaskedDQN
+from optimizers.intune.env import ACTIONS, STOP, Masker, apply_action, check_layout, observe
+
+MEMORY_MARGIN = 0.85
+METHODS = ("intunex", "autotune", "exhaustive")
+
+
+@dataclass(frozen=True)
+class NodeChoice:
+    """A unit's configuration for one pipeline and its simulated rows/s (before service overheads)."""
+
+    config: Config
+    rows_per_s: float
+    source: str
+    evaluations: int = 0
+
+
+def _score(model: PipelineModel, config: Config, node: Node, masker: Masker) -> float:
+    return simulate(model, config, node).score if masker.safe(config) else -math.inf
+
+
+def polish(model: PipelineModel, node: Node, masker: Masker, start: Config, max_rounds: int = 40) -> tuple[Config, float, int]:
+    """Masked steepest ascent over single moves from ``start`` on the model."""
+    current, current_x, evaluations = dict(start), _score(model, start, node, masker), 1
+    for _ in range(max_rounds):
+        scored = [(simulate(model, c, node).score, c) for i, c in enumerate(masker.targets(current))
+                  if c is not None and i != STOP]
+        evaluations += len(scored)
+        if not scored:
+            break
+        x, c = max(scored, key=lambda xc: xc[0])
+        if x <= current_x * (1 + 1e-9):
+            break
+        current, current_x = c, x
+    return current, current_x, evaluations
+
+
+def agent_rollout(agent: MaskedDQN, model: PipelineModel, space: KnobSpace, node: Node, masker: Masker,
+                  start: Config, steps: int = 24) -> tuple[Config, float, int]:
+    """The agent's greedy masked episode from ``start``; the best configuration it visited."""
+    config, m = dict(start), simulate(model, start, node)
+    start_x = best_x = max(m.rows_per_s, 1e-9)
+    best, visited, improved = dict(config), {Masker.key(config)}, False
+    for t in range(steps):
+        obs = observe(space, node, model, config, m, start_rows_per_s=start_x, best_rows_per_s=best_x,
+                      progress=t / steps, improved=improved)
+        action = agent.act(obs, masker.mask(config, exclude=visited), 0.0)
+        if action == STOP:
+            break
+        new = apply_action(space, config, ACTIONS[action])
+        assert new is not None
+        nm = simulate(model, new, node)
+        visited.add(Masker.key(new))
+        improved = nm.rows_per_s > m.rows_per_s
+        config, m = new, nm
+        if nm.score > best_x:
+            best, best_x = dict(new), nm.score
+    return best, best_x, len(visited)
+
+
+def tune_node(agent: MaskedDQN, model: PipelineModel, space: KnobSpace, node: Node) -> NodeChoice:
+    """The node-level agent on one unit (see the module docstring)."""
+    check_layout(space)
+    masker = Masker(space, node, model, MEMORY_MARGIN)
+    starts = [space.initial(), hill_climb(model, space, node)[0]]
+    start = max(starts, key=lambda c: _score(model, c, node, masker))
+    if not masker.safe(start):
+        return NodeChoice(start, 0.0, "no memory-safe start")
+    best, _, n1 = agent_rollout(agent, model, space, node, masker, start)
+    config, x, n2 = polish(model, node, masker, best)
+    return NodeChoice(config, max(x, 0.0), "intune agent + masked ascent on the cluster model", n1 + n2)
+
+
+def autotune_node(model: PipelineModel, space: KnobSpace, node: Node) -> NodeChoice:
+    """tf.data AUTOTUNE's configuration (the hill-climbing model of ``optimizers.baselines.autotune_model``)."""
+    config, _ = hill_climb(model, space, node)
+    m = simulate(model, config, node)
+    return NodeChoice(config, 0.0 if m.oom else m.rows_per_s, "model of tf.data AUTOTUNE", 1)
+
+
+def _monotone(space: KnobSpace) -> list[str]:
+    """Buffer knobs of a prefetch stage: more is never slower on the model, only bigger."""
+    return [k.name for k in space.knobs if k.kind == "buffer" and k.stage == "prefetch"]
+
+
+def _grid_without(space: KnobSpace, skip: list[str]) -> Iterator[Config]:
+    knobs = [k for k in space.knobs if k.name not in skip]
+    for values in itertools.product(*(k.values for k in knobs)):
+        config = dict(zip((k.name for k in knobs), values))
+        if sum(config[k.name] for k in space.cpu_knobs) <= space.cpu_budget:
+            yield config
+
+
+def exhaustive_node(model: PipelineModel, space: KnobSpace, node: Node) -> NodeChoice:
+    """The best memory-safe configuration of the whole grid. Prefetch buffers only add throughput
+    and memory on the model, so each takes its largest memory-safe value instead of every value."""
+    masker = Masker(space, node, model, MEMORY_MARGIN)
+    skip = _monotone(space)
+    best, best_x, count = space.initial(), -math.inf, 0
+    for partial in _grid_without(space, skip):
+        config = dict(partial)
+        for name in skip:
+            values = space.knob(name).values
+            config[name] = values[0]
+            for v in reversed(values):
+                if masker.safe({**config, name: v}):
+                    config[name] = v
+                    break
+        if not masker.safe(config):
+            continue
+        count += 1
+        x = simulate(model, config, node).score
+        if x > best_x:
+            best, best_x = config, x
+    return NodeChoice(best, max(best_x, 0.0), "exhaustive grid on the cluster model", count)
+
+
+class NodeTable:
+    """Per job and unit: the chosen configuration and the rows/s it delivers, per method."""
+
+    def __init__(self, cluster: ClusterModel, agent: MaskedDQN | None = None):
+        self.cluster = cluster
+        self.agent = agent
+        self._memo: dict[tuple, NodeChoice | None] = {}
+
+    def choice(self, job: JobModel, unit: Unit, method: str = "intunex") -> NodeChoice | None:
+        """The unit's configuration for ``job`` (None if the pipeline cannot run on the unit)."""
+        node = unit.node
+        key = (method, job.key, node.vcpus, round(node.ram_gib, 6))
+        if key not in self._memo:
+            space = self.cluster.space(job, unit)
+            if space is None:
+                self._memo[key] = None
+            elif method == "autotune":
+                self._memo[key] = autotune_node(job.pipeline, space, node)
+            elif method == "exhaustive":
+                self._memo[key] = exhaustive_node(job.pipeline, space, node)
+            else:
+                if self.agent is None:
+                    from optimizers.intunex.policies import node_agent
+
+                    self.agent = node_agent()
+                self._memo[key] = tune_node(self.agent, job.pipeline, space, node)
+        return self._memo[key]
+
+    def rows(self, job: JobModel, unit: Unit, method: str = "intunex") -> float:
+        """Rows/s the unit delivers to the job's trainers with the method's configuration."""
+        c = self.choice(job, unit, method)
+        if c is None or c.rows_per_s <= 0:
+            return 0.0
+        rows, oom = self.cluster.node_rows_per_s(job, unit, c.config)
+        return 0.0 if oom else rows

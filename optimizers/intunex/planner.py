@@ -1,0 +1,136 @@
+"""InTuneX: plan a pool of nodes for several ingestion jobs with the two agents, and re-plan.
+
+1. **Node level**: for every job and every unit (a node type, or a half or a quarter of one) the
+   shared node-level agent picks the pipeline's configuration on that unit
+   (:mod:`optimizers.intunex.node_agent`); the cluster model turns it into rows/s delivered
+   (service overheads, network).
+2. **Cluster level**: the cluster agent assigns units to jobs on that table
+   (:mod:`optimizers.intunex.cluster_agent`), fine-tuned on this problem first.
+3. **Re-plan**: when demand changes (a job starts, ends, or its accelerators change),
+   :func:`replan` starts the cluster agent from the current assignment, keeps what still serves,
+   adds what an unfed job needs, and lets the local moves drop or swap what is no longer needed.
+
+Objectives (``OBJECTIVES``): ``throughput-per-usd`` (default; rows delivered per dollar with every
+job fed: each job consumes its demand, so this is the cheapest plan that feeds all, and when the
+pool or budget cannot feed all it keeps the best it can and says ``all_fed: false``);
+``least-cost`` (the same plan, but a pool that cannot feed every job is an error);
+``max-throughput`` (the most rows delivered within ``--budget-usd-per-h``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from core.errors import UserError
+from ingestion.cluster.model import ClusterModel, ClusterResult, NodeSlot, Unit
+from optimizers.intunex.cluster_agent import OBJECTIVES, LinearPolicy, Problem, State, plan as agent_plan
+from optimizers.intunex.node_agent import NodeTable
+
+
+@dataclass
+class Plan:
+    """An assignment of units to jobs, what the cluster model says it delivers, and how it was found."""
+
+    name: str
+    assignment: dict[str, list[NodeSlot]]
+    result: ClusterResult
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self, table: NodeTable | None = None) -> dict[str, Any]:
+        out = self.result.summary()
+        out["assignment"] = {job: {"nodes": [slot_json(s) for s in slots]} for job, slots in self.assignment.items()}
+        out["info"] = self.info
+        return out
+
+
+def slot_json(slot: NodeSlot) -> dict[str, Any]:
+    return {"instance_type": slot.unit.itype.name, "share": slot.unit.fraction, "vcpus": slot.unit.vcpus,
+            "usd_per_h": slot.unit.usd_per_hour, "config": dict(slot.config)}
+
+
+@dataclass
+class Table:
+    """The planning table of one method: units, rows per job and unit, and the problem over it."""
+
+    units: list[Unit]
+    problem: Problem
+    method: str
+
+
+def planning_table(cluster: ClusterModel, nodes: NodeTable, method: str, objective: str,
+                   units: list[Unit] | None = None) -> Table:
+    units = units if units is not None else cluster.units()
+    names = sorted({u.itype.name for u in units})
+    price = {t.name: t.usd_per_hour for t in cluster.types}
+    rows = np.array([[nodes.rows(job, u, method) for u in units] for job in cluster.jobs])
+    problem = Problem(rows, np.array([j.demand_rows_per_s for j in cluster.jobs]),
+                      np.array([names.index(u.itype.name) for u in units]), np.array([u.fraction for u in units]),
+                      np.array([price[n] for n in names]), cluster.max_nodes, cluster.budget_usd_per_h, objective)
+    return Table(units, problem, method)
+
+
+def assignment_of(cluster: ClusterModel, nodes: NodeTable, table: Table, counts: np.ndarray) -> dict[str, list[NodeSlot]]:
+    out: dict[str, list[NodeSlot]] = {}
+    for j, job in enumerate(cluster.jobs):
+        slots = []
+        for u in np.flatnonzero(counts[j]):
+            unit = table.units[u]
+            choice = nodes.choice(job, unit, table.method)
+            assert choice is not None
+            slots += [NodeSlot(unit, dict(choice.config))] * int(counts[j, u])
+        out[job.name] = slots
+    return out
+
+
+def counts_of(cluster: ClusterModel, table: Table, assignment: dict[str, list[NodeSlot]]) -> np.ndarray:
+    """The count matrix of an assignment over ``table``'s units (jobs not in the table are dropped)."""
+    counts = np.zeros(table.problem.rows.shape, dtype=np.int64)
+    index = {(u.itype.name, u.fraction): i for i, u in enumerate(table.units)}
+    for j, job in enumerate(cluster.jobs):
+        for slot in assignment.get(job.name, []):
+            i = index.get((slot.unit.itype.name, slot.unit.fraction))
+            if i is not None and table.problem.rows[j, i] > 0:
+                counts[j, i] += 1
+    return counts
+
+
+def check_objective(cluster: ClusterModel, objective: str) -> None:
+    if objective not in OBJECTIVES:
+        raise UserError(f"--objective {objective!r}; allowed: {', '.join(OBJECTIVES)}")
+    if objective == "max-throughput" and cluster.budget_usd_per_h is None:
+        raise UserError("--objective max-throughput needs --budget-usd-per-h (or budget_usd_per_h in the jobs file)")
+
+
+def plan_intunex(cluster: ClusterModel, nodes: NodeTable, policy: LinearPolicy, *, objective: str = "throughput-per-usd",
+                 seed: int = 0, previous: dict[str, list[NodeSlot]] | None = None, time_limit_s: float = 60.0) -> Plan:
+    """Both agents on the cluster model (see the module docstring); ``previous`` warm-starts a re-plan."""
+    check_objective(cluster, objective)
+    started = time.monotonic()
+    table = planning_table(cluster, nodes, "intunex", objective)
+    node_s = time.monotonic() - started
+    start = State(table.problem, counts_of(cluster, table, previous)) if previous else None
+    state, info = agent_plan(policy, table.problem, seed=seed, start=start, time_limit_s=time_limit_s)
+    assignment = assignment_of(cluster, nodes, table, state.counts)
+    result = cluster.evaluate(assignment)
+    if objective == "least-cost" and not result.all_fed:
+        unfed = [j for j, ok in result.fed.items() if not ok]
+        raise UserError(f"the pool cannot feed every job (unfed: {', '.join(unfed)}) within {cluster.max_nodes} nodes"
+                        + (f" and ${cluster.budget_usd_per_h:g}/h" if cluster.budget_usd_per_h else "")
+                        + "; raise pool.max_nodes or the budget, or use --objective throughput-per-usd")
+    info = {**info, "node_level_s": round(node_s, 2), "objective": objective, "policy": policy.info.get("source"),
+            "units": len(table.units)}
+    return Plan("intunex", assignment, result, info)
+
+
+def replan(cluster: ClusterModel, nodes: NodeTable, policy: LinearPolicy, previous: Plan, **kwargs: Any) -> Plan:
+    """Re-tune after demand changed: start from ``previous``'s assignment (jobs that ended drop out)."""
+    new = plan_intunex(cluster, nodes, policy, previous=previous.assignment, **kwargs)
+    before = {j: len(s) for j, s in previous.assignment.items()}
+    after = {j: len(s) for j, s in new.assignment.items()}
+    kept = sum(min(before.get(j, 0), after.get(j, 0)) for j in after)
+    new.info["replan"] = {"units_before": before, "units_after": after, "units_kept_at_most": kept}
+    return new

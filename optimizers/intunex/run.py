@@ -1,0 +1,84 @@
+"""One InTuneX planning run as the CLI and the flow use it: jobs file in, result dict out.
+
+The result dict is what ``--json-out`` writes: ``label`` (simulated), ``all_fed``,
+``throughput_per_usd`` (rows per dollar), ``usd_per_h``, ``assignment`` (per job: its nodes with
+``instance_type``, ``share``, ``config``), ``baselines`` (per name, the same figures), ``tuning_s``
+(InTuneX's planning time: both agents, not the baselines), and the instance table's version.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from ingestion.cluster.instances import InstanceType, table_info
+from ingestion.cluster.jobs import JobsFile
+from ingestion.cluster.model import ClusterModel, from_jobs_file
+from optimizers.intunex.baselines import BASELINES, run_baselines
+from optimizers.intunex.node_agent import NodeTable
+from optimizers.intunex.planner import Plan, plan_intunex
+from optimizers.intunex.policies import cluster_policy
+
+
+def plan_summary(plan: Plan) -> dict[str, Any]:
+    out = plan.to_json()
+    out.pop("assignment", None)
+    return out
+
+
+def plan_result(cluster: ClusterModel, nodes: NodeTable, *, objective: str = "throughput-per-usd",
+                baselines: tuple[str, ...] = BASELINES, static_type: str | None = None, seed: int = 0) -> dict[str, Any]:
+    started = time.monotonic()
+    plan = plan_intunex(cluster, nodes, cluster_policy(), objective=objective, seed=seed)
+    tuning_s = time.monotonic() - started
+    result = plan.to_json()
+    others = run_baselines(cluster, nodes, baselines, static_type)
+    result.update(
+        tuning_s=round(tuning_s, 2),
+        objective=objective,
+        budget_usd_per_h=cluster.budget_usd_per_h,
+        max_nodes=cluster.max_nodes,
+        instance_types=[t.name for t in cluster.types],
+        instance_table=table_info(),
+        service_overheads=cluster.overheads.__dict__,
+        baselines={name: plan_summary(p) for name, p in others.items()},
+        baseline_assignments={name: p.to_json()["assignment"] for name, p in others.items()},
+    )
+    return result
+
+
+def plan_cluster(spec: JobsFile, types: list[InstanceType], *, objective: str = "throughput-per-usd",
+                 budget_usd_per_h: float | None = None, baselines: tuple[str, ...] = BASELINES,
+                 static_type: str | None = None, seed: int = 0, base_dir: Path | None = None) -> dict[str, Any]:
+    cluster = from_jobs_file(spec, types, base_dir=base_dir, budget_usd_per_h=budget_usd_per_h)
+    return plan_result(cluster, NodeTable(cluster), objective=objective, baselines=baselines,
+                       static_type=static_type, seed=seed)
+
+
+def tfvars_of(result: dict[str, Any]) -> dict[str, Any]:
+    """Terraform variables for ``infra/terraform/envs/dev``: one ingestion pool per instance type."""
+    nodes = result["nodes_by_type"]
+    pools = [{"instance_type": t, "count": int(n)} for t, n in sorted(nodes.items())]
+    main = max(pools, key=lambda p: p["count"]) if pools else {"instance_type": "c7i.large", "count": 0}
+    return {"ingest_pools": pools, "ingest_instance_type": main["instance_type"], "ingest_count": 0 if pools else 1}
+
+
+def write_tfvars(path: Path, variables: dict[str, Any]) -> Path:
+    """``.json`` files get JSON (``*.tfvars.json``); anything else HCL (``*.tfvars``)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".json":
+        path.write_text(json.dumps(variables, indent=2) + "\n")
+        return path
+    lines = ["# Written by `trainwise ingest cluster --write-tfvars`: the plan's ingestion nodes."]
+    for key, value in variables.items():
+        if isinstance(value, list):
+            items = ",\n".join(f'  {{ instance_type = "{p["instance_type"]}", count = {p["count"]} }}' for p in value)
+            lines.append(f"{key} = [\n{items}\n]" if value else f"{key} = []")
+        elif isinstance(value, str):
+            lines.append(f'{key} = "{value}"')
+        else:
+            lines.append(f"{key} = {value}")
+    path.write_text("\n".join(lines) + "\n")
+    return path

@@ -1,0 +1,94 @@
+"""`trainwise ingest cluster`: plan a multi-node ingestion pool for several training jobs (InTuneX).
+
+    trainwise ingest cluster --jobs configs/cluster-demo.yaml --simulate --json-out cluster.json
+
+Plans on the cluster model (``--simulate``): the node-level agent configures each node, the
+cluster-level agent assigns nodes to jobs; the baselines are planned on the same model. The
+result JSON has ``label``, ``all_fed``, ``throughput_per_usd``, ``usd_per_h``, ``assignment``
+(per job: its nodes, each with ``instance_type`` and ``config``), ``baselines`` and ``tuning_s``.
+``--write-tfvars FILE`` turns the plan into variables for ``infra/terraform/envs/dev``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from core.errors import UserError
+
+OBJECTIVES = ("throughput-per-usd", "least-cost", "max-throughput")
+BASELINES = ("static", "cachew", "intune-fixed", "greedy", "oracle")
+
+
+def register_cluster(isub: argparse._SubParsersAction) -> None:
+    from trainwise.cli import add_json_out
+
+    c = isub.add_parser("cluster", help="plan nodes and per-node configurations for several jobs (InTuneX)",
+                        description="Assign nodes (how many of which instance type) to each training job and "
+                        "split each node's CPUs between its pipeline's stages, for the best throughput per dollar.")
+    c.add_argument("--jobs", type=Path, required=True, help="jobs file (YAML), e.g. configs/cluster-demo.yaml")
+    c.add_argument("--instance-types", default=None,
+                   help="comma-separated types or patterns, e.g. 'c7g.*,c7i.2xlarge' (default: the jobs file's, "
+                   "else a mixed set of c7i, c7g, m7i and r7i)")
+    c.add_argument("--objective", choices=OBJECTIVES, default="throughput-per-usd")
+    c.add_argument("--budget-usd-per-h", type=float, default=None, help="most dollars per hour the pool may cost")
+    c.add_argument("--simulate", action="store_true", help="plan on the cluster model alone (no processes started)")
+    c.add_argument("--baselines", default=",".join(BASELINES),
+                   help=f"comma-separated baselines to plan beside InTuneX (default: all of {', '.join(BASELINES)}; "
+                   "'none' for none)")
+    c.add_argument("--static-type", default=None, help="instance type of the static and Cachew-style baselines")
+    c.add_argument("--write-tfvars", type=Path, default=None, metavar="FILE",
+                   help="write the plan's node counts and types as Terraform variables (.tfvars or .tfvars.json)")
+    c.add_argument("--seed", type=int, default=0)
+    add_json_out(c)
+    c.set_defaults(handler=cluster_handler)
+
+
+def _baselines(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip() and n.strip() != "none")
+    bad = [n for n in names if n not in BASELINES]
+    if bad:
+        raise UserError(f"--baselines: unknown {bad}; allowed: {', '.join(BASELINES)} or none")
+    return names
+
+
+def cluster_handler(args: argparse.Namespace) -> dict[str, Any]:
+    from ingestion.cluster.instances import select
+    from ingestion.cluster.jobs import load_jobs
+
+    if args.budget_usd_per_h is not None and args.budget_usd_per_h <= 0:
+        raise UserError(f"--budget-usd-per-h must be > 0, got {args.budget_usd_per_h}")
+    baselines = _baselines(args.baselines)
+    spec = load_jobs(args.jobs)
+    patterns = args.instance_types.split(",") if args.instance_types else spec.pool.instance_types
+    types = select(patterns)
+    if not args.simulate:
+        raise UserError("live cluster runs start a tf.data service per plan and are run by "
+                        "`python -m benchmarks.intunex --live` (loopback); plan with --simulate here")
+    from optimizers.intunex.run import plan_cluster, tfvars_of, write_tfvars
+
+    result = plan_cluster(spec, types, objective=args.objective, budget_usd_per_h=args.budget_usd_per_h,
+                          baselines=baselines, static_type=args.static_type, seed=args.seed, base_dir=args.jobs.parent)
+    result["jobs_file"] = str(args.jobs)
+    if args.write_tfvars is not None:
+        result["tfvars"] = tfvars_of(result)
+        write_tfvars(args.write_tfvars, result["tfvars"])
+    _print_summary(result)
+    return result
+
+
+def _print_summary(result: dict[str, Any]) -> None:
+    print(f"InTuneX ({result['label']}): {result['throughput_per_usd']:,.0f} rows per $, ${result['usd_per_h']:.3f}/h, "
+          f"all fed: {result['all_fed']}, planned in {result['tuning_s']:.1f} s", file=sys.stderr)
+    for job, a in result["assignment"].items():
+        kinds: dict[str, int] = {}
+        for n in a["nodes"]:
+            key = n["instance_type"] + ("" if n["share"] == 1 else f" ({n['share']:g} node)")
+            kinds[key] = kinds.get(key, 0) + 1
+        print(f"  {job}: {', '.join(f'{v} x {k}' for k, v in kinds.items()) or 'no nodes'}", file=sys.stderr)
+    for name, b in result["baselines"].items():
+        ratio = result["throughput_per_usd"] / b["throughput_per_usd"] if b["throughput_per_usd"] else float("inf")
+        print(f"  vs {name}: {ratio:.2f}x (its ${b['usd_per_h']:.3f}/h, all fed: {b['all_fed']})", file=sys.stderr)
+
