@@ -92,6 +92,11 @@ def _check_parameters(flow: Any, params: dict[str, Any], root: Path, where: str)
     unknown = sorted(set(params) - accepted)
     if unknown:
         raise UserError(f"{where}.parameters: {unknown} not accepted by flow {flow.name!r}; it takes {sorted(accepted)}")
+    jobs = params.get("jobs")
+    if jobs is not None:  # the intunex flow's jobs file
+        from ingestion.cluster.jobs import load_jobs
+
+        load_jobs(Path(jobs) if Path(jobs).is_absolute() else root / jobs)
     config = params.get("config")
     if config is not None:
         from optimizers.spec import load_spec

@@ -150,6 +150,36 @@ class NodeTable:
         self.agent = agent
         self._memo: dict[tuple, NodeChoice | None] = {}
 
+    def fill(self, methods: tuple[str, ...] = ("intunex", "autotune")) -> "NodeTable":
+        """Compute every job's choice on every unit for ``methods`` (the cluster profile)."""
+        for method in methods:
+            for job in self.cluster.jobs:
+                for unit in self.cluster.units():
+                    self.choice(job, unit, method)
+        return self
+
+    def to_json(self) -> list[dict]:
+        """The memoised choices as JSON rows (pipelines named by the first job that has them)."""
+        names = {}
+        for job in self.cluster.jobs:
+            names.setdefault(job.key, job.name)
+        return [{"method": m, "job": names[k], "vcpus": v, "ram_gib": r,
+                 **({"config": c.config, "rows_per_s": c.rows_per_s, "source": c.source, "evaluations": c.evaluations}
+                    if c else {"config": None})}
+                for (m, k, v, r), c in self._memo.items() if k in names]
+
+    def load_json(self, rows: list[dict]) -> "NodeTable":
+        """Restore choices written by :meth:`to_json` for the jobs of this table's cluster."""
+        keys = {job.name: job.key for job in self.cluster.jobs}
+        for row in rows:
+            if row["job"] not in keys:
+                continue
+            key = (row["method"], keys[row["job"]], int(row["vcpus"]), float(row["ram_gib"]))
+            self._memo[key] = None if row["config"] is None else NodeChoice(
+                {k: int(v) for k, v in row["config"].items()}, float(row["rows_per_s"]), str(row["source"]),
+                int(row.get("evaluations", 0)))
+        return self
+
     def choice(self, job: JobModel, unit: Unit, method: str = "intunex") -> NodeChoice | None:
         """The unit's configuration for ``job`` (None if the pipeline cannot run on the unit)."""
         node = unit.node

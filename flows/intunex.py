@@ -1,0 +1,34 @@
+"""InTuneX: profile the cluster (cached) -> plan nodes and per-node configurations -> report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from prefect import flow, get_run_logger
+
+from core.paths import new_run_dir
+from ingestion.cluster.jobs import load_jobs
+from tasks.caching import call_cached
+from tasks.intunex import cluster_profile, plan_cluster, profile_workload, render_intunex_section
+from tasks.report import render_report
+
+
+@flow(name="intunex", log_prints=True)
+def intunex(jobs: str = "configs/cluster-demo.yaml", instance_types: str | None = None,
+            objective: str = "throughput-per-usd", budget_usd_per_h: float | None = None,
+            refresh_profiles: bool = False, profile_ttl_hours: float = 168.0) -> dict[str, Any]:
+    """Plan a multi-node ingestion pool for the jobs file on the cluster model and report it
+    against the baselines (simulated figures, labelled so)."""
+    spec = load_jobs(jobs)  # a bad file fails here, before any task runs
+    raw = yaml.safe_load(Path(jobs).read_text())
+    types = instance_types.split(",") if instance_types else spec.pool.instance_types
+    out = new_run_dir("intunex")
+    get_run_logger().info("intunex: %d jobs, pool of %d nodes, objective %s", len(spec.jobs), spec.pool.max_nodes, objective)
+    profile, cached = call_cached(cluster_profile, what="InTuneX cluster", ttl_hours=profile_ttl_hours,
+                                  refresh=refresh_profiles, workload=profile_workload(jobs, raw, types))
+    result = plan_cluster(jobs, raw, types, objective, budget_usd_per_h, profile)
+    section = render_intunex_section(Path(jobs).stem, result, cached, str(out))
+    return render_report(Path(jobs).stem, f"trainwise intunex: {Path(jobs).name}", str(out), [section], config=jobs,
+                         extra={"flow": "intunex", "plan": {k: v for k, v in result.items() if k != "baseline_assignments"}})
