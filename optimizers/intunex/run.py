@@ -58,11 +58,10 @@ def plan_cluster(spec: JobsFile, types: list[InstanceType], *, objective: str = 
 
 
 def tfvars_of(result: dict[str, Any]) -> dict[str, Any]:
-    """Terraform variables for ``infra/terraform/envs/dev``: one ingestion pool per instance type."""
+    """Terraform variables for ``infra/terraform/envs/dev``: one ingestion pool per instance type
+    (``ingest_pools``, which replaces ``ingest_instance_type`` x ``ingest_count``)."""
     nodes = result["nodes_by_type"]
-    pools = [{"instance_type": t, "count": int(n)} for t, n in sorted(nodes.items())]
-    main = max(pools, key=lambda p: p["count"]) if pools else {"instance_type": "c7i.large", "count": 0}
-    return {"ingest_pools": pools, "ingest_instance_type": main["instance_type"], "ingest_count": 0 if pools else 1}
+    return {"ingest_pools": [{"instance_type": t, "count": int(n)} for t, n in sorted(nodes.items())]}
 
 
 def write_tfvars(path: Path, variables: dict[str, Any]) -> Path:

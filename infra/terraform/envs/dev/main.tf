@@ -54,6 +54,7 @@ module "ec2_nodes" {
   learner_count         = var.learner_count
   ingest_instance_type  = var.ingest_instance_type
   ingest_count          = var.ingest_count
+  ingest_pools          = var.ingest_pools
   admin_cidrs           = var.admin_cidrs
   lambda_function_arn   = module.rollout_lambda.function_arn
   artifacts_bucket_arn  = module.artifacts_bucket.bucket_arn

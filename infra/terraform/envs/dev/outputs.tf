@@ -62,6 +62,11 @@ output "ingest_instance_ids" {
   value       = module.ec2_nodes.ingest_instance_ids
 }
 
+output "ingest_private_ips" {
+  description = "Private addresses of the ingestion nodes (tf.data service workers)."
+  value       = module.ec2_nodes.ingest_private_ips
+}
+
 output "nodes_security_group_id" {
   description = "Security group of the nodes."
   value       = module.ec2_nodes.security_group_id

@@ -106,6 +106,12 @@ variable "ingest_count" {
   default     = 1
 }
 
+variable "ingest_pools" {
+  description = "Ingestion nodes per instance type, from `trainwise ingest cluster --write-tfvars`; empty: ingest_instance_type x ingest_count."
+  type        = list(object({ instance_type = string, count = number }))
+  default     = []
+}
+
 variable "admin_cidrs" {
   description = "Narrow CIDRs allowed to SSH to the nodes; empty: none (use SSM Session Manager)."
   type        = list(string)

@@ -2,10 +2,13 @@
 # root volume), and plain instances launched from them.
 
 locals {
-  roles = {
-    learner = { instance_type = var.learner_instance_type, count = var.learner_count }
-    ingest  = { instance_type = var.ingest_instance_type, count = var.ingest_count }
+  # one ingestion role per instance type of the plan ("ingest-c7g-2xlarge"), or the single "ingest" role
+  ingest_pools = length(var.ingest_pools) > 0 ? var.ingest_pools : [{ instance_type = var.ingest_instance_type, count = var.ingest_count }]
+  ingest_roles = {
+    for pool in local.ingest_pools :
+    (length(var.ingest_pools) > 0 ? "ingest-${replace(pool.instance_type, ".", "-")}" : "ingest") => pool
   }
+  roles = merge({ learner = { instance_type = var.learner_instance_type, count = var.learner_count } }, local.ingest_roles)
   # "learner-0" => "learner", "ingest-0" => "ingest", ...
   instances = merge([for role, spec in local.roles : { for i in range(spec.count) : "${role}-${i}" => role }]...)
   ami_id    = var.ami_id != "" ? var.ami_id : data.aws_ssm_parameter.al2023[0].value

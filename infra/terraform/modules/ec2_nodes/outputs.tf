@@ -8,6 +8,11 @@ output "ingest_instance_ids" {
   value       = [for key, instance in aws_instance.node : instance.id if startswith(key, "ingest-")]
 }
 
+output "ingest_private_ips" {
+  description = "Private addresses of the ingestion nodes: each runs a tf.data service worker (--worker-address IP:PORT)."
+  value       = [for key, instance in aws_instance.node : instance.private_ip if startswith(key, "ingest-")]
+}
+
 output "security_group_id" {
   description = "Security group of the nodes."
   value       = aws_security_group.nodes.id

@@ -53,6 +53,12 @@ variable "ingest_count" {
   default     = 1
 }
 
+variable "ingest_pools" {
+  description = "Ingestion nodes per instance type (an InTuneX plan: `trainwise ingest cluster --write-tfvars`); when non-empty it replaces ingest_instance_type and ingest_count."
+  type        = list(object({ instance_type = string, count = number }))
+  default     = []
+}
+
 variable "root_volume_gb" {
   description = "Size of each node's encrypted gp3 root volume."
   type        = number
