@@ -9,10 +9,11 @@ cannot run on (out of memory at any configuration), a unit that would take the p
 node count or the plan past its budget. So no plan the agent proposes overruns memory, nodes or
 budget.
 
-Policy: a softmax over the valid actions of a linear score of seven features per action (the
+Policy: a softmax over the valid actions of a linear score of nine features per action (the
 marginal dollars per useful row, the dollars per row of the unit at full use, how much of the
 unit the job would use, whether it completes the job, the unit's share of a node, how unfed the
-job still is, whether the unit fits in a node already paid for). It is trained with REINFORCE
+job still is, whether the unit fits in a node already paid for, the pool's node headroom after
+the action, and the size of the unit's node type). It is trained with REINFORCE
 (batch-normalised returns): pre-trained on random tables (``pretrain``; the weights ship as
 ``pretrained/cluster_policy.json``) and fine-tuned on the problem at hand before it plans.
 Planning decodes the greedy episode and sampled ones, keeps the best, and improves it with masked
@@ -31,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-N_FEATURES = 7
+N_FEATURES = 9
 OBJECTIVES = ("throughput-per-usd", "least-cost", "max-throughput")
 POLICY_FORMAT = "trainwise-intunex-cluster-policy"
 
@@ -48,6 +49,7 @@ class Problem:
     max_nodes: int
     budget: float | None = None
     objective: str = "throughput-per-usd"
+    unit_vcpus: np.ndarray | None = None  # (units,) vCPUs of the unit's whole node type
 
     @property
     def unit_price(self) -> np.ndarray:
@@ -135,6 +137,9 @@ class State:
         phi[..., 4] = p.unit_frac[None, :]
         phi[..., 5] = deficit / np.maximum(p.demand[:, None], 1e-12)
         phi[..., 6] = (mc[None, :] <= 1e-12).astype(float)
+        _, nodes_after = self.marginal()
+        phi[..., 7] = (1.0 - nodes_after / max(1, p.max_nodes))[None, :]  # the pool's headroom after the action
+        phi[..., 8] = (np.log2(p.unit_vcpus) / 6.0)[None, :] if p.unit_vcpus is not None else 0.0
         return phi
 
 
@@ -151,7 +156,7 @@ def score(state: State) -> float:
 
 @dataclass
 class LinearPolicy:
-    weights: np.ndarray = field(default_factory=lambda: np.array([3.0, 1.0, 0.5, 0.5, 0.0, 0.0, 0.5]))
+    weights: np.ndarray = field(default_factory=lambda: np.array([3.0, 1.0, 0.5, 0.5, 0.0, 0.0, 0.5, 0.0, 0.0]))
     info: dict[str, Any] = field(default_factory=dict)
 
     def probs(self, phi: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -262,9 +267,11 @@ def plan(policy: LinearPolicy, p: Problem, *, seed: int = 0, finetune_episodes: 
                       time_limit_s=0.5 * time_limit_s) if finetune_episodes else {}
     best, _ = episode(tuned, p, None, start)
     tried = 1
-    for _ in range(samples):
+    for i in range(4 * samples):
         if time.monotonic() - started > 0.8 * time_limit_s:
             break
+        if i >= samples and (bool(best.fed.all()) or p.objective == "max-throughput"):
+            break  # more samples only while no decoded plan feeds every job
         s, _ = episode(tuned, p, rng, start)
         tried += 1
         if _better(s, best):

@@ -69,7 +69,8 @@ def planning_table(cluster: ClusterModel, nodes: NodeTable, method: str, objecti
     rows = np.array([[nodes.rows(job, u, method) for u in units] for job in cluster.jobs])
     problem = Problem(rows, np.array([j.demand_rows_per_s for j in cluster.jobs]),
                       np.array([names.index(u.itype.name) for u in units]), np.array([u.fraction for u in units]),
-                      np.array([price[n] for n in names]), cluster.max_nodes, cluster.budget_usd_per_h, objective)
+                      np.array([price[n] for n in names]), cluster.max_nodes, cluster.budget_usd_per_h, objective,
+                      np.array([u.itype.vcpus for u in units], dtype=float))
     return Table(units, problem, method)
 
 

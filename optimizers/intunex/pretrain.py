@@ -4,7 +4,8 @@
 
 Each batch draws a problem: 1-8 jobs, the default instance types with their real prices, per job
 a per-vCPU rate (log-uniform), a RAM need per vCPU that rules out small-RAM units for some jobs,
-a network cap per unit, and a demand of 0.3-12 whole 16-vCPU nodes. The rows each unit delivers
+a network cap per unit, a demand of 0.3-12 whole 16-vCPU nodes, and a pool from tight (1.1x the
+biggest nodes it needs) to ample (3x). The rows each unit delivers
 are the vCPUs times the rate with a diminishing return for large units (a pipeline's serial part).
 The weights are written as JSON (no pickle).
 """
@@ -38,8 +39,13 @@ def random_problem(rng: np.random.Generator) -> Problem:
         x = np.minimum(x, t.network_gbps * f * 1e9 * 0.8 / 8 / 320)
         rows[:, u] = np.where(ram_need <= t.ram_gib / t.vcpus, x, 0.0)
     demand = rate * 16 * np.exp(rng.uniform(np.log(0.3), np.log(12.0), size=jobs))
+    # a pool from tight (about what the biggest nodes need) to ample
+    whole = [u for u, (_, f) in enumerate(units) if f == 1.0]
+    needed = float(np.sum(demand / np.maximum(rows[:, whole].max(axis=1), 1e-9)))
+    max_nodes = int(np.ceil(needed * rng.uniform(1.1, 3.0))) + int(rng.integers(0, 2))
     return Problem(rows, demand, np.array([i for i, _ in units]), np.array([f for _, f in units]),
-                   np.array([t.usd_per_hour for t in types]), max_nodes=10_000)
+                   np.array([t.usd_per_hour for t in types]), max_nodes=max_nodes,
+                   unit_vcpus=np.array([types[i].vcpus for i, _ in units], dtype=float))
 
 
 def main(argv: list[str] | None = None) -> None:
