@@ -8,8 +8,7 @@
    the static configuration is tf.data AUTOTUNE's.
 3. A dispatcher (fault-tolerant mode) and one worker process pinned to CPU 0: the tuned
    configuration is read through the service; measured over the model's prediction gives the
-   service's per-worker efficiency (the cluster model's overhead, written to
-   ``ingestion/cluster/data/service_overheads.json`` with ``--save-overheads``).
+   per-worker efficiency of this run (the service's overhead and the calibration's level together).
 4. More workers join (one per CPU, round robin), and the static and the tuned configurations are
    read side by side in the same run, alternating; the cluster model predicts each (workers x
    simulated rows x efficiency) and its error against the measured rows/s is reported.

@@ -24,7 +24,6 @@ the job), the agent's own finishing step.
 from __future__ import annotations
 
 import json
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -280,9 +279,3 @@ def plan(policy: LinearPolicy, p: Problem, *, seed: int = 0, finetune_episodes: 
     info = {"finetune": train, "episodes_decoded": tried, "score_before_moves": score(best),
             "score": score(final), "weights": tuned.weights.tolist(), "plan_s": round(time.monotonic() - started, 2)}
     return final, info
-
-
-def lower_bound_ratio(state: State) -> float:
-    """The plan's cost over the cost lower bound (1.0 = no plan can be cheaper)."""
-    lb = state.p.lower_bound_cost()
-    return state.cost / lb if lb > 0 and math.isfinite(lb) else math.inf

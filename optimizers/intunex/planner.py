@@ -40,7 +40,7 @@ class Plan:
     result: ClusterResult
     info: dict[str, Any] = field(default_factory=dict)
 
-    def to_json(self, table: NodeTable | None = None) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         out = self.result.summary()
         out["assignment"] = {job: {"nodes": [slot_json(s) for s in slots]} for job, slots in self.assignment.items()}
         out["info"] = self.info
