@@ -1,7 +1,7 @@
 """InTuneX against its baselines on simulated clusters (and, with ``--live``, a loopback tf.data service).
 
-    python -m benchmarks.intunex --json-out benchmarks/results/intunex-sim.json
-    python -m benchmarks.intunex --live --json-out benchmarks/results/intunex-live.json
+    python -m benchmarks.intunex --json-out benchmarks/results/intunex-sim-2026-12-02.json
+    python -m benchmarks.intunex --live --json-out benchmarks/results/intunex-live-2026-12-02.json
 
 Simulated (the default; every figure is from the cluster model, labelled simulated): pools of
 4, 16 and 100 nodes with 1, 4 and 8 concurrent jobs of mixed pipelines (read-, parse- and

@@ -1,6 +1,6 @@
 """InTuneX's live smoke run: the real DLRM pipeline through a loopback tf.data service (measured).
 
-    python -m benchmarks.intunex --live --workers 2 --json-out benchmarks/results/intunex-live.json
+    python -m benchmarks.intunex --live --workers 2 --json-out benchmarks/results/intunex-live-2026-12-02.json
 
 1. Synthetic Criteo rows (TSV) and the DLRM pipeline for a 1-vCPU node; the single-node
    simulator is calibrated on it (``ingestion.calibrate``, cached).

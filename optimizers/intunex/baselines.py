@@ -24,12 +24,12 @@ import numpy as np
 
 from ingestion.cluster.instances import InstanceType
 from ingestion.cluster.model import ClusterModel, NodeSlot, Unit
+from optimizers.intunex.names import BASELINES
 from optimizers.intunex.node_agent import NodeTable
 from optimizers.intunex.planner import Plan, assignment_of, planning_table
 
 #: The type a team picks by hand for CPU-bound ingestion: a mid-size compute-optimised x86 node.
 STATIC_TYPE = "c7i.4xlarge"
-BASELINES = ("static", "cachew", "intune-fixed", "greedy", "oracle")
 
 
 def static_type(cluster: ClusterModel, name: str | None = None) -> InstanceType:

@@ -32,7 +32,6 @@ from typing import Any
 import numpy as np
 
 N_FEATURES = 9
-OBJECTIVES = ("throughput-per-usd", "least-cost", "max-throughput")
 POLICY_FORMAT = "trainwise-intunex-cluster-policy"
 
 

@@ -27,7 +27,8 @@ import numpy as np
 
 from core.errors import UserError
 from ingestion.cluster.model import ClusterModel, ClusterResult, NodeSlot, Unit
-from optimizers.intunex.cluster_agent import OBJECTIVES, LinearPolicy, Problem, State, plan as agent_plan
+from optimizers.intunex.cluster_agent import LinearPolicy, Problem, State, plan as agent_plan
+from optimizers.intunex.names import OBJECTIVES
 from optimizers.intunex.node_agent import NodeTable
 
 

@@ -17,9 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import UserError
-
-OBJECTIVES = ("throughput-per-usd", "least-cost", "max-throughput")
-BASELINES = ("static", "cachew", "intune-fixed", "greedy", "oracle")
+from optimizers.intunex.names import BASELINES, OBJECTIVES
 
 
 def register_cluster(isub: argparse._SubParsersAction) -> None:
