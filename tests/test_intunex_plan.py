@@ -133,3 +133,16 @@ def test_cli_plans_and_writes_tfvars(tmp_path: Path) -> None:
     assert nodes and all({"instance_type", "config"} <= set(n) for n in nodes)
     pools = json.loads(tfvars.read_text())["ingest_pools"]
     assert sum(p["count"] for p in pools) == d["nodes"]
+
+
+def test_refit_on_measurements_replans_to_feed_a_slower_job() -> None:
+    from optimizers.intunex.planner import refit_and_replan
+
+    cluster = _cluster()
+    plan = plan_intunex(cluster, NodeTable(cluster), cluster_policy())
+    measured = {"j0": 0.6 * plan.result.supply["j0"]}  # the live job ran at 60% of the model's figure
+    refitted, again = refit_and_replan(cluster, cluster_policy(), plan, measured)
+    assert refitted.evaluate(plan.assignment).supply["j0"] == pytest.approx(measured["j0"], rel=0.02)
+    assert not refitted.evaluate(plan.assignment).fed["j0"]  # the old plan no longer feeds it
+    assert again.result.all_fed and again.result.oom == 0
+    assert again.info["refit"]["j0"] == pytest.approx(1 / 0.6)

@@ -136,3 +136,30 @@ def replan(cluster: ClusterModel, nodes: NodeTable, policy: LinearPolicy, previo
     kept = sum(min(before.get(j, 0), after.get(j, 0)) for j in after)
     new.info["replan"] = {"units_before": before, "units_after": after, "units_kept_at_most": kept}
     return new
+
+
+def refit_levels(cluster: ClusterModel, plan: Plan, measured: dict[str, float]) -> ClusterModel:
+    """The cluster model with each measured job's pipeline re-levelled so that ``plan`` predicts the
+    rows/s measured for that job (``ingestion.calibrate.scale_level``: every time cost times one
+    factor, knob effects kept). Jobs without a measurement keep their model."""
+    from dataclasses import replace
+
+    from ingestion.calibrate import scale_level
+
+    jobs = []
+    for job in cluster.jobs:
+        predicted, seen = plan.result.supply.get(job.name, 0.0), measured.get(job.name)
+        if seen and seen > 0 and predicted > 0:
+            job = replace(job, pipeline=scale_level(job.pipeline, predicted / seen))
+        jobs.append(job)
+    return replace(cluster, jobs=jobs)
+
+
+def refit_and_replan(cluster: ClusterModel, policy: LinearPolicy, plan: Plan, measured: dict[str, float],
+                     **kwargs: Any) -> tuple[ClusterModel, Plan]:
+    """Fine-tune on live measurements: re-level the model to what ``plan`` measured per job, let the
+    node-level agent re-configure on the re-levelled pipelines, and re-plan from ``plan``."""
+    refitted = refit_levels(cluster, plan, measured)
+    new = replan(refitted, NodeTable(refitted), policy, plan, **kwargs)
+    new.info["refit"] = {j: plan.result.supply[j] / v for j, v in measured.items() if v > 0 and j in plan.result.supply}
+    return refitted, new
