@@ -127,7 +127,8 @@ class RemoteService:
 def start_worker(dispatcher: str, cpus: Sequence[int] | None, port: int | None = None) -> subprocess.Popen:
     """One worker process (``python -m ingestion.cluster.worker``) on ``cpus``."""
     port = port or _free_port()
-    cmd = [sys.executable, "-m", "ingestion.cluster.worker", "--dispatcher", dispatcher, "--port", str(port)]
+    cmd = [sys.executable, "-m", "ingestion.cluster.worker", "--dispatcher", dispatcher, "--port", str(port),
+           "--exit-with-parent"]
     if cpus:
         cmd += ["--cpus", ",".join(str(c) for c in cpus)]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": os.pathsep.join(

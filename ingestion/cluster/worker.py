@@ -11,6 +11,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import threading
+import time
+
+
+def _exit_with_parent(parent: int) -> None:
+    """End this worker when the process that started it is gone (no orphaned workers)."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(0)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -19,7 +28,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--cpus", default=None, help="comma-separated CPU ids this worker may use")
     p.add_argument("--worker-address", default=None, help="address others reach this worker at (default localhost:PORT)")
+    p.add_argument("--exit-with-parent", action="store_true", help="stop when the starting process ends (loopback runs)")
     args = p.parse_args(argv)
+    if args.exit_with_parent:
+        threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
     if args.cpus:
         cpus = {int(c) for c in args.cpus.split(",")}
         os.sched_setaffinity(0, cpus)
