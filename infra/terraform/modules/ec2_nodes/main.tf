@@ -32,6 +32,12 @@ resource "aws_launch_template" "node" {
     arn = aws_iam_instance_profile.nodes.arn
   }
 
+  ebs_optimized = true
+
+  monitoring {
+    enabled = var.detailed_monitoring
+  }
+
   metadata_options {
     http_endpoint               = "enabled"
     http_tokens                 = "required"
@@ -56,13 +62,32 @@ resource "aws_launch_template" "node" {
   tags = var.tags
 }
 
+# The instance repeats the launch template's hardening (IMDSv2, encrypted root volume, the
+# instance profile) so that it holds even if the template is edited, and so scanners that do
+# not follow launch templates see it.
 resource "aws_instance" "node" {
-  for_each  = local.instances
-  subnet_id = var.subnet_id
+  for_each             = local.instances
+  subnet_id            = var.subnet_id
+  iam_instance_profile = aws_iam_instance_profile.nodes.name
+  ebs_optimized        = true
+  monitoring           = var.detailed_monitoring
 
   launch_template {
     id      = aws_launch_template.node[each.value].id
     version = aws_launch_template.node[each.value].latest_version
+  }
+
+  metadata_options {
+    http_endpoint               = "enabled"
+    http_tokens                 = "required"
+    http_put_response_hop_limit = 1
+  }
+
+  root_block_device {
+    volume_size           = var.root_volume_gb
+    volume_type           = "gp3"
+    encrypted             = true
+    delete_on_termination = true
   }
 
   tags = merge(var.tags, { Name = "${var.name}-${each.key}", "trainwise:role" = each.value })

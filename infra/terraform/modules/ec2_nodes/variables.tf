@@ -65,6 +65,12 @@ variable "root_volume_gb" {
   default     = 30
 }
 
+variable "detailed_monitoring" {
+  description = "One-minute CloudWatch metrics for every node (billed per metric); tuning trials last minutes, which five-minute metrics blur."
+  type        = bool
+  default     = true
+}
+
 variable "admin_cidrs" {
   description = "CIDRs allowed to reach SSH. Empty (the default) opens no port to anyone: use SSM Session Manager."
   type        = list(string)
