@@ -5,6 +5,11 @@ a throwaway ``PREFECT_HOME`` and an empty ``PREFECT_API_URL`` (environment varia
 beat a stray ``.env`` or a user profile, so tests never talk to a real server or
 write into ``~/.prefect``), and no analytics.
 
+``TRAINWISE_HOME`` and ``TRAINWISE_RUNS`` point at a temporary folder for the whole session
+(``_isolated_trainwise_home``, autouse), so no test reads or writes the checkout's caches.
+``aws_isolated_env`` leaves boto3 nothing of the machine's AWS setup: no credential, profile,
+role, web-identity, endpoint or proxy variable, and empty config and credentials files.
+
 The Prefect test server (``prefect_harness``) is session-scoped and *not* autouse:
 only the Prefect tests request it (through ``prefect_workspace``), so the rest of
 the suite does not pay its 10-25 s start-up.
@@ -31,6 +36,36 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     shutil.rmtree(_PREFECT_HOME, ignore_errors=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_trainwise_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    root = tmp_path_factory.mktemp("trainwise-session")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRAINWISE_HOME", str(root / "home"))
+        patch.setenv("TRAINWISE_RUNS", str(root / "runs"))
+        yield root
+
+
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
+
+
+@pytest.fixture
+def aws_isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Every AWS_* variable cleared (credentials, AWS_PROFILE, AWS_SESSION_TOKEN, AWS_ROLE_ARN,
+    AWS_WEB_IDENTITY_TOKEN_FILE, endpoints, ...), every proxy variable in either case cleared,
+    AWS_CONFIG_FILE and AWS_SHARED_CREDENTIALS_FILE pointed at empty files, the instance
+    metadata service disabled. Returns the folder holding the empty files."""
+    for name in list(os.environ):
+        if name.upper().startswith("AWS_") or name.upper() in PROXY_VARIABLES:
+            monkeypatch.delenv(name, raising=False)
+    folder = tmp_path / "aws-empty"
+    folder.mkdir()
+    for variable, filename in (("AWS_CONFIG_FILE", "config"), ("AWS_SHARED_CREDENTIALS_FILE", "credentials")):
+        (folder / filename).write_text("")
+        monkeypatch.setenv(variable, str(folder / filename))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    return folder
 
 
 @pytest.fixture(scope="session")

@@ -66,18 +66,13 @@ def moto_url() -> Any:
 
 
 @pytest.fixture
-def aws(moto_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AWS_ENDPOINT_URL_S3",
-                 "AWS_ENDPOINT_URL_LAMBDA", "TRAINWISE_ARTIFACTS_BUCKET"):
-        monkeypatch.delenv(name, raising=False)
+def aws(moto_url: str, monkeypatch: pytest.MonkeyPatch, aws_isolated_env: Path) -> Any:
+    monkeypatch.delenv("TRAINWISE_ARTIFACTS_BUCKET", raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")  # dummy credentials for moto
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
     monkeypatch.setenv("AWS_REGION", REGION)
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
     requests.post(f"{moto_url}/moto-api/reset", timeout=10)
     requests.post(f"{moto_url}/moto-api/config", json={"lambda": {"use_docker": False}}, timeout=10)
     s3_payload.reset_client()

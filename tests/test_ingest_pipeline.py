@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-tf = pytest.importorskip("tensorflow")
+import tensorflow as tf  # noqa: E402  (a missing TensorFlow fails these tests, never skips them)
 
 from ingestion import datagen  # noqa: E402
 from ingestion.dlrm import (  # noqa: E402

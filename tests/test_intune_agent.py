@@ -72,7 +72,12 @@ def test_intune_optimizer_improves_on_the_simulator_and_stays_safe(tmp_path, mon
     node = SIM_NODES[8]
     space = dlrm_like_space(node)
     truth = random_pipeline(np.random.default_rng(7), "parse")
-    opt = make_intune_optimizer(space, node, time_budget_s=60, calibration=truth, max_steps=12)
+    # a clock that advances 0.1 s per reading: the tuner's time budget then depends on how
+    # many steps it took, never on how loaded the machine is
+    ticks = iter(range(10**9))
+    opt = make_intune_optimizer(
+        space, node, time_budget_s=60, calibration=truth, max_steps=12, clock=lambda: 0.1 * next(ticks)
+    )
     result = run(opt, lambda c: simulate(truth, c, node), max_trials=20)
     assert result.trials and all(space.is_valid(t.config) for t in result.trials)
     assert not any(t.measurement.oom for t in result.trials)
