@@ -23,6 +23,10 @@ Config = dict[str, int]
 KnobKind = Literal["cpu", "buffer", "batch", "other"]
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 @dataclass(frozen=True)
 class Knob:
     """One tunable integer with an ordered list of allowed values.
@@ -42,12 +46,19 @@ class Knob:
     limited_by: str | None = None
 
     def __post_init__(self) -> None:
-        if not self.values:
-            raise ValueError(f"knob {self.name!r} has no allowed values")
+        if not isinstance(self.name, str) or not self.name:
+            raise UserError(f"a knob's name must be a non-empty string, got {self.name!r}")
+        if not isinstance(self.values, (tuple, list)) or not self.values:
+            raise UserError(f"knob {self.name!r} has no allowed values (give a tuple of integers)")
+        if not all(_is_int(v) for v in self.values):
+            raise UserError(f"knob {self.name!r}: values must be integers, got {self.values!r}")
         if list(self.values) != sorted(set(self.values)):
-            raise ValueError(f"knob {self.name!r}: values must be strictly increasing, got {self.values}")
-        if self.default is not None and self.default not in self.values:
-            raise ValueError(f"knob {self.name!r}: default {self.default} not among {self.values}")
+            raise UserError(f"knob {self.name!r}: values must be strictly increasing, got {self.values}")
+        if self.kind not in ("cpu", "buffer", "batch", "other"):
+            raise UserError(f"knob {self.name!r}: kind {self.kind!r} is not one of cpu, buffer, batch, other")
+        if self.default is not None and (not _is_int(self.default) or self.default not in self.values):
+            raise UserError(f"knob {self.name!r}: default {self.default!r} not among {self.values}")
+        object.__setattr__(self, "values", tuple(self.values))
 
     @property
     def initial(self) -> int:
@@ -55,6 +66,8 @@ class Knob:
 
     def step(self, value: int, direction: int) -> int | None:
         """The neighbouring allowed value (direction +1 or -1), or None at an end."""
+        if value not in self.values:
+            raise UserError(f"knob {self.name!r} = {value!r} is not allowed; allowed values: {list(self.values)}")
         i = self.values.index(value) + direction
         return self.values[i] if 0 <= i < len(self.values) else None
 
@@ -69,10 +82,12 @@ class KnobSpace:
     fixed: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if not all(isinstance(k, Knob) for k in self.knobs):
+            raise UserError(f"a knob space holds Knob objects, got {[type(k).__name__ for k in self.knobs]}")
         names = [k.name for k in self.knobs]
         if len(set(names)) != len(names):
-            raise ValueError(f"duplicate knob names in {names}")
-        if self.cpu_budget < 1:
+            raise UserError(f"duplicate knob names in {names}")
+        if not _is_int(self.cpu_budget) or self.cpu_budget < 1:
             raise UserError(f"cpu budget must be at least 1 thread, got {self.cpu_budget}")
         min_cpu = sum(k.values[0] for k in self.cpu_knobs)
         if min_cpu > self.cpu_budget:

@@ -35,9 +35,10 @@ _SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 
 
 class _Strict(BaseModel):
-    """Unknown keys are errors; values are validated on assignment too."""
+    """Unknown keys are errors; values are validated on assignment too; NaN and infinity are
+    not numbers a workload can mean (``.nan`` or ``.inf`` in YAML)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class RLSpec(_Strict):
@@ -229,16 +230,23 @@ def parse_spec(data: Any, source: str = "workload") -> WorkloadSpec:
     try:
         spec = WorkloadSpec.model_validate(data)
     except ValidationError as exc:
-        lines = [_describe(e, WorkloadSpec) for e in exc.errors()]
-        raise UserError(f"{source}: invalid workload spec:\n  " + "\n  ".join(lines)) from None
+        problems = [_describe(e, WorkloadSpec) for e in exc.errors()]
+        raise UserError(f"{source}: invalid workload spec: " + "; ".join(problems)) from None
     if spec.rl is not None:
         from optimizers.seraph.request import RequestError
 
         try:  # Seraph's own checks, the same as the CLI's and Python's
             spec.rl.request()
         except RequestError as exc:
-            raise UserError(f"{source}: invalid workload spec:\n  " + str(exc.named(f"rl.{exc.field}"))) from None
+            raise UserError(f"{source}: invalid workload spec: " + str(exc.named(f"rl.{exc.field}"))) from None
     return spec
+
+
+def _one_line_yaml_error(exc: BaseException) -> str:
+    """PyYAML's multi-line message as one line: the problem and where it is."""
+    problem = getattr(exc, "problem", None) or " ".join(str(exc).split()) or type(exc).__name__
+    mark = getattr(exc, "problem_mark", None)
+    return f"{problem} (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else str(problem)
 
 
 def load_spec(path: str | Path, *, need: Literal["rl", "ingestion"] | None = None) -> WorkloadSpec:
@@ -251,9 +259,11 @@ def load_spec(path: str | Path, *, need: Literal["rl", "ingestion"] | None = Non
     if not p.is_file():
         raise UserError(f"workload file {p} does not exist; try configs/demo.yaml")
     try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise UserError(f"{p}: not valid YAML: {exc}") from None
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{p}: not UTF-8 text (byte {exc.start}); a workload file is YAML") from None
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:  # ValueError: e.g. a date like 2001-13-45
+        raise UserError(f"{p}: not valid YAML: {_one_line_yaml_error(exc)}") from None
     spec = parse_spec(data, str(p))
     if need is not None and getattr(spec, need) is None:
         raise UserError(f"{p}: this flow needs a '{need}' section; the file has {[s for s in ('rl', 'ingestion') if getattr(spec, s)]}")

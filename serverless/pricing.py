@@ -41,22 +41,30 @@ class PriceTable:
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> "PriceTable":
+        """Read and check a price table; a missing, mistyped or negative field is a UserError
+        naming it (``lambda.gb_second_usd.arm64``)."""
         path = Path(path) if path is not None else DEFAULT_TABLE
         try:
-            raw: dict[str, Any] = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise UserError(f"price table {path} does not exist") from None
-        except json.JSONDecodeError as exc:
+            raw: Any = json.loads(path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, IsADirectoryError):
+            raise UserError(f"price table {path} does not exist or is not a file") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise UserError(f"price table {path} is not valid JSON: {exc}") from None
-        lam, vm = raw["lambda"], raw["learner_vm"]
+        field = _Fields(raw, str(path))
+        rates = field.mapping("lambda.gb_second_usd")
+        if not rates:
+            raise UserError(f"price table {path}: lambda.gb_second_usd prices no architecture; allowed: {list(ARCHITECTURES)}")
+        granularity = field.number("lambda.billing_granularity_ms", default=1)
+        if granularity < 1 or granularity != int(granularity):
+            raise UserError(f"price table {path}: lambda.billing_granularity_ms must be a whole number >= 1, got {granularity}")
         return cls(
-            version=str(raw["version"]),
-            gb_second_usd={k: float(v) for k, v in lam["gb_second_usd"].items()},
-            request_usd=float(lam["request_usd_per_million"]) / 1e6,
-            granularity_ms=int(lam.get("billing_granularity_ms", 1)),
-            vm_usd_per_hour=float(vm["usd_per_hour"]),
-            vm_instance_type=str(vm["instance_type"]),
-            sources={"lambda": lam["source"], "learner_vm": vm["source"]},
+            version=field.text("version"),
+            gb_second_usd={arch: field.checked(f"lambda.gb_second_usd.{arch}", v) for arch, v in rates.items()},
+            request_usd=field.number("lambda.request_usd_per_million") / 1e6,
+            granularity_ms=int(granularity),
+            vm_usd_per_hour=field.number("learner_vm.usd_per_hour"),
+            vm_instance_type=field.text("learner_vm.instance_type"),
+            sources={"lambda": field.text("lambda.source"), "learner_vm": field.text("learner_vm.source")},
         )
 
     def gb_second_price(self, architecture: str) -> float:
@@ -82,3 +90,42 @@ class PriceTable:
 
     def describe(self) -> dict[str, Any]:
         return {"version": self.version, "sources": self.sources, "learner_vm": self.vm_instance_type}
+
+
+class _Fields:
+    """Typed look-ups of dotted fields in a parsed price table, each failing as a UserError."""
+
+    def __init__(self, raw: Any, source: str) -> None:
+        self.raw, self.source = raw, source
+
+    def _get(self, dotted: str, default: Any = None) -> Any:
+        node = self.raw
+        for part in dotted.split("."):
+            if not isinstance(node, dict):
+                raise UserError(f"price table {self.source}: {dotted} is missing (its parent is not an object)")
+            if part not in node:
+                if default is not None:
+                    return default
+                raise UserError(f"price table {self.source}: field {dotted} is missing")
+            node = node[part]
+        return node
+
+    def number(self, dotted: str, default: float | None = None) -> float:
+        return self.checked(dotted, self._get(dotted, default))
+
+    def checked(self, dotted: str, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise UserError(f"price table {self.source}: {dotted} must be a finite number >= 0, got {value!r}")
+        return float(value)
+
+    def text(self, dotted: str) -> str:
+        value = self._get(dotted)
+        if not isinstance(value, (str, int)) or isinstance(value, bool) or str(value) == "":
+            raise UserError(f"price table {self.source}: {dotted} must be a non-empty string, got {value!r}")
+        return str(value)
+
+    def mapping(self, dotted: str) -> dict[str, Any]:
+        value = self._get(dotted)
+        if not isinstance(value, dict):
+            raise UserError(f"price table {self.source}: {dotted} must be an object, got {value!r}")
+        return value

@@ -15,6 +15,7 @@ match its key (edited or truncated) is ignored and replaced.
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,14 +93,41 @@ def load_profile(workload: dict[str, Any], backend: str, root: Path | None = Non
     if not path.exists():
         return None
     try:
-        prof = Profile.from_dict(json.loads(path.read_text()))
-    except (OSError, ValueError, KeyError, TypeError):
+        prof = Profile.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None  # unreadable or from an older layout: profile again
+    if not _well_formed(prof):
+        return None  # a hand-edited or damaged file: profile again rather than fit nonsense
     if prof.version != PROFILE_VERSION or prof.workload != workload or prof.backend != backend:
         return None
     if prof.hardware != hardware_fingerprint():
         return None
     return prof
+
+
+def _number(value: Any, *, allow_none: bool = False) -> bool:
+    if value is None:
+        return allow_none
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+
+def _well_formed(prof: Profile) -> bool:
+    """Every field the models read has the type and range they expect."""
+    if not (isinstance(prof.workload, dict) and isinstance(prof.noise, dict) and isinstance(prof.pilot, dict)):
+        return False
+    if not isinstance(prof.backend, str) or not isinstance(prof.hardware, str):
+        return False
+    if not _number(prof.noise.get("b_noise"), allow_none=True) or not all(m > 0 for m in prof.memory_sweep):
+        return False
+    for o in prof.observations:
+        shape = (o.shape.actors, o.shape.memory_mb, o.shape.batch)
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in shape):
+            return False
+        if not all(_number(v) for v in (o.rollout_s, o.billed_s, o.learner_s, o.iteration_s)):
+            return False
+        if not _number(o.duration_s, allow_none=True) or not all(isinstance(f, bool) for f in (o.cold, o.rollout_only, o.learner_only)):
+            return False
+    return True
 
 
 def save_profile(profile: Profile, root: Path | None = None) -> Path:

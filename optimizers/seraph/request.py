@@ -119,7 +119,7 @@ class SeraphRequest:
         return None if self.steps_per_env >= 0 else f"must be >= 0 (0 = one env per actor), got {self.steps_per_env}"
 
     def _check_seed(self) -> str | None:
-        return None if self.seed >= 0 else f"must be >= 0, got {self.seed}"
+        return None if 0 <= self.seed < 2**32 else f"must be between 0 and 2**32 - 1, got {self.seed}"
 
     def check_env(self) -> None:
         """That ``env_id`` names a Gymnasium env the trainer supports (loads gymnasium)."""

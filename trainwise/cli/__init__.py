@@ -31,6 +31,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"trainwise: error: {message}\n")
 
 
+def finite_float(text: str) -> float:
+    """argparse type: a finite number (NaN and infinity mean nothing as a reward, budget or size)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
 def add_json_out(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--json-out",

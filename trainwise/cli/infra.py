@@ -145,12 +145,15 @@ def cmd_output(args: argparse.Namespace) -> dict[str, Any]:
     if args.write is not None and args.write.exists() and args.write.is_dir():
         raise UserError(f"--write {args.write} is a directory; give a file such as {args.write}/aws.json")
     if args.from_json is not None:
+        source = Path(args.from_json)
+        if not source.is_file():
+            raise UserError(f"--from-json {args.from_json!r} does not exist or is not a file")
         try:
-            outputs = json.loads(Path(args.from_json).read_text())
-        except FileNotFoundError:
-            raise UserError(f"--from-json {args.from_json} does not exist") from None
-        except json.JSONDecodeError as exc:
+            outputs = json.loads(source.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise UserError(f"--from-json {args.from_json} is not JSON ({exc})") from None
+        if not isinstance(outputs, dict):
+            raise UserError(f"--from-json {args.from_json} must hold the object `terraform output -json` prints")
     else:
         cwd = _check_dir(Path(args.dir))
         binary = find_binary(args.binary)

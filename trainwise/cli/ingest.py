@@ -18,14 +18,15 @@ from typing import Any
 
 from core.errors import UserError
 from optimizers.ingestion_optimizers import INGESTION_OPTIMIZERS
+from trainwise.cli import finite_float
 
 FORMATS = ("tsv", "tfrecord")
 
 
 def _node_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vcpus", type=int, default=None, help="the node's vCPUs for the pipeline (default: this machine's)")
-    p.add_argument("--ram-gib", type=float, default=None, help="the node's RAM in GiB (default: this machine's)")
-    p.add_argument("--hourly-usd", type=float, default=0.0, help="the node's hourly price (for reports)")
+    p.add_argument("--ram-gib", type=finite_float, default=None, help="the node's RAM in GiB (default: this machine's)")
+    p.add_argument("--hourly-usd", type=finite_float, default=0.0, help="the node's hourly price (for reports)")
     p.add_argument("--on-bad-row", choices=("error", "skip"), default="error",
                    help="a malformed TSV row: stop with an error naming it, or skip it (skipped rows are counted)")
 
@@ -53,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--format", choices=FORMATS, default=None, help="shard format (default: detected from --data)")
     t.add_argument("--optimizer", choices=INGESTION_OPTIMIZERS.names(), required=True,
                    help="; ".join(f"{o.name}: {o.description}" for o in INGESTION_OPTIMIZERS.entries()))
-    t.add_argument("--time-budget-s", type=float, default=180.0, help="tuning time budget in seconds (default 180)")
+    t.add_argument("--time-budget-s", type=finite_float, default=180.0, help="tuning time budget in seconds (default 180)")
     t.add_argument("--max-trials", type=int, default=None, help="stop after this many measured trials")
     t.add_argument("--batch-size", type=int, default=4096, help="the trainer's batch size (default 4096)")
     t.add_argument("--seed", type=int, default=0)
@@ -65,8 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--config", type=Path, required=True, help="JSON: a `tune` result, or a dict of knob values")
     b.add_argument("--data", type=Path, default=None, help="directory of shards (default: the one in --config)")
     b.add_argument("--format", choices=FORMATS, default=None)
-    b.add_argument("--warmup-s", type=float, default=4.0)
-    b.add_argument("--window-s", type=float, default=3.0)
+    b.add_argument("--warmup-s", type=finite_float, default=4.0)
+    b.add_argument("--window-s", type=finite_float, default=3.0)
     b.add_argument("--repeats", type=int, default=3)
     b.add_argument("--stages", action="store_true", help="also time each prefix of the pipeline (per-stage rows/s)")
     _node_args(b)

@@ -10,6 +10,7 @@ from typing import Any
 
 from core.errors import UserError
 from serverless.backends import BACKENDS
+from trainwise.cli import finite_float
 
 
 def add_backend_args(p: argparse.ArgumentParser) -> None:
@@ -63,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "last 20 completed training episodes reaches --target-reward, or after --max-steps env steps.",
     )
     p.add_argument("--env", required=True, help="gymnasium env id (Box observations; Discrete or Box actions)")
-    p.add_argument("--target-reward", type=float, required=True, help="stop when the recent mean return reaches this")
+    p.add_argument("--target-reward", type=finite_float, required=True, help="stop when the recent mean return reaches this")
     p.add_argument("--max-steps", type=int, default=None, help="env-step budget (default: the env's preset)")
     p.add_argument("--actors", type=int, default=None, help="concurrent rollout functions (default 4)")
     p.add_argument("--memory-mb", type=int, default=None, help="function memory, 128-10240 MB (default 1769 = 1 vCPU)")
@@ -149,6 +150,8 @@ def run_train(args: argparse.Namespace) -> dict[str, Any]:
         raise UserError(f"--steps-per-env must be >= 0 (0 = one env per actor), got {args.steps_per_env}")
     if args.checkpoint_every < 0:
         raise UserError(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
+    if not 0 <= args.seed < 2**32:
+        raise UserError(f"--seed must be between 0 and 2**32 - 1, got {args.seed}")
     from serverless.envs import inspect_env
 
     inspect_env(args.env)  # unknown id / unsupported space: a clear error now

@@ -20,6 +20,7 @@ from typing import Any
 from core.errors import UserError
 from serverless.architectures import ARCHITECTURES, DEFAULT_ARCHITECTURE
 from serverless.backends import tunable_backends
+from trainwise.cli import finite_float
 
 
 def register(rl_sub: argparse._SubParsersAction) -> None:
@@ -33,12 +34,12 @@ def register(rl_sub: argparse._SubParsersAction) -> None:
         description=__doc__.split("\n\n")[0],
     )
     p.add_argument("--env", required=True, help="gymnasium env id, e.g. CartPole-v1, LunarLander-v3")
-    p.add_argument("--target-reward", required=True, type=float, help="mean recent episode return to reach")
+    p.add_argument("--target-reward", required=True, type=finite_float, help="mean recent episode return to reach")
     p.add_argument("--objective", required=True, metavar="OBJECTIVE",
                    help=f"{' | '.join(OBJECTIVES.names())} (Lambda Power Tuning's names)")
-    p.add_argument("--weight", type=float, default=0.5, help="balanced only: weight of cost in [0, 1] (default 0.5)")
-    p.add_argument("--deadline-s", type=float, default=None, help="modelled time to target must not exceed this")
-    p.add_argument("--budget-usd", type=float, default=None, help="modelled cost to target must not exceed this")
+    p.add_argument("--weight", type=finite_float, default=0.5, help="balanced only: weight of cost in [0, 1] (default 0.5)")
+    p.add_argument("--deadline-s", type=finite_float, default=None, help="modelled time to target must not exceed this")
+    p.add_argument("--budget-usd", type=finite_float, default=None, help="modelled cost to target must not exceed this")
     p.add_argument("--backend", default="local",
                    help=f"function backend: {' | '.join(tunable_backends())} (default local)")
     p.add_argument("--architecture", default=DEFAULT_ARCHITECTURE,
