@@ -35,8 +35,20 @@ DEFAULT_PREFIX = "rollouts"
 # Room left under the 6 MB limit for the JSON envelope around the large field.
 PAYLOAD_HEADROOM_BYTES = 64 * 1024
 
+# AWS's guidance for S3: retry 5xx, SlowDown (503) and throttling with exponential backoff and
+# jitter. botocore's "standard" retry mode does exactly that; say so rather than rely on the
+# installed default (legacy mode).
+S3_MAX_ATTEMPTS = 5
+
 _client_lock = threading.Lock()
 _client: Any = None
+
+
+def client_config() -> Any:
+    """botocore configuration of every S3 client here: standard retries, bounded attempts."""
+    from botocore.config import Config
+
+    return Config(retries={"mode": "standard", "total_max_attempts": S3_MAX_ATTEMPTS}, connect_timeout=10, read_timeout=60)
 
 
 def s3_client() -> Any:
@@ -51,7 +63,7 @@ def s3_client() -> Any:
             import boto3
 
             region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-            _client = boto3.session.Session().client("s3", region_name=region)
+            _client = boto3.session.Session().client("s3", region_name=region, config=client_config())
         return _client
 
 

@@ -20,8 +20,11 @@ Design choices, each written down because a user would ask:
   holds the client-side round trip, labelled ``measured``, never ``billed``.
 * **Memory changes** update the function's configuration and wait until the
   update is ``Successful`` (botocore's ``function_updated`` waiter).
-* **Retries and re-planning.** Throttling (429), 5xx service errors, function
-  errors and timeouts are retried with exponential backoff and full jitter.
+* **Retries and re-planning.** Throttling (429), 5xx service errors, connection
+  errors, function errors and timeouts are retried with exponential backoff and full
+  jitter; an endpoint that no attempt could connect to is a UserError naming the
+  region and the network. S3 (weights, offloaded results) uses botocore's standard
+  retry mode, which retries 5xx and SlowDown with backoff.
   Invocations still failing after that are re-run in a re-planned round at half
   the concurrency (throttling means the account or the reserved concurrency is
   saturated); results already gathered are kept. What still fails is reported
@@ -126,7 +129,14 @@ class _Outcome:
 
 
 class _Retryable(Exception):
-    """A transient failure of one attempt (throttle, 5xx, connection)."""
+    """A transient failure of one attempt (throttle, 5xx, connection).
+
+    ``unreachable`` is the error to raise if no attempt could even connect to the endpoint
+    (a network or region problem rather than a transient one)."""
+
+    def __init__(self, message: str, unreachable: UserError | None = None) -> None:
+        super().__init__(message)
+        self.unreachable = unreachable
 
 
 # ---------------------------------------------------------------------------------------------
@@ -194,7 +204,8 @@ class LambdaBackend:
         if self._s3 is None:
             import boto3
 
-            self._s3 = boto3.session.Session().client("s3", region_name=self.config.region)
+            self._s3 = boto3.session.Session().client("s3", region_name=self.config.region,
+                                                      config=s3_payload.client_config())
         return self._s3
 
     # -- checks and errors -------------------------------------------------------------------
@@ -327,7 +338,7 @@ class LambdaBackend:
             if key is None:
                 data = base64.b64decode(encoded)
                 key = s3_payload.weights_key(self.config.s3_prefix, data)
-                s3_payload.put_bytes(self.config.bucket, key, data, client=self.s3_client)
+                self._upload_weights(key, data)
                 self._weights_keys = {encoded: key}  # keep only the latest weights
             event = {k: v for k, v in event.items() if k != "weights_npz_b64"}
             event["weights_s3"] = {"bucket": self.config.bucket, "key": key}
@@ -338,6 +349,21 @@ class LambdaBackend:
                 f"{self.payload_limit_bytes}-byte Lambda payload limit; shrink policy_spec"
             )
         return body
+
+    def _upload_weights(self, key: str, data: bytes) -> None:
+        """Put the weights in S3; the client retries 5xx and SlowDown, what still fails is named."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            s3_payload.put_bytes(self.config.bucket, key, data, client=self.s3_client)
+        except (ClientError, BotoCoreError) as exc:
+            error = getattr(exc, "response", {}).get("Error", {})
+            reason = f"{error.get('Code')}: {error.get('Message')}" if error else str(exc)
+            raise UserError(
+                f"could not upload the policy weights to s3://{self.config.bucket}/{key} after "
+                f"{s3_payload.S3_MAX_ATTEMPTS} attempts ({reason}); check that the bucket in {self._config_path} "
+                f"exists and that this identity may s3:PutObject under {self.config.s3_prefix}/weights/"
+            ) from None
 
     def decode_result(self, payload: bytes) -> dict[str, Any]:
         """Parse a result and check its trajectories are a pickle-free npz (fetching them from S3 if moved)."""
@@ -391,8 +417,8 @@ class LambdaBackend:
             raise self._explain(exc, "InvokeFunction") or exc
         except (ReadTimeoutError, ConnectionClosedError) as exc:
             raise _Retryable(f"connection: {exc}") from None
-        except EndpointConnectionError as exc:
-            raise self._explain(exc, "InvokeFunction") or exc
+        except EndpointConnectionError as exc:  # retried like other connection errors, named if it persists
+            raise _Retryable(f"connection: {exc}", unreachable=self._explain(exc, "InvokeFunction")) from None
         except BotoCoreError as exc:
             explained = self._explain(exc, "InvokeFunction")
             if explained is not None:
@@ -432,6 +458,7 @@ class LambdaBackend:
         rejected = requests = 0
         last_ran: Invocation | None = None
         last_rejected: str | None = None
+        unreachable: list[UserError | None] = []
         for attempt in range(self.retry.max_attempts):
             if attempt:
                 self._backoff(attempt - 1)
@@ -440,6 +467,7 @@ class LambdaBackend:
             except _Retryable as exc:
                 rejected += 1
                 last_rejected = str(exc)
+                unreachable.append(exc.unreachable)
                 continue
             requests += 1
             last_rejected = None
@@ -449,6 +477,8 @@ class LambdaBackend:
                 return _Outcome(invocation, billed_failures, rejected, requests, retryable=False)
             billed_failures.append(invocation.billing)
             last_ran = invocation
+        if last_ran is None and unreachable and all(unreachable):
+            raise unreachable[-1]  # not one attempt reached the endpoint: the network or the region
         if last_rejected is not None or last_ran is None:
             # The last attempt never ran: AWS charges nothing for a throttled request.
             final = Invocation(None, BillingRecord(0, 0.0, 0.0, memory_mb, error=f"rejected: {last_rejected}",

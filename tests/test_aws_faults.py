@@ -1,0 +1,246 @@
+"""S3 and Lambda faults against moto's server on 127.0.0.1: each is retried as AWS advises and
+succeeds, or fails with a clear error.
+
+moto answers every request correctly, so the faults are injected with botocore's
+``before-send`` event on the real (moto-backed) clients: a handler returns the error
+response AWS would send (S3's 503 SlowDown, Lambda's 500/502/503, 429 forever) or raises the
+connection error botocore would raise, and otherwise lets the request through to moto.
+Sleeps are recorded, not slept: botocore's own backoff for S3 and the backend's for Lambda.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.awsrequest import AWSResponse, HeadersDict
+from botocore.exceptions import ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
+
+from core.errors import UserError
+from serverless import s3_payload
+from test_aws_moto import (  # noqa: F401  (fixtures are used by name)
+    FakeLambdaDataPlane,
+    _Raw,
+    aws,
+    deployed,
+    hooked,
+    make_backend,
+    make_events,
+    moto_url,
+)
+
+S3_SLOWDOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+               b"<Message>Please reduce your request rate.</Message></Error>")
+S3_DENIED = b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>'
+
+
+class Faults:
+    """A before-send handler that answers the first ``count`` matching requests with a fault."""
+
+    def __init__(self, fault: Any, count: int | None) -> None:
+        self.fault, self.count, self.seen = fault, count, 0
+
+    def __call__(self, request: Any, **_: Any) -> AWSResponse | None:
+        self.seen += 1
+        if self.count is not None and self.seen > self.count:
+            return None  # through to moto
+        if isinstance(self.fault, Exception):
+            raise self.fault
+        return self.fault(request)
+
+
+def s3_error(status: int, body: bytes) -> Any:
+    return lambda request: AWSResponse(request.url, status, HeadersDict({"Content-Type": "application/xml"}), _Raw(body))
+
+
+@pytest.fixture
+def botocore_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """botocore's retry backoff, recorded instead of slept."""
+    import sys
+    import time
+
+    real_sleep = time.sleep
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        if sys._getframe(1).f_globals.get("__name__") == "botocore.endpoint":  # a retry's backoff
+            sleeps.append(seconds)
+        else:
+            real_sleep(seconds)
+
+    monkeypatch.setattr(time, "sleep", sleep)
+    return sleeps
+
+
+def big_events(n: int) -> list[dict[str, Any]]:
+    return make_events(n, hidden=(1024, 1024))  # about 11 MB of weights: they go through S3
+
+
+# ---------------------------------------------------------------------------------------------
+# S3: the weights and payload path
+
+
+def test_s3_slowdown_on_the_weights_upload_is_retried_with_backoff(deployed: dict[str, Any],
+                                                                   botocore_sleeps: list[float]) -> None:
+    backend = make_backend(deployed["config_path"])
+    faults = Faults(s3_error(503, S3_SLOWDOWN), count=2)
+    backend.s3_client.meta.events.register("before-send.s3.PutObject", faults)
+    plane = hooked(backend, lambda actor, attempt: "ok")
+    batch = backend.invoke(big_events(2), memory_mb=1769)
+    assert [inv.billing.error for inv in batch.invocations] == [None, None]
+    assert faults.seen == 3  # two SlowDowns, then the upload that went through
+    assert len(botocore_sleeps) == 2 and all(s >= 0 for s in botocore_sleeps)  # backed off between attempts
+    key = plane.requests[0]["event"]["weights_s3"]["key"]
+    assert boto3.client("s3").head_object(Bucket=deployed["names"]["bucket"], Key=key)["ContentLength"] > 6_000_000
+
+
+@pytest.mark.parametrize("fault, count, expect", [
+    (s3_error(503, S3_SLOWDOWN), None, "SlowDown"),
+    (s3_error(403, S3_DENIED), None, "AccessDenied"),
+    (EndpointConnectionError(endpoint_url="http://127.0.0.1:9"), None, "Could not connect"),
+], ids=["slowdown-forever", "access-denied", "unreachable"])
+def test_an_upload_that_keeps_failing_is_a_clear_error(deployed: dict[str, Any], botocore_sleeps: list[float],
+                                                       fault: Any, count: int | None, expect: str) -> None:
+    backend = make_backend(deployed["config_path"])
+    faults = Faults(fault, count)
+    backend.s3_client.meta.events.register("before-send.s3.PutObject", faults)
+    plane = hooked(backend, lambda actor, attempt: "ok")
+    with pytest.raises(UserError) as info:
+        backend.invoke(big_events(1), memory_mb=1769)
+    message = str(info.value)
+    assert expect in message and deployed["names"]["bucket"] in message and "s3:PutObject" in message
+    assert "\n" not in message
+    assert plane.requests == []  # no function ran without its weights
+    # transient faults were retried up to the bound; a denial is not retried
+    assert faults.seen == (1 if expect == "AccessDenied" else s3_payload.S3_MAX_ATTEMPTS)
+
+
+def test_s3_slowdown_when_fetching_an_offloaded_result_is_retried(deployed: dict[str, Any],
+                                                                  botocore_sleeps: list[float]) -> None:
+    backend = make_backend(deployed["config_path"])
+    bucket = deployed["names"]["bucket"]
+    s3_payload.put_bytes(bucket, "rollouts/trajectories/t.npz", _npz_bytes())
+    reply = {"actor_id": 0, "trajectories_s3": {"bucket": bucket, "key": "rollouts/trajectories/t.npz"}}
+    backend.lambda_client.meta.events.register(
+        "before-send.lambda.Invoke",
+        lambda request, **_: AWSResponse("https://lambda", 200, HeadersDict({"Content-Type": "application/json"}),
+                                         _Raw(json.dumps(reply).encode())))
+    faults = Faults(s3_error(503, S3_SLOWDOWN), count=3)
+    backend.s3_client.meta.events.register("before-send.s3.GetObject", faults)
+    batch = backend.invoke(make_events(1), memory_mb=1769)
+    assert batch.invocations[0].billing.error is None and "trajectories_npz_b64" in batch.invocations[0].result
+    assert faults.seen == 4 and len(botocore_sleeps) == 3
+
+
+def _npz_bytes() -> bytes:
+    import io
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.savez(buffer, obs=np.zeros((2, 4), dtype=np.float32))
+    return buffer.getvalue()
+
+
+def test_the_function_side_client_uses_standard_retries(aws: str) -> None:
+    retries = s3_payload.s3_client().meta.config.retries
+    assert retries["mode"] == "standard" and retries["total_max_attempts"] == s3_payload.S3_MAX_ATTEMPTS
+
+
+# ---------------------------------------------------------------------------------------------
+# Lambda: 5xx, connection errors, throttling that never clears
+
+
+class LambdaFaults(FakeLambdaDataPlane):
+    """The stand-in data plane of test_aws_moto, plus 5xx replies and connection errors."""
+
+    def _reply(self, kind: str, event: dict[str, Any], actor: int, memory: int) -> AWSResponse:
+        url = "https://lambda.us-east-1.amazonaws.com/"
+        if kind in ("500", "503"):
+            error = {"500": "ServiceException", "503": "ServiceUnavailableException"}[kind]
+            headers = HeadersDict({"x-amzn-ErrorType": error, "Content-Type": "application/json"})
+            return AWSResponse(url, int(kind), headers, _Raw(json.dumps({"Message": "injected"}).encode()))
+        if kind == "502":  # a load balancer's HTML page, no AWS error code
+            return AWSResponse(url, 502, HeadersDict({"Content-Type": "text/html"}), _Raw(b"<html>Bad Gateway</html>"))
+        if kind == "reset":
+            raise ConnectionClosedError(endpoint_url=url)
+        if kind == "read-timeout":
+            raise ReadTimeoutError(endpoint_url=url)
+        if kind == "unreachable":
+            raise EndpointConnectionError(endpoint_url=url)
+        return super()._reply(kind, event, actor, memory)
+
+
+def lambda_faults(backend: Any, script: Any) -> LambdaFaults:
+    client = backend.lambda_client
+    client._trainwise_function = backend.config.function_name
+    plane = LambdaFaults(client, script)
+    plane.install()
+    return plane
+
+
+def test_lambda_5xx_and_connection_errors_are_retried_and_succeed(deployed: dict[str, Any]) -> None:
+    script = {0: ["500", "ok"], 1: ["502", "503", "ok"], 2: ["reset", "ok"], 3: ["read-timeout", "ok"],
+              4: ["unreachable", "ok"]}
+    sleeps: list[float] = []
+    backend = make_backend(deployed["config_path"], sleeps=sleeps, max_attempts=4)
+    plane = lambda_faults(backend, lambda actor, attempt: script[actor][attempt])
+    batch = backend.invoke(make_events(5), memory_mb=1769, concurrency=5)
+    assert [inv.billing.error for inv in batch.invocations] == [None] * 5
+    assert [inv.result["actor_id"] for inv in batch.invocations] == [0, 1, 2, 3, 4]
+    assert plane.attempts == {0: 2, 1: 3, 2: 2, 3: 2, 4: 2}
+    assert batch.rejected_attempts == 6 and batch.requests == 5  # rejected attempts ran nothing, billed nothing
+    assert batch.retried_billing == []
+    assert len(sleeps) == 6 and all(0.0 <= s <= 0.4 for s in sleeps)  # jittered backoff before each retry
+
+
+def test_an_endpoint_no_attempt_reaches_is_a_clear_error(deployed: dict[str, Any]) -> None:
+    backend = make_backend(deployed["config_path"], max_attempts=3)
+    plane = lambda_faults(backend, lambda actor, attempt: "unreachable")
+    with pytest.raises(UserError, match="cannot reach the Lambda endpoint for region 'us-east-1'"):
+        backend.invoke(make_events(1), memory_mb=1769)
+    assert plane.attempts == {0: 3}  # retried first, like any connection error
+
+
+def test_throttling_that_never_clears_fails_every_invocation_clearly_and_bills_nothing(deployed: dict[str, Any]) -> None:
+    sleeps: list[float] = []
+    backend = make_backend(deployed["config_path"], sleeps=sleeps, max_attempts=3, replan_rounds=2)
+    plane = lambda_faults(backend, lambda actor, attempt: "throttle")
+    batch = backend.invoke(make_events(4), memory_mb=1769, concurrency=4)
+    assert all(inv.result is None for inv in batch.invocations)
+    assert all(inv.billing.error.startswith("rejected: TooManyRequestsException") for inv in batch.invocations)
+    assert all(inv.billing.billed_ms == 0 for inv in batch.invocations) and batch.retried_billing == []
+    assert batch.requests == 0 and batch.rejected_attempts == 4 * 3 * 3  # attempts x (1 + 2 re-planned rounds)
+    assert all(n == 9 for n in plane.attempts.values())
+    # the re-planned rounds halve the concurrency; the notes say what happened
+    assert any("concurrency 2" in n for n in batch.notes) and any("concurrency 1" in n for n in batch.notes)
+    assert any("4 of 4 invocations failed after retries and re-planning" in n for n in batch.notes)
+    assert max(sleeps) <= 0.4  # every wait stays under the policy's cap
+
+
+def test_a_5xx_that_never_clears_is_reported_per_invocation(deployed: dict[str, Any]) -> None:
+    backend = make_backend(deployed["config_path"], max_attempts=2, replan_rounds=0)
+    lambda_faults(backend, lambda actor, attempt: "ok" if actor == 0 else "503")
+    batch = backend.invoke(make_events(2), memory_mb=1769, concurrency=2)
+    assert batch.invocations[0].billing.error is None
+    assert batch.invocations[1].billing.error.startswith("rejected: ServiceUnavailableException")
+
+
+def test_aws_fixture_ignores_hostile_machine_settings(moto_url: str, monkeypatch: pytest.MonkeyPatch,
+                                                      tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """A profile, a role to assume, a web-identity token and a dead proxy on the machine change
+    nothing: the fixture clears them, so every call goes to moto with the dummy credentials."""
+    for name, value in {"AWS_PROFILE": "production", "AWS_ROLE_ARN": "arn:aws:iam::1:role/x",
+                        "AWS_WEB_IDENTITY_TOKEN_FILE": str(tmp_path / "token"), "AWS_SESSION_TOKEN": "stale",
+                        "HTTPS_PROXY": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9",
+                        "AWS_SHARED_CREDENTIALS_FILE": "/etc/hostname"}.items():
+        monkeypatch.setenv(name, value)
+    request.getfixturevalue("aws")
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket="isolation-check")
+    assert "isolation-check" in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+    credentials = boto3.session.Session().get_credentials()
+    assert credentials.access_key == "testing" and credentials.token is None
