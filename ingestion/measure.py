@@ -233,10 +233,15 @@ class MeasureWorker:
     """A persistent worker subprocess that measures configurations of one pipeline.
 
     ``memory_limit_mb`` caps the worker's RSS: past it the worker exits and the
-    measurement is reported as out-of-memory. Use as a context manager.
+    measurement is reported as out-of-memory. A worker that answers nothing within the
+    protocol's time plus ``hang_margin_s`` is killed (a hang); one that dies, or answers
+    something that is not a measurement, is replaced. Either way the configuration is
+    reported failed with the reason (``extra["failure"]``) and the next one gets a fresh
+    worker. Use as a context manager.
     """
 
-    def __init__(self, spec: PipelineSpec, *, memory_limit_mb: float | None = None, python: str | None = None):
+    def __init__(self, spec: PipelineSpec, *, memory_limit_mb: float | None = None, python: str | None = None,
+                 hang_margin_s: float = 60.0):
         if not spec.portable:
             raise ValueError("MeasureWorker needs a spec with a factory; use measure_in_process")
         self.spec = spec
@@ -244,6 +249,7 @@ class MeasureWorker:
         self.python = python or sys.executable
         self._proc: subprocess.Popen[str] | None = None
         self.restarts = 0
+        self.hang_margin_s = hang_margin_s
 
     # -- process management --------------------------------------------------------
     def _start(self) -> subprocess.Popen[str]:
@@ -276,7 +282,11 @@ class MeasureWorker:
         reader.join(timeout_s)
         if not result or not result[0]:
             return None
-        return json.loads(result[0])
+        try:
+            answer = json.loads(result[0])
+        except ValueError:
+            answer = None
+        return answer if isinstance(answer, dict) else {"garbled": result[0][:200]}
 
     @staticmethod
     def _exit_code(proc: subprocess.Popen[str]) -> int | None:
@@ -327,17 +337,20 @@ class MeasureWorker:
         request = {"config": dict(config), "warmup_s": warmup_s, "window_s": window_s, "repeats": repeats,
                    "stage_profile": stage_profile}
         assert self._proc.stdin is not None
-        self._proc.stdin.write(json.dumps(request) + "\n")
-        self._proc.stdin.flush()
-        budget = 60 + warmup_s + window_s * repeats * (1 + (len(self.spec.stages) if stage_profile else 0))
-        answer = self._read(self._proc, timeout_s=budget)
+        try:
+            self._proc.stdin.write(json.dumps(request) + "\n")
+            self._proc.stdin.flush()
+        except OSError:  # the worker died between two measurements
+            answer = None
+        else:
+            budget = self.hang_margin_s + warmup_s + window_s * repeats * (1 + (len(self.spec.stages) if stage_profile else 0))
+            answer = self._read(self._proc, timeout_s=budget)
         if answer is None:
             code = self._exit_code(self._proc)
-            self._kill(self._proc)
-            self._proc = None
-            self.restarts += 1
             reason = "memory limit" if code == _OOM_EXIT else ("timeout" if code is None else f"worker exit {code}")
-            return self._failed(config, reason)
+            return self._replace_worker(config, reason)
+        if "garbled" in answer:
+            return self._replace_worker(config, f"worker answered garbage: {answer['garbled']!r}")
         if "error" in answer:
             # A configuration the pipeline rejects is worth nothing, like one that runs out of
             # memory; the search goes on (the tuner reports the reason if nothing works).
@@ -345,6 +358,14 @@ class MeasureWorker:
         return Measurement(rows_per_s=answer["rows_per_s"], peak_rss_mb=answer["peak_rss_mb"], oom=False,
                            label="measured", extra=answer["extra"])
 
+
+    def _replace_worker(self, config: Mapping[str, int], reason: str) -> Measurement:
+        """Kill the worker (the next measurement starts a fresh one) and fail this configuration."""
+        assert self._proc is not None
+        self._kill(self._proc)
+        self._proc = None
+        self.restarts += 1
+        return self._failed(config, reason)
 
     def _failed(self, config: Mapping[str, int], reason: str) -> Measurement:
         """A configuration that ran out of memory, hung or crashed the worker: worth nothing."""

@@ -120,6 +120,16 @@ def _progress(trial: Trial) -> None:
     print(f"  [{trial.elapsed_s:6.1f}s] {figure}  {trial.config}", file=sys.stderr, flush=True)
 
 
+def _failures(trials: list[Trial]) -> dict[str, int]:
+    """How many trials failed, by reason (out of memory, a hung or dead worker, a pipeline error)."""
+    counts: dict[str, int] = {}
+    for t in trials:
+        if t.measurement.oom:
+            reason = str(t.measurement.extra.get("failure", "out of memory")).split(":")[0]
+            counts[reason] = counts.get(reason, 0) + 1
+    return counts
+
+
 def tune_pipeline(
     spec: PipelineSpec,
     node: Node,
@@ -228,9 +238,11 @@ def _search_summary(
         "protocol": search.as_kwargs(),
         "time_budget_s": time_budget_s,
         **controls,
+        "failed_trials": _failures(result.trials),
         "history": [
             {"config": t.config, "rows_per_s": t.measurement.rows_per_s, "peak_rss_mb": t.measurement.peak_rss_mb,
-             "oom": t.measurement.oom, "label": t.measurement.label, "elapsed_s": t.elapsed_s, **t.measurement.cores}
+             "oom": t.measurement.oom, "label": t.measurement.label, "elapsed_s": t.elapsed_s, **t.measurement.cores,
+             **({"failure": t.measurement.extra["failure"]} if "failure" in t.measurement.extra else {})}
             for t in result.trials
         ],
     }

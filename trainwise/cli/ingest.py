@@ -99,6 +99,12 @@ def _check_bad_rows(data: Path, fmt: str, policy: str) -> dict[str, Any]:
     from ingestion.dlrm import count_bad_rows
 
     report = count_bad_rows(data, fmt)
+    corrupt = report.get("corrupt_files") or []
+    if corrupt:  # a damaged TFRecord shard cannot be read past its bad record: never skipped silently
+        raise UserError(
+            f"{len(corrupt)} corrupt TFRecord shard(s) in {data}, first {corrupt[0]['file']} at record "
+            f"{corrupt[0]['record']} ({corrupt[0]['error'].splitlines()[0]}); regenerate or remove it"
+        )
     if report["bad_rows"] and policy == "error":
         raise UserError(
             f"{report['bad_rows']} malformed row(s) in {data}, first at {report['first_bad']}; "
@@ -178,7 +184,7 @@ def bench_handler(args: argparse.Namespace) -> dict[str, Any]:
         raise UserError("--warmup-s must be >= 0, --window-s > 0 and --repeats >= 1")
     node = _node(args)
     data, fmt = _validate_common(args)
-    _check_bad_rows(data, fmt, args.on_bad_row)
+    bad = _check_bad_rows(data, fmt, args.on_bad_row)
     from ingestion.dlrm import AUTOTUNE, dlrm_spec
     from ingestion.measure import measure
 
@@ -201,4 +207,5 @@ def bench_handler(args: argparse.Namespace) -> dict[str, Any]:
           f"peak RSS {m.peak_rss_mb:,.0f} MB", file=sys.stderr)
     return {"config": config, "data": str(data), "format": fmt, "rows_per_s": m.rows_per_s,
             "peak_rss_mb": m.peak_rss_mb, "label": m.label, "measurement": dict(m.extra),
-            "in_space": spec.space.is_valid(config)}
+            "in_space": spec.space.is_valid(config), "rows_checked": bad["rows"], "bad_rows": bad["bad_rows"],
+            "on_bad_row": args.on_bad_row}
