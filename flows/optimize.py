@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import flow, get_run_logger, task
+from prefect.states import Failed, State
 
 from flows.intune import intune
 from flows.seraph import seraph
 from tasks.branches import branches_in_parallel
-from tasks.report import render_report
+from tasks.report import render_report, section
 from core.paths import new_run_dir
 from optimizers.spec import load_spec
 
@@ -37,15 +38,49 @@ def optimize(config: str = "configs/demo.yaml", refresh_profiles: bool = False) 
     logger.info("branches %s: %s", branches, why)
     if parallel:
         futures = [run_branch.submit(b, config, str(run_dir), refresh_profiles) for b in branches]
-        results = [f.result() for f in futures]
+        for f in futures:
+            f.wait()
+        states = [f.state for f in futures]
     else:
-        results = [_BRANCH_FLOWS[b](config=config, run_dir=str(run_dir), refresh_profiles=refresh_profiles) for b in branches]
+        states = [_BRANCH_FLOWS[b](config=config, run_dir=str(run_dir), refresh_profiles=refresh_profiles,
+                                   return_state=True) for b in branches]
 
-    return render_report(
+    sections, failed = [], {}
+    for name, state in zip(branches, states):
+        outcome = _branch_outcome(state)
+        if isinstance(outcome, str):
+            logger.error("the %s branch failed: %s", name, outcome)
+            failed[name] = outcome
+            sections.append(_failed_section(name, outcome))
+        else:
+            sections.append(outcome["section"])
+    result = render_report(
         spec.name,
         f"trainwise optimize: {spec.name}",
         str(run_dir),
-        [r["section"] for r in results],
+        sections,
         config=config,
-        extra={"flow": "optimize", "branches": branches, "parallel": parallel, "concurrency_reason": why},
+        extra={"flow": "optimize", "branches": branches, "parallel": parallel, "concurrency_reason": why,
+               "failed_branches": failed},
     )
+    if failed:  # the other branches' results are in the report; the run itself failed, and says why
+        reasons = "; ".join(f"{name}: {reason}" for name, reason in failed.items())
+        return Failed(message=f"branch(es) failed ({reasons}); the report of the rest is {result['report']}",
+                      data=result)
+    return result
+
+
+def _branch_outcome(state: State) -> dict[str, Any] | str:
+    """A branch's result, or why it failed (the exception's type and message, one line)."""
+    if state.is_completed():
+        return state.result()
+    try:
+        state.result(raise_on_failure=True)
+    except BaseException as exc:  # noqa: BLE001 - reported, not handled
+        return " ".join(f"{type(exc).__name__}: {exc}".split())[:500]
+    return f"ended in state {state.type.value}: {state.message}"
+
+
+def _failed_section(name: str, reason: str) -> dict[str, Any]:
+    return section(name, f"{name}: failed", f"The {name} branch failed: {reason}\n\nThe other branches ran to the end; "
+                   "their sections are complete.", summary={"failed": reason})

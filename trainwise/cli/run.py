@@ -83,7 +83,14 @@ def run_handler(args: argparse.Namespace) -> dict[str, Any]:
 
     from flows import get_flow
 
-    result: dict[str, Any] = get_flow(args.flow)(config=str(args.config), refresh_profiles=args.refresh_profiles)
+    state = get_flow(args.flow)(config=str(args.config), refresh_profiles=args.refresh_profiles, return_state=True)
+    if not state.is_completed():
+        partial = state.result(raise_on_failure=False)
+        if isinstance(partial, dict) and "report" in partial:  # a branch failed; the rest is reported
+            _print_summary(partial)
+            raise UserError(f"the {args.flow} flow failed: {state.message}")
+        state.result()  # raises the flow's own error (a UserError prints as one line)
+    result: dict[str, Any] = state.result()
     _print_summary(result)
     return result
 
