@@ -99,3 +99,34 @@ def test_timeout_kills_the_instance_and_the_next_call_is_cold() -> None:
         assert after.billing.error is None and after.billing.cold_start
     finally:
         b.close()
+
+
+def test_a_worker_killed_mid_invocation_fails_that_call_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A function instance that dies for another reason than a timeout (SIGKILL right after it
+    received its event): that invocation reports the death, the next one gets a new, cold
+    instance; no timing involved."""
+    import os
+    import signal
+
+    import serverless.backends.local as local
+
+    real_write = local.write_frame
+    killed: list[int] = []
+
+    def write_then_kill(stream, message):  # type: ignore[no-untyped-def]
+        real_write(stream, message)
+        if message.get("op") == "invoke" and not killed:
+            pid = b._workers[0].proc.pid
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    b = LocalBackend(max_workers=1, timeout_s=None)
+    monkeypatch.setattr(local, "write_frame", write_then_kill)
+    try:
+        dead = b.invoke(_events(1, steps=10), memory_mb=1769, concurrency=1).invocations[0]
+        assert killed and dead.result is None and "died" in dead.billing.error
+        after = b.invoke(_events(1, steps=10), memory_mb=1769, concurrency=1).invocations[0]
+        assert after.billing.error is None and after.billing.cold_start
+        assert b._workers[0].proc.pid != killed[0]
+    finally:
+        b.close()
