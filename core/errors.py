@@ -11,3 +11,10 @@ from __future__ import annotations
 
 class UserError(Exception):
     """Bad input from a user: shown as a clear message, not a traceback."""
+
+
+def field_name(part: object) -> str:
+    """A field or key name for a one-line message: as written, or quoted if it would not read
+    as one (empty, surrounding spaces, a newline or other unprintable characters)."""
+    text = str(part)
+    return text if text and text.isprintable() and text.strip() == text else repr(text)

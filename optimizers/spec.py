@@ -29,7 +29,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from core.errors import UserError
+from core.errors import UserError, field_name
 
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 
@@ -193,7 +193,7 @@ def _check_optimizer_names(names: list[str]) -> None:
 
 
 def _describe(err: dict[str, Any], model: type[BaseModel]) -> str:
-    loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    loc = ".".join(field_name(p) for p in err["loc"]) or "(top level)"
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = "unknown field"

@@ -150,6 +150,9 @@ def handler_closure(entry: str = HANDLER_MODULE, root: Path = PROJECT_ROOT) -> t
 
 
 def _write_zip(out: Path, files: dict[str, bytes]) -> None:
+    from core.results import check_replaceable
+
+    check_replaceable(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(out.suffix + ".tmp")
     with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.errors import UserError
+from core.errors import UserError, field_name
 from serverless.architectures import ARCHITECTURES
 
 __all__ = ["ARCHITECTURES", "DEFAULT_TABLE", "PriceTable", "billed_ms"]
@@ -59,7 +59,7 @@ class PriceTable:
             raise UserError(f"price table {path}: lambda.billing_granularity_ms must be a whole number >= 1, got {granularity}")
         return cls(
             version=field.text("version"),
-            gb_second_usd={arch: field.checked(f"lambda.gb_second_usd.{arch}", v) for arch, v in rates.items()},
+            gb_second_usd={arch: field.checked(f"lambda.gb_second_usd.{field_name(arch)}", v) for arch, v in rates.items()},
             request_usd=field.number("lambda.request_usd_per_million") / 1e6,
             granularity_ms=int(granularity),
             vm_usd_per_hour=field.number("learner_vm.usd_per_hour"),

@@ -322,14 +322,25 @@ def cli_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _write_cli_files(root: Path) -> dict[str, Path]:
-    """The small input files the calls name (rewritten before each call: `--write` may hit one)."""
+    """The small input files the calls name (rewritten before each call: `--write` may hit one).
+
+    ``fifo`` stands for a path that is not a regular file (like /dev/null, which the test never
+    names: a write that renames over it would replace the device for the whole machine)."""
+    import os
+
+    fifo = root / "fifo"
+    if fifo.exists() and not fifo.is_fifo():
+        fifo.unlink()
+    if not fifo.exists():
+        os.mkfifo(fifo)
     (root / "workload.yaml").write_text("name: demo\nrl: {env_id: CartPole-v1, target_reward: 100}\n")
     knobs = {"read_parallelism": 1, "cycle_length": 1, "shuffle_buffer": 1, "batch_size": 64, "parse_parallelism": 1,
              "transform_parallelism": 1, "prefetch_buffer": 1}
     (root / "knobs.json").write_text(json.dumps({"config": knobs, "data": str(root / "data"), "format": "tsv"}))
     (root / "outputs.json").write_text((Path(__file__).parent.parent / "infra/terraform/envs/dev/outputs.example.json").read_text())
     return {"root": root, "data": root / "data", "workload": root / "workload.yaml", "knobs": root / "knobs.json",
-            "outputs": root / "outputs.json"}
+            "outputs": root / "outputs.json", "tfdir": Path(__file__).parent.parent / "infra/terraform/envs/dev",
+            "fifo": fifo}
 
 
 @pytest.fixture
@@ -340,6 +351,7 @@ def jobs_stubbed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     import optimizers.seraph
     import optimizers.tuning
     import serverless.trainer
+    import trainwise.cli.infra
 
     monkeypatch.setattr(serverless.trainer, "train", _stand_in)
     monkeypatch.setattr(optimizers.seraph, "tune_and_train", _stand_in)
@@ -347,6 +359,7 @@ def jobs_stubbed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(optimizers.tuning, "tune_pipeline", _stand_in)
     monkeypatch.setattr(ingestion.measure, "measure", _stand_in)
     monkeypatch.setattr(flows, "get_flow", lambda _name: _stand_in)
+    monkeypatch.setattr(trainwise.cli.infra, "_run", _stand_in)  # terraform itself
     monkeypatch.chdir(tmp_path)  # relative paths the calls name land here
 
 
@@ -376,24 +389,29 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str], dict[str, str]]] = {
         "--repeats": INT, "--vcpus": INT, "--ram-gib": FLOAT, "--hourly-usd": FLOAT}),
     ("run",): (["--config", "{workload}"], {"--config": PATH, "--flow": TEXT}),
     ("infra", "output"): (["--from-json", "{outputs}"], {"--from-json": PATH, "--write": PATH}),
+    ("infra", "plan"): (["--dir", "{tfdir}", "--package-zip", "{root}/f.zip"], {
+        "--dir": PATH, "--binary": TEXT, "--var": TEXT, "--var-file": PATH, "--package-zip": PATH,
+        "--layer-zip": PATH}),
 }
 
 FLAG_WORDS = {"--env": ["env"], "--format": ["format"], "--config": ["config", "workload"], "--data": ["data", "shard"],
-              "--from-json": ["from-json"], "--out": ["out"], "--write": ["write"]}
+              "--from-json": ["from-json"], "--out": ["out"], "--write": ["write"], "--binary": ["terraform"],
+              "--package-zip": ["package-zip"], "--layer-zip": ["layer-zip"], "--dir": ["dir"]}
 
 
 def _values(kind: str) -> st.SearchStrategy[str]:
     hostile = st.sampled_from(["", "-1", "0", "nan", "inf", "-inf", "1e400", "99999999999999999999", "abc", "💥", " "])
+    # (no absolute system paths here: a failing check could write over them)
     if kind == INT:
         return st.one_of(hostile, st.integers(-(10**12), 10**12).map(str))
     if kind == FLOAT:
         return st.one_of(hostile, st.floats(allow_nan=True, allow_infinity=True).map(repr))
     if kind == PATH:
         return st.one_of(hostile, st.sampled_from(["{root}", "{root}/missing.yaml", "{workload}", "{data}", "{knobs}",
-                                                   "/dev/null", "{root}/new/x.json"]))
+                                                   "{fifo}", "{root}/new/x.json", "{tfdir}", "{root}/f.zip"]))
     return st.one_of(hostile, st.text(alphabet=string.printable, max_size=12),
                      st.sampled_from(["CartPole-v1", "Nope-v0", "cost", "balanced", "local", "ray", "tsv", "tfrecord",
-                                      "arm64", "grid", "optimize", "intune", "skip"]))
+                                      "arm64", "grid", "optimize", "intune", "skip", "terraform", "region=us-east-1"]))
 
 
 @st.composite
@@ -465,3 +483,20 @@ def test_a_valid_call_of_each_command_reaches_its_job(cli_files: dict[str, Path]
             continue
         with pytest.raises(ReachedJob):
             main([*command, *[_fill(a, cli_files) for a in base]])
+
+
+def test_a_path_that_is_not_a_regular_file_is_never_written_over(cli_files: dict[str, Path], jobs_stubbed: None) -> None:
+    """Atomic writes rename a new file over the target: over /dev/null, as root, that would
+    replace the device. Every writer refuses such a path (a FIFO stands in for the device)."""
+    from trainwise.cli import main
+
+    _write_cli_files(cli_files["root"])
+    fifo = str(cli_files["fifo"])
+    calls = [
+        ["infra", "output", "--from-json", str(cli_files["outputs"]), "--write", fifo],
+        ["infra", "plan", "--dir", str(cli_files["tfdir"]), "--package-zip", fifo],
+        ["infra", "output", "--from-json", str(cli_files["outputs"]), "--json-out", fifo],
+    ]
+    for argv in calls:
+        assert main(argv) == 2, argv
+        assert cli_files["fifo"].is_fifo(), f"{argv} replaced the FIFO"

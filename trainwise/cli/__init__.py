@@ -74,6 +74,8 @@ def _check_json_out(path: Path | None) -> None:
         return
     if path.exists() and path.is_dir():
         raise UserError(f"--json-out {path} is a directory; give a file path such as {path}/result.json")
+    if (path.exists() or path.is_symlink()) and not path.is_file():
+        raise UserError(f"--json-out {path} is not a regular file (a device or pipe); give a file path such as result.json")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -93,7 +93,12 @@ def _build_zip(args: argparse.Namespace) -> list[str]:
     from serverless.lambda_package import build_function_zip
 
     zip_path = Path(args.package_zip).resolve()
-    report = build_function_zip(zip_path)
+    if not args.package_zip or zip_path.is_dir():
+        raise UserError(f"--package-zip {args.package_zip!r} must name a file to write, such as build/rollout.zip")
+    try:
+        report = build_function_zip(zip_path)
+    except OSError as exc:
+        raise UserError(f"--package-zip {zip_path}: cannot write the function zip there ({exc.strerror})") from None
     print(f"built {zip_path} ({report['zip_bytes']} bytes, {len(report['files'])} modules)", file=sys.stderr)
     return ["-var", f"package_zip_path={zip_path}"]
 
@@ -135,6 +140,9 @@ def terraform_outputs_to_config(outputs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _write_config(path: Path, config: dict[str, Any]) -> None:
+    from core.results import check_replaceable
+
+    check_replaceable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
