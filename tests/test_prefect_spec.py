@@ -15,12 +15,21 @@ from optimizers.spec import load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
+JOBS_FILES = [p for p in CONFIGS if p.name.startswith("cluster-")]  # InTuneX jobs files, not workloads
+WORKLOADS = [p for p in CONFIGS if p not in JOBS_FILES]
 
 
-@pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
+@pytest.mark.parametrize("path", WORKLOADS, ids=[p.name for p in WORKLOADS])
 def test_example_configs_validate(path: Path) -> None:
     spec = load_spec(path)
     assert spec.rl is not None or spec.ingestion is not None
+
+
+@pytest.mark.parametrize("path", JOBS_FILES, ids=[p.name for p in JOBS_FILES])
+def test_example_jobs_files_validate(path: Path) -> None:
+    from ingestion.cluster.jobs import load_jobs
+
+    assert load_jobs(path).jobs
 
 
 def test_demo_names_both_branches() -> None:
