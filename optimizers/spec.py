@@ -67,6 +67,23 @@ class RLSpec(_Strict):
         "(static: RLlib's PPO defaults mapped to functions, 2 actors x 1,769 MB, batch 4,000)",
     )
     seed: int = Field(0, ge=0)
+    inject_faults: str | None = Field(
+        None,
+        description="inject faults into the rollout functions, e.g. 'errors=0.1,timeouts=0.05,stragglers=0.1,"
+        "throttle=0.1,seed=1' (serverless.backends.faults.FaultSpec)",
+    )
+
+    @field_validator("inject_faults")
+    @classmethod
+    def _fault_spec(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from serverless.backends.faults import FaultSpec
+
+        try:
+            return FaultSpec.parse(v).describe()
+        except UserError as exc:
+            raise ValueError(str(exc).removeprefix("fault spec: ")) from None
 
     @field_validator("objective")
     @classmethod

@@ -15,6 +15,9 @@ Result::
      "episode_lengths": [...], "env_steps": 256, "actor_id": 0, "cold_start": false,
      "timings": {"init_ms", "rollout_ms", "total_ms", "cpu_ms"}}
 
+An event's optional ``rollout_id`` (the trainer's [iteration, slot, attempt]) is echoed
+in the result, so the trainer can refuse a result that answers another attempt.
+
 Env slots (optional). An event with ``"slots": [{"slot": k, "num_steps": n, "seed": s},
 ...]`` steps one env per slot, each for its own ``n`` steps with its own seed, in the
 order given; ``num_steps`` is then their sum. The trainer uses slots so that what is
@@ -388,6 +391,7 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         **{k: out[k] for k in ("episode_slots", "slot_episodes", "replayed_slots", "replay_mismatch") if k in out},
         "env_steps": int(event["num_steps"]),
         "actor_id": actor_id,
+        **({"rollout_id": event["rollout_id"]} if "rollout_id" in event else {}),  # echoed for the trainer's check
         "cold_start": cold,
         "timings": {
             "init_ms": init_ms,

@@ -4,11 +4,17 @@ Components: ``function_gb_s`` (Lambda duration), ``requests`` (per invocation) a
 ``learner_vm`` (the machine that runs the learner, for the whole run). ``label`` says
 whether the figures are "modelled from price table" (the local emulator and Ray) or
 "billed" (durations from AWS's own REPORT lines, priced with the same table).
+
+``faults`` is the part of those lines that paid for invocations whose result was not
+used: failed and timed-out attempts that were retried, hedge losers, and results refused
+as stale. Throttled calls are counted there with no cost (Lambda charges nothing for a
+429). The fault lines are already inside ``function_gb_s`` and ``requests``, so the
+total is the sum of the three lines above, not of the faults besides.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from serverless.pricing import PriceTable
@@ -27,12 +33,29 @@ class CostLedger:
     function_usd: float = 0.0
     requests: int = 0
     learner_seconds: float = 0.0
+    # by fault kind: {"invocations", "gb_seconds", "usd"} of attempts whose result was not used
+    fault_costs: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def add_invocation(self, billed_ms: int, memory_mb: int) -> None:
         """One invocation: its duration (GB-s) and its request."""
         self.gb_seconds += self.prices.gb_seconds(billed_ms, memory_mb)
         self.function_usd += self.prices.lambda_cost(billed_ms, memory_mb, self.architecture)
         self.requests += 1
+
+    def add_fault(self, kind: str, billed_ms: int, memory_mb: int, *, billed: bool = True) -> None:
+        """An attempt whose result was not used, by kind; billed ones are also added as invocations.
+
+        ``billed=False`` (a throttled call) counts the attempt at no cost."""
+        line = self.fault_costs.setdefault(kind, {"invocations": 0, "gb_seconds": 0.0, "usd": 0.0})
+        line["invocations"] += 1
+        if billed:
+            self.add_invocation(billed_ms, memory_mb)
+            line["gb_seconds"] += self.prices.gb_seconds(billed_ms, memory_mb)
+            line["usd"] += self.prices.lambda_cost(billed_ms, memory_mb, self.architecture) + self.prices.request_cost(1)
+
+    @property
+    def fault_usd(self) -> float:
+        return sum(line["usd"] for line in self.fault_costs.values())
 
     def add_learner_time(self, seconds: float) -> None:
         self.learner_seconds += seconds
@@ -56,6 +79,7 @@ class CostLedger:
             "function_usd": self.function_usd,
             "requests": self.requests,
             "learner_seconds": self.learner_seconds,
+            "fault_costs": {k: dict(v) for k, v in self.fault_costs.items()},
         }
 
     def restore(self, totals: dict[str, float]) -> None:
@@ -63,6 +87,7 @@ class CostLedger:
         self.function_usd = float(totals["function_usd"])
         self.requests = int(totals["requests"])
         self.learner_seconds = float(totals["learner_seconds"])
+        self.fault_costs = {str(k): {n: float(x) for n, x in v.items()} for k, v in totals.get("fault_costs", {}).items()}
 
     def lines(self) -> list[dict[str, Any]]:
         p = self.prices
@@ -90,6 +115,16 @@ class CostLedger:
             },
         ]
 
+    def faults(self) -> dict[str, Any]:
+        """The cost of faults: attempts paid for (or refused) whose result was not used."""
+        return {
+            "label": self.label,
+            "by_kind": {k: dict(v) for k, v in sorted(self.fault_costs.items())},
+            "usd": self.fault_usd,
+            "share_of_total": self.fault_usd / self.total_usd if self.total_usd > 0 else 0.0,
+            "note": "included in function_gb_s and requests; throttled calls are not billed",
+        }
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "label": self.label,
@@ -97,4 +132,5 @@ class CostLedger:
             "price_table": self.prices.describe(),
             "lines": self.lines(),
             "total_usd": self.total_usd,
+            "faults": self.faults(),
         }

@@ -12,6 +12,13 @@ Each iteration:
    iteration, ask the controller (if any) for a new :class:`RunConfig`,
    checkpoint every ``checkpoint_every`` iterations.
 
+The pieces live in their own modules: rollout events and batch assembly
+(:mod:`serverless.rollout_batch`), fault-tolerant collection with retries, hedging and
+rollout ids (:mod:`serverless.rollouts`), the iteration clock
+(:mod:`serverless.iteration_clock`), the run's state (:mod:`serverless.run_state`) and
+crash-safe checkpoints (:mod:`serverless.checkpoint`). This module holds the run's
+inputs and outputs and the loop that composes them.
+
 **Reached** means: the mean return of the last ``reach_window`` (default 20)
 *completed training episodes* (the stochastic policy, as it trains) is at least
 ``target_reward``. The run stops as soon as that holds, or when ``max_steps`` env
@@ -20,9 +27,10 @@ steps have been used (checked after each iteration, so a run may overshoot
 shrink the last batch so it never does).
 
 **Clocks.** ``wall_s`` is measured on this machine. ``lambda_time_s`` is the run's
-time on Lambda: per iteration the backend's ``lambda_s`` (modelled by the local
-emulator, measured on Ray and AWS) plus the learner host's time (its CPU time on the
-modelled clock, its wall time otherwise: ``_learner_host_s``); the learner VM is
+time on Lambda: per iteration the rollouts' ``lambda_s`` (modelled by the local
+emulator, measured on Ray and AWS; retries and hedges included) plus the learner host's
+time (its CPU time on the modelled clock, its wall time otherwise:
+:func:`serverless.iteration_clock.learner_host_s`); the learner VM is
 priced for that time. Each ``IterationRecord`` carries its own ``iteration_lambda_s``.
 On the modelled clock, CPU times are corrected for the host's momentary speed
 (``serverless.host_speed``: a metronome around the timed work); ``host_speed`` in each
@@ -32,62 +40,58 @@ runs on the learner host too and the next iteration waits for it: its time, meas
 same way (CPU time at the iteration's speed factor on the modelled clock, wall time
 otherwise), is added to ``lambda_time_s`` and priced as learner-VM time, but kept out of
 the iteration records (``controller_s`` totals it), which hold the iterations alone.
+
+**Faults.** ``TrainSpec.faults`` wraps the backend in
+:class:`serverless.backends.faults.FaultInjectingBackend`. Whatever the source of a
+fault, the rollout collector retries and hedges (``TrainSpec.retry``) until every slot
+has exactly one result; the result reports ``faults``, ``lost_rollouts`` and
+``duplicate_rollouts``, and the ledger the faults' cost. If a slot's faults do not clear
+within the retry bound, the run stops with ``stop_reason`` "faults: ..." and checkpoints.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
-from collections import deque
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-import numpy as np
-
-from serverless import host_speed
-from serverless.invocation import InvokeBatch
-from serverless.invocation import check_memory_mb
-from serverless.ledger import BILLED, MODELLED, CostLedger
-from serverless.policy import PolicySpec, decode_npz_field, encode_b64, export_numpy
-from serverless.ppo import PPOConfig, PPOLearner, compute_gae
-from serverless.presets import DEFAULT_ACTORS, DEFAULT_MEMORY_MB
-from serverless.backends import BACKENDS
-from serverless.pricing import ARCHITECTURES, PriceTable
-from serverless.slots import slot_plan
 from core.errors import UserError
+from serverless.backends import BACKENDS
+from serverless.backends.faults import FaultInjectingBackend, FaultSpec
+from serverless.checkpoint import load_checkpoint, save_checkpoint
+from serverless.iteration_clock import IterationClock
+from serverless.ledger import BILLED, MODELLED, CostLedger
+from serverless.policy import PolicySpec
+from serverless.ppo import PPOConfig, PPOLearner
+from serverless.pricing import ARCHITECTURES, PriceTable
+from serverless.rollout_batch import assemble_batch, decode_trajectories, rollout_events, rollout_summary
+from serverless.rollouts import Collected, RetryPolicy, RolloutCollector, RolloutsFailed
+from serverless.run_config import RunConfig
+from serverless.run_state import RunState
+from serverless.slots import slot_plan
 
-
-@dataclass(frozen=True)
-class RunConfig:
-    """What the tuner may change between iterations."""
-
-    actors: int = DEFAULT_ACTORS
-    memory_mb: int = DEFAULT_MEMORY_MB
-    batch: int = 256  # env steps per iteration, split over the actors
-
-    def validate(self) -> None:
-        if isinstance(self.actors, bool) or not isinstance(self.actors, int) or self.actors < 1:
-            raise UserError(f"actors must be a whole number >= 1, got {self.actors!r}")
-        check_memory_mb(self.memory_mb)
-        if isinstance(self.batch, bool) or not isinstance(self.batch, int) or self.batch < self.actors:
-            raise UserError(
-                f"batch ({self.batch!r} env steps per iteration) must be a whole number >= actors ({self.actors}): "
-                "every actor needs at least one step"
-            )
-
-    def steps_per_actor(self) -> list[int]:
-        base, extra = divmod(self.batch, self.actors)
-        return [base + (1 if i < extra else 0) for i in range(self.actors)]
-
-    def to_dict(self) -> dict[str, int]:
-        return asdict(self)
+__all__ = [
+    "Controller",
+    "IterationRecord",
+    "RetryPolicy",
+    "RunConfig",
+    "TrainResult",
+    "TrainSpec",
+    "assemble_batch",
+    "decode_trajectories",
+    "rollout_events",
+    "slot_plan",
+    "train",
+]
 
 
 @dataclass
 class TrainSpec:
+    """What to train, to which reward, on what, and how to checkpoint, resume and fail."""
+
     env_id: str
     target_reward: float
     max_steps: int = 100_000
@@ -100,10 +104,12 @@ class TrainSpec:
     checkpoint_every: int = 10  # iterations; 0 = never
     checkpoint_dir: Path | None = None  # default .trainwise/checkpoints/<env>-seed<S>
     resume: bool = False
-    # when resuming from a checkpoint, continue at this run shape instead of the checkpoint's
-    resume_run: RunConfig | None = None
     reach_window: int = 20
     price_table: Path | None = None
+    # when resuming from a checkpoint, continue at this run shape instead of the checkpoint's
+    resume_run: RunConfig | None = None
+    faults: FaultSpec | None = None  # inject faults into the backend's invocations
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
 
     def validate(self) -> None:
         """Every check that can fail, before any work starts."""
@@ -114,6 +120,9 @@ class TrainSpec:
         self.run.validate()
         if self.resume_run is not None:
             self.resume_run.validate()
+        if self.faults is not None and not isinstance(self.faults, FaultSpec):
+            raise UserError(f"faults must be a FaultSpec (FaultSpec.parse('errors=0.1,...')), got {self.faults!r}")
+        self.retry.validate()
         self.ppo.validate()
         if self.architecture not in ARCHITECTURES:
             raise UserError(f"architecture {self.architecture!r} is not allowed; allowed: {', '.join(ARCHITECTURES)}")
@@ -145,7 +154,8 @@ class TrainSpec:
             "checkpoint_dir": str(self.resolved_checkpoint_dir()) if self.checkpoint_every else None,
             "resume": self.resume,
             "reach_window": self.reach_window,
-        }
+            "inject_faults": self.faults.describe() if self.faults is not None else None,
+        } | ({"resume_run": self.resume_run.to_dict()} if self.resume_run is not None else {})
 
 
 @dataclass
@@ -160,7 +170,7 @@ class IterationRecord:
     lambda_s_label: str
     learner_s: float  # measured PPO update time (wall)
     learner_cpu_s: float  # CPU time of the PPO update (the trainer thread's)
-    host_s: float  # the learner host's share of this iteration on the Lambda clock (see _learner_host_s)
+    host_s: float  # the learner host's share of this iteration on the Lambda clock (iteration_clock.learner_host_s)
     host_speed: float  # the learner host's speed factor applied on the modelled clock (serverless.host_speed); 1.0 otherwise
     iteration_lambda_s: float  # this iteration on the Lambda clock: lambda_s + host_s
     rollout: dict[str, Any]  # billing summary of this iteration's invocations
@@ -201,6 +211,9 @@ class TrainResult:
     notes: list[str]
     checkpoint: str | None
     controller_s: float = 0.0  # the controller's time between iterations, in lambda_time_s
+    faults: dict[str, Any] = field(default_factory=dict)  # injected, observed and recovered, by kind
+    lost_rollouts: int = 0  # slots of trained iterations with no result
+    duplicate_rollouts: int = 0  # slots of trained iterations with more than one result used
 
     @property
     def cost_usd(self) -> float:
@@ -227,206 +240,14 @@ class TrainResult:
             "config_changes": self.config_changes,
             "notes": self.notes,
             "checkpoint": self.checkpoint,
+            "faults": self.faults,
+            "lost_rollouts": self.lost_rollouts,
+            "duplicate_rollouts": self.duplicate_rollouts,
             "iterations": [r.to_dict() for r in self.iterations],
         }
 
 
-# --------------------------------------------------------------------------- batch assembly
-
-def decode_trajectories(result: dict[str, Any]) -> dict[str, np.ndarray]:
-    """A handler result's trajectories (npz, never pickle), inline or from S3."""
-    return decode_npz_field(result, "trajectories")
-
-
-_STEP_ARRAYS = ("obs", "actions", "logprobs", "values", "rewards", "terminated", "truncated", "trunc_values")
-
-
-def _segments(tr: dict[str, np.ndarray]) -> list[tuple[int | None, dict[str, np.ndarray], float]]:
-    """A result's segments as (slot or None, arrays, last value); one unless it ran slots."""
-    if "segment_lengths" not in tr:
-        return [(None, tr, float(tr["last_value"]))]
-    out, start = [], 0
-    for slot, n, last in zip(tr["segment_slots"], tr["segment_lengths"], tr["last_value"]):
-        end = start + int(n)
-        out.append((int(slot), {k: tr[k][start:end] for k in _STEP_ARRAYS}, float(last)))
-        start = end
-    return out
-
-
-def assemble_batch(results: list[dict[str, Any]], gamma: float, lam: float) -> dict[str, np.ndarray]:
-    """Concatenate the segments, with GAE advantages and returns computed per segment.
-
-    Segments from env slots are put in slot order, so the batch (and the minibatches the
-    learner draws from it) does not depend on which function ran which slot."""
-    segments = [seg for result in results for seg in _segments(decode_trajectories(result))]
-    if all(slot is not None for slot, _, _ in segments):
-        segments.sort(key=lambda seg: seg[0])
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("obs", "actions", "logprobs", "values", "advantages", "returns")}
-    for _, tr, last_value in segments:
-        adv, ret = compute_gae(
-            tr["rewards"], tr["values"], tr["terminated"], tr["truncated"], tr["trunc_values"],
-            last_value, gamma, lam,
-        )
-        for k in ("obs", "actions", "logprobs", "values"):
-            parts[k].append(tr[k])
-        parts["advantages"].append(adv)
-        parts["returns"].append(ret)
-    return {k: np.concatenate(v) for k, v in parts.items()}
-
-
-def _event_seed(seed: int, iteration: int, actor_id: int) -> int:
-    return int(np.random.SeedSequence([seed, iteration, actor_id]).generate_state(1)[0])
-
-
-def _learner_host_s(*, modelled: bool, host_cpu_s: float, host_wall_s: float) -> float:
-    """The learner host's part of one iteration on the Lambda clock.
-
-    The host builds the events, waits for the functions, then assembles the batch and
-    updates the policy. On the modelled clock (local emulator) its part is the trainer
-    thread's CPU time outside the invoke call: the learner runs on one torch thread, so
-    on an otherwise idle host CPU time is its wall time, and unlike wall time it does
-    not grow when other jobs share this machine. The emulated functions' part is CPU
-    time as well (``lambda_clock``), so the whole modelled clock is load-independent.
-    The caller passes CPU time already corrected for the host's speed (``host_speed``).
-    On a measured backend (Lambda, Ray) the host's part is its measured wall time.
-    """
-    return max(0.0, host_cpu_s if modelled else host_wall_s)
-
-
-def _rollout_summary(batch: InvokeBatch) -> dict[str, Any]:
-    bills = [inv.billing for inv in batch.invocations]
-    ok = [b for b in bills if b.error is None]
-    return {
-        "invocations": len(bills),
-        "errors": len(bills) - len(ok),
-        "cold_starts": sum(1 for b in bills if b.cold_start),
-        # env slots rebuilt by replay on an instance that did not have them (serverless.handler)
-        "replayed_slots": sum(int(inv.result.get("replayed_slots", 0)) for inv in batch.invocations if inv.result),
-        "billed_ms_total": sum(b.billed_ms for b in bills),
-        "mean_duration_ms": float(np.mean([b.duration_ms for b in ok])) if ok else None,
-        "max_duration_ms": float(max(b.duration_ms for b in ok)) if ok else None,
-        "billing_label": bills[0].label if bills else None,
-        "measured_wall_s": batch.wall_s,
-        "lambda_s": batch.lambda_s,
-        "lambda_s_label": batch.lambda_s_label,
-        "concurrency": batch.concurrency,
-    }
-
-
-# --------------------------------------------------------------------------- run state and checkpoints
-
-@dataclass
-class _RunState:
-    """Where the run stands: everything a checkpoint carries besides the learner."""
-
-    run: RunConfig
-    reach_window: int
-    iteration: int = 0
-    env_steps: int = 0
-    lambda_time_s: float = 0.0
-    controller_s: float = 0.0  # part of lambda_time_s: the controller's work between iterations
-    wall_s_before: float = 0.0  # measured wall time of the run before this process resumed it
-    recent_returns: deque[float] = field(default_factory=deque)
-    episodes: int = 0
-    curve: list[dict[str, Any]] = field(default_factory=list)
-    config_changes: list[dict[str, Any]] = field(default_factory=list)
-    # env slots: each slot's episode in progress, as its last result gave it (sent back
-    # with the slot so that any instance continues it; serverless.handler)
-    slot_episodes: dict[int, dict[str, Any]] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.recent_returns = deque(self.recent_returns, maxlen=self.reach_window)
-
-    def keep_slot_episodes(self, results: list[dict[str, Any]]) -> list[int]:
-        """Remember each slot's episode in progress; return the slots whose replay failed."""
-        mismatched: list[int] = []
-        for res in results:
-            for episode in res.get("slot_episodes", []):
-                self.slot_episodes[int(episode["slot"])] = {k: v for k, v in episode.items() if k != "slot"}
-            mismatched += [int(k) for k in res.get("replay_mismatch", [])]
-        return mismatched
-
-    def add_episodes(self, results: list[dict[str, Any]]) -> None:
-        """Actor order; with env slots, slot order (episodes of one slot in their order)."""
-        finished: list[tuple[int | None, float]] = []
-        for res in results:
-            slots = res.get("episode_slots") or [None] * len(res["episode_returns"])
-            finished += [(slot, float(ret)) for slot, ret in zip(slots, res["episode_returns"])]
-        if finished and all(slot is not None for slot, _ in finished):
-            finished.sort(key=lambda item: item[0])  # stable: a slot's own episodes keep their order
-        for _, ret in finished:
-            self.recent_returns.append(ret)
-            self.episodes += 1
-
-    def mean_recent(self) -> float | None:
-        return float(np.mean(self.recent_returns)) if self.recent_returns else None
-
-    def reached(self, target: float) -> bool:
-        """Mean of the last ``reach_window`` completed training episodes >= target."""
-        return len(self.recent_returns) >= self.reach_window and float(np.mean(self.recent_returns)) >= target
-
-    def to_json(self, env_id: str, wall_s: float, ledger: CostLedger) -> dict[str, Any]:
-        return {
-            "env_id": env_id,
-            "iteration": self.iteration,
-            "env_steps": self.env_steps,
-            "lambda_time_s": self.lambda_time_s,
-            "controller_s": self.controller_s,
-            "wall_s": wall_s,
-            "recent_returns": list(self.recent_returns),
-            "episodes": self.episodes,
-            "curve": self.curve,
-            "config_changes": self.config_changes,
-            "run": self.run.to_dict(),
-            "ledger": ledger.totals(),
-            "slot_episodes": {str(k): v for k, v in self.slot_episodes.items()},
-        }
-
-    @classmethod
-    def from_json(cls, state: dict[str, Any], reach_window: int) -> "_RunState":
-        return cls(
-            run=RunConfig(**state["run"]),
-            reach_window=reach_window,
-            iteration=int(state["iteration"]),
-            env_steps=int(state["env_steps"]),
-            lambda_time_s=float(state["lambda_time_s"]),
-            controller_s=float(state.get("controller_s", 0.0)),
-            wall_s_before=float(state["wall_s"]),
-            recent_returns=deque(state["recent_returns"]),
-            episodes=int(state["episodes"]),
-            curve=list(state["curve"]),
-            config_changes=list(state["config_changes"]),
-            slot_episodes={int(k): v for k, v in state.get("slot_episodes", {}).items()},
-        )
-
-
-_CKPT_MODEL = "learner.pt"
-_CKPT_STATE = "trainer.json"
-
-
-def _save_checkpoint(directory: Path, learner: PPOLearner, state: dict[str, Any]) -> None:
-    import torch
-
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / (_CKPT_MODEL + ".tmp")
-    torch.save(learner.state_dict(), tmp)
-    tmp.replace(directory / _CKPT_MODEL)
-    tmp_state = directory / (_CKPT_STATE + ".tmp")
-    tmp_state.write_text(json.dumps(state))
-    tmp_state.replace(directory / _CKPT_STATE)
-
-
-def _load_checkpoint(directory: Path, learner: PPOLearner) -> dict[str, Any]:
-    import torch
-
-    model_path, state_path = directory / _CKPT_MODEL, directory / _CKPT_STATE
-    if not (model_path.exists() and state_path.exists()):
-        raise UserError(f"--resume: no checkpoint in {directory} (expected {_CKPT_MODEL} and {_CKPT_STATE})")
-    learner.load_state_dict(torch.load(model_path, weights_only=True))
-    return json.loads(state_path.read_text())
-
-
-# --------------------------------------------------------------------------- one iteration's pieces
+# --------------------------------------------------------------------------- progress and billing
 
 class _ProgressBar:
     """A tqdm bar of env steps with reward and cost so far (to stderr)."""
@@ -450,70 +271,254 @@ class _ProgressBar:
             self.bar.close()
 
 
-def rollout_events(
-    env_id: str,
-    seed: int,
-    iteration: int,
-    learner: PPOLearner,
-    run: RunConfig,
-    steps_per_env: int = 0,
-    slot_episodes: dict[int, dict[str, Any]] | None = None,
-) -> list[dict[str, Any]]:
-    """One event per actor; the weights are encoded once and shared by all.
-
-    ``steps_per_env`` > 0: each event carries its env slots, each seeded by (seed,
-    iteration, slot) and with its episode in progress from ``slot_episodes`` when known,
-    so a slot's env and actions do not depend on the function (or instance) that runs it.
-    """
-    weights_b64 = encode_b64(export_numpy(learner.model))
-    spec_dict = learner.spec.to_dict()
-    events = [
-        {
-            "env_id": env_id,
-            "num_steps": n,
-            "seed": _event_seed(seed, iteration, actor_id),
-            "policy_spec": spec_dict,
-            "actor_id": actor_id,
-            "weights_npz_b64": weights_b64,
-        }
-        for actor_id, n in enumerate(run.steps_per_actor())
-    ]
-    if steps_per_env > 0:
-        for event, slots in zip(events, slot_plan(run.batch, run.actors, steps_per_env)):
-            event["slots"] = [
-                {"slot": k, "num_steps": n, "seed": _event_seed(seed, iteration, k)}
-                | ({"episode": slot_episodes[k]} if slot_episodes and k in slot_episodes else {})
-                for k, n in slots
-            ]
-            event["num_steps"] = sum(n for _, n in slots)
-    return events
-
-
-def _account(batch: InvokeBatch, ledger: CostLedger, notes: list[str], iteration: int) -> list[dict[str, Any]]:
-    """Bill every invocation, note failures and new backend notes; return the results."""
-    for note in batch.notes:
+def bill_rollouts(ledger: CostLedger, got: Collected, notes: list[str]) -> None:
+    """Put an iteration's attempts on the ledger: used ones as invocations, the rest as faults."""
+    for note in got.batch.notes:
         if note not in notes:
             notes.append(note)
-    if batch.invocations and all(inv.billing.label == "billed" for inv in batch.invocations):
-        ledger.label = BILLED
-    else:
-        ledger.label = MODELLED
-    for inv in batch.invocations:
-        ledger.add_invocation(inv.billing.billed_ms, inv.billing.memory_mb)
-    # Attempts that ran, were billed, failed and were retried (Lambda backend only).
-    for bill in getattr(batch, "retried_billing", []):
+    invocations = got.batch.invocations
+    ledger.label = BILLED if invocations and all(inv.billing.label == "billed" for inv in invocations) else MODELLED
+    for bill in got.used:
         ledger.add_invocation(bill.billed_ms, bill.memory_mb)
-    results = [inv.result for inv in batch.invocations if inv.result is not None]
-    if not results:
-        errors = sorted({str(inv.billing.error) for inv in batch.invocations})
-        raise RuntimeError(f"every rollout of iteration {iteration} failed: {'; '.join(errors)}")
-    failed = len(batch.invocations) - len(results)
-    if failed:
-        notes.append(f"iteration {iteration}: {failed} of {len(batch.invocations)} rollouts failed; trained on the rest")
-    return results
+    bill_faults(ledger, got.wasted)
 
 
-# --------------------------------------------------------------------------- the loop
+def bill_faults(ledger: CostLedger, wasted: list[tuple[str, Any]]) -> None:
+    """Attempts whose result was not used; a throttled call costs nothing (Lambda's 429)."""
+    for kind, bill in wasted:
+        ledger.add_fault(kind, bill.billed_ms, bill.memory_mb, billed=kind != "throttle")
+
+
+# --------------------------------------------------------------------------- the run
+
+class _Training:
+    """One run's learner, state, ledger and backend, and the steps of an iteration."""
+
+    def __init__(self, spec: TrainSpec, backend: Any, probe_noise_every: int, progress: bool) -> None:
+        from serverless.envs import inspect_env
+
+        self.spec = spec
+        policy_spec: PolicySpec = inspect_env(spec.env_id, hidden=tuple(spec.ppo.hidden))
+        self.ppo = replace(spec.ppo)
+        if self.ppo.anneal_steps is None:
+            self.ppo.anneal_steps = spec.max_steps
+        self.learner = PPOLearner(policy_spec, self.ppo, seed=spec.seed)
+        self.ledger = CostLedger(PriceTable.load(spec.price_table), architecture=spec.architecture)
+        self.ckpt_dir = spec.resolved_checkpoint_dir()
+        self.notes: list[str] = []
+        self.records: list[IterationRecord] = []
+        self.probe_noise_every = probe_noise_every
+        self.state = self._resume() if spec.resume else RunState(run=spec.run, reach_window=spec.reach_window)
+        self.own_backend = backend is None
+        self.backend = self._backend(backend)
+        # stragglers are hedged where they are modelled: behind the fault injector
+        self.injector = self.backend if isinstance(self.backend, FaultInjectingBackend) else None
+        self.collector = RolloutCollector(self.backend, spec.retry, hedge=self.injector is not None)
+        self.collector.tally = self.state.faults
+        self.collector.durations.extend(self.state.hedge_history)
+        self.bar = _ProgressBar(progress, spec.max_steps, self.state.env_steps)
+        self.lambda_label = BACKENDS.get(spec.backend).clock
+        self.t_start = time.perf_counter()
+
+    def _resume(self) -> RunState:
+        spec = self.spec
+        saved = load_checkpoint(self.ckpt_dir, env_id=spec.env_id, policy_spec=self.learner.spec.to_dict(), learner=self.learner)
+        state = RunState.from_json(saved, spec.reach_window)
+        self.ledger.restore(saved["ledger"])
+        self.notes.append(f"resumed from {self.ckpt_dir} at iteration {state.iteration}, {state.env_steps} env steps")
+        if spec.resume_run is not None and spec.resume_run != state.run:
+            self.notes.append(f"resumed at run shape {spec.resume_run.to_dict()} instead of the checkpoint's {state.run.to_dict()}")
+            state.run = spec.resume_run
+        return state
+
+    def _backend(self, backend: Any) -> Any:
+        if backend is None:
+            from serverless.backends import make_backend
+
+            backend = make_backend(self.spec.backend, **self.spec.backend_options)
+        if self.spec.faults is not None:
+            backend = FaultInjectingBackend(backend, self.spec.faults)
+        if isinstance(backend, FaultInjectingBackend):  # counts carry over a resume
+            backend.injected.update(self.state.faults.injected)
+            self.state.faults.injected = backend.injected
+        return backend
+
+    def run_wall_s(self) -> float:
+        return self.state.wall_s_before + time.perf_counter() - self.t_start
+
+    # ------------------------------------------------------------------ one iteration
+    def _this_run(self) -> RunConfig:
+        """The run shape of the next iteration; the last batch shrinks to fit the budget."""
+        run = self.state.run
+        room = self.spec.max_steps - self.state.env_steps
+        return replace(run, batch=max(room, run.actors)) if room < run.batch else run
+
+    def _collect(self, clock: IterationClock, run: RunConfig) -> Collected:
+        """Send the policy out, get one result per slot back, and pay for every attempt."""
+        spec, state = self.spec, self.state
+        events = rollout_events(
+            spec.env_id, spec.seed, state.iteration, self.learner, run, self.ppo.steps_per_env, state.slot_episodes
+        )
+        try:
+            got = clock.rollouts(lambda: self.collector.collect(events, run.memory_mb, run.actors, state.iteration))
+        except RolloutsFailed as exc:
+            bill_faults(self.ledger, exc.wasted)
+            raise
+        bill_rollouts(self.ledger, got, self.notes)
+        state.count_rollouts(len(events), got.used_ids)
+        return got
+
+    def _learn(self, results: list[dict[str, Any]]) -> dict[str, Any]:
+        """Episodes into the returns window, then GAE and one PPO update."""
+        state = self.state
+        state.add_episodes(results)
+        mismatched = state.keep_slot_episodes(results)
+        if mismatched:
+            self.notes.append(
+                f"iteration {state.iteration}: slots {mismatched} could not replay their episode "
+                f"({self.spec.env_id} is not deterministic under replay); they restarted"
+            )
+        data = assemble_batch(results, self.ppo.gamma, self.ppo.gae_lambda)
+        probe = self.probe_noise_every > 0 and state.iteration % self.probe_noise_every == 0
+        stats = self.learner.update(data, probe_noise=probe)
+        state.env_steps += int(len(data["obs"]))
+        return stats
+
+    def iterate(self) -> tuple[IterationRecord, IterationClock]:
+        """Rollouts, one PPO update, the clocks, the record and the curve point."""
+        clock = IterationClock(self.lambda_label == "modelled")
+        run = self._this_run()
+        got = self._collect(clock, run)
+        self.lambda_label = got.batch.lambda_s_label
+        steps_before = self.state.env_steps
+        stats = self._learn(got.results)
+        times = clock.stop(
+            rollout_lambda_s=got.batch.lambda_s, rollout_wall_s=got.batch.wall_s, modelled=self.lambda_label == "modelled"
+        )
+        self.state.lambda_time_s += times.lambda_s
+        self.ledger.add_learner_time(times.lambda_s)
+        record = self._record(run, got, times, stats)
+        self.records.append(record)
+        self._progress(record, self.state.env_steps - steps_before)
+        self.state.iteration += 1
+        return record, clock
+
+    def _record(self, run: RunConfig, got: Collected, times: Any, stats: dict[str, Any]) -> IterationRecord:
+        rollout = rollout_summary(got.batch)
+        if got.rounds > 1:
+            rollout["rounds"] = got.rounds
+            rollout["wasted_attempts"] = len(got.wasted)
+        return IterationRecord(
+            iteration=self.state.iteration,
+            env_steps=self.state.env_steps,
+            run=run,
+            wall_s=times.wall_s,
+            lambda_s=got.batch.lambda_s,
+            lambda_s_label=got.batch.lambda_s_label,
+            learner_s=float(stats["learner_s"]),
+            learner_cpu_s=float(stats["learner_cpu_s"]),
+            host_s=times.host_s,
+            host_speed=times.host_speed,
+            iteration_lambda_s=times.lambda_s,
+            rollout=rollout,
+            cost_usd=self.ledger.total_usd,
+            mean_return=self.state.mean_recent(),
+            episodes=self.state.episodes,
+            grad_noise=stats.pop("grad_noise", None),
+            ppo_stats=stats,
+        )
+
+    def _progress(self, record: IterationRecord, steps: int) -> None:
+        """The learning curve's point and the progress bar."""
+        state, ledger = self.state, self.ledger
+        state.curve.append(
+            {
+                "iteration": state.iteration,
+                "env_steps": state.env_steps,
+                "wall_s": self.run_wall_s(),
+                "lambda_time_s": state.lambda_time_s,
+                "mean_return": record.mean_return,
+                "episodes": state.episodes,
+                "cost_usd": ledger.total_usd,
+            }
+        )
+        self.bar.update(steps, record.mean_return, ledger.total_usd, "modelled" if ledger.label == MODELLED else "billed")
+
+    # ------------------------------------------------------------------ between iterations
+    def consult(self, controller: Controller, record: IterationRecord, clock: IterationClock) -> None:
+        """The controller may re-plan; its time is the learner host's."""
+        state = self.state
+        new_run, seconds = clock.time_controller(lambda: controller.after_iteration(record))
+        state.controller_s += seconds
+        state.lambda_time_s += seconds
+        self.ledger.add_learner_time(seconds)
+        if new_run is not None and new_run != state.run:
+            new_run.validate()
+            state.config_changes.append(
+                {"iteration": state.iteration, "env_steps": state.env_steps, "from": state.run.to_dict(), "to": new_run.to_dict()}
+            )
+            state.run = new_run
+
+    def checkpoint(self) -> None:
+        self.state.hedge_history = list(self.collector.durations)
+        save_checkpoint(
+            self.ckpt_dir,
+            env_id=self.spec.env_id,
+            policy_spec=self.learner.spec.to_dict(),
+            learner_state=self.learner.state_dict(),
+            run_state=self.state.to_json(self.spec.env_id, self.run_wall_s(), self.ledger),
+        )
+
+    def close(self) -> None:
+        self.bar.close()
+        if self.own_backend:
+            self.backend.close()
+
+    # ------------------------------------------------------------------ the result
+    def faults_report(self) -> dict[str, Any]:
+        tally = self.state.faults
+        return {
+            "spec": self.injector.spec.describe() if self.injector is not None else None,
+            "injected": dict(tally.injected) if self.injector is not None else None,
+            "observed": dict(tally.observed),
+            "recovered": dict(tally.recovered),
+            "unrecovered": {k: tally.observed[k] - tally.recovered.get(k, 0) for k in tally.observed},
+            "retries": tally.retries,
+            "hedges": tally.hedges,
+            "hedge_wins": tally.hedge_wins,
+            "rollouts_used": self.state.rollouts_used,
+            "retry_policy": asdict(self.spec.retry),
+            "cost_usd": self.ledger.fault_usd,
+            "cost_label": self.ledger.label,
+        }
+
+    def result(self, stop_reason: str) -> TrainResult:
+        config = self.spec.to_dict()
+        config["policy_spec"] = self.learner.spec.to_dict()
+        config["ppo"]["anneal_steps"] = self.ppo.anneal_steps
+        state = self.state
+        return TrainResult(
+            reached=stop_reason == "reached",
+            env_steps=state.env_steps,
+            wall_s=self.run_wall_s(),
+            lambda_time_s=state.lambda_time_s,
+            lambda_time_label=self.lambda_label,
+            curve=state.curve,
+            config=config,
+            ledger=self.ledger,
+            iterations=self.records,
+            episodes=state.episodes,
+            stop_reason=stop_reason,
+            final_mean_return=state.mean_recent(),
+            config_changes=state.config_changes,
+            notes=self.notes,
+            checkpoint=str(self.ckpt_dir) if self.spec.checkpoint_every else None,
+            controller_s=state.controller_s,
+            faults=self.faults_report(),
+            lost_rollouts=state.lost_rollouts,
+            duplicate_rollouts=state.duplicate_rollouts,
+        )
+
 
 def train(
     spec: TrainSpec,
@@ -523,174 +528,26 @@ def train(
     progress: bool = True,
 ) -> TrainResult:
     """Train until ``spec.target_reward`` is reached or ``spec.max_steps`` are used."""
-    from serverless.envs import inspect_env
-
     spec.validate()
-    policy_spec: PolicySpec = inspect_env(spec.env_id, hidden=tuple(spec.ppo.hidden))
-    ppo = replace(spec.ppo)
-    if ppo.anneal_steps is None:
-        ppo.anneal_steps = spec.max_steps
-    learner = PPOLearner(policy_spec, ppo, seed=spec.seed)
-    ledger = CostLedger(PriceTable.load(spec.price_table), architecture=spec.architecture)
-    ckpt_dir = spec.resolved_checkpoint_dir()
-    notes: list[str] = []
-    if spec.resume:
-        saved = _load_checkpoint(ckpt_dir, learner)
-        if saved["env_id"] != spec.env_id:
-            raise UserError(f"--resume: the checkpoint in {ckpt_dir} is for {saved['env_id']}, not {spec.env_id}")
-        state = _RunState.from_json(saved, spec.reach_window)
-        if spec.resume_run is not None:
-            state.run = spec.resume_run
-        ledger.restore(saved["ledger"])
-        notes.append(f"resumed from {ckpt_dir} at iteration {state.iteration}, {state.env_steps} env steps")
-    else:
-        state = _RunState(run=spec.run, reach_window=spec.reach_window)
-
-    own_backend = backend is None
-    if own_backend:
-        from serverless.backends import make_backend
-
-        backend = make_backend(spec.backend, **spec.backend_options)
-    records: list[IterationRecord] = []
-    bar = _ProgressBar(progress, spec.max_steps, state.env_steps)
-    lambda_label = BACKENDS.get(spec.backend).clock
-    t_start = time.perf_counter()
-
-    def run_wall_s() -> float:
-        return state.wall_s_before + time.perf_counter() - t_start
-
-    def checkpoint() -> None:
-        _save_checkpoint(ckpt_dir, learner, state.to_json(spec.env_id, run_wall_s(), ledger))
-
+    run = _Training(spec, backend, probe_noise_every, progress)
+    state, every = run.state, spec.checkpoint_every
     stop_reason = "reached" if state.reached(spec.target_reward) else "max_steps"
     try:
         while stop_reason != "reached" and state.env_steps < spec.max_steps:
-            # the learner host's speed right now (modelled clock only; outside the timed work)
-            speed = host_speed.Bracket("learner") if lambda_label == "modelled" else None
-            if speed is not None:
-                speed.start()
-            t_iter = time.perf_counter()
-            c_iter = time.thread_time()
-            # 1. the policy out to the functions (the last batch shrinks to fit the budget)
-            run = state.run
-            room = spec.max_steps - state.env_steps
-            this_run = replace(run, batch=max(room, run.actors)) if room < run.batch else run
-            events = rollout_events(
-                spec.env_id, spec.seed, state.iteration, learner, this_run, ppo.steps_per_env, state.slot_episodes
-            )
-            # 2. rollouts, billed
-            c_invoke = time.thread_time()
-            batch = backend.invoke(events, this_run.memory_mb, concurrency=this_run.actors)
-            c_invoke = time.thread_time() - c_invoke
-            lambda_label = batch.lambda_s_label
-            results = _account(batch, ledger, notes, state.iteration)
-            state.add_episodes(results)
-            mismatched = state.keep_slot_episodes(results)
-            if mismatched:
-                notes.append(
-                    f"iteration {state.iteration}: slots {mismatched} could not replay their episode "
-                    f"({spec.env_id} is not deterministic under replay); they restarted"
-                )
-            # 3. GAE and one PPO update
-            data = assemble_batch(results, ppo.gamma, ppo.gae_lambda)
-            probe = probe_noise_every > 0 and state.iteration % probe_noise_every == 0
-            stats = learner.update(data, probe_noise=probe)
-            learner_s = float(stats["learner_s"])
-            steps = int(len(data["obs"]))
-            state.env_steps += steps
-            # 4. clocks and cost: on Lambda the learner waits for the functions, then updates
-            iter_wall = time.perf_counter() - t_iter
-            host_cpu_s = time.thread_time() - c_iter - c_invoke
-            modelled = batch.lambda_s_label == "modelled"
-            speed_factor = speed.stop() if speed is not None and modelled else 1.0
-            host_s = _learner_host_s(
-                modelled=modelled,
-                host_cpu_s=host_cpu_s * speed_factor,
-                host_wall_s=iter_wall - batch.wall_s,
-            )
-            iter_lambda_time = batch.lambda_s + host_s
-            state.lambda_time_s += iter_lambda_time
-            ledger.add_learner_time(iter_lambda_time)
-            record = IterationRecord(
-                iteration=state.iteration,
-                env_steps=state.env_steps,
-                run=this_run,
-                wall_s=iter_wall,
-                lambda_s=batch.lambda_s,
-                lambda_s_label=batch.lambda_s_label,
-                learner_s=learner_s,
-                learner_cpu_s=float(stats["learner_cpu_s"]),
-                host_s=host_s,
-                host_speed=speed_factor,
-                iteration_lambda_s=iter_lambda_time,
-                rollout=_rollout_summary(batch),
-                cost_usd=ledger.total_usd,
-                mean_return=state.mean_recent(),
-                episodes=state.episodes,
-                grad_noise=stats.pop("grad_noise", None),
-                ppo_stats=stats,
-            )
-            records.append(record)
-            state.curve.append(
-                {
-                    "iteration": state.iteration,
-                    "env_steps": state.env_steps,
-                    "wall_s": run_wall_s(),
-                    "lambda_time_s": state.lambda_time_s,
-                    "mean_return": record.mean_return,
-                    "episodes": state.episodes,
-                    "cost_usd": ledger.total_usd,
-                }
-            )
-            bar.update(steps, record.mean_return, ledger.total_usd, "modelled" if ledger.label == MODELLED else "billed")
-            state.iteration += 1
+            try:
+                record, clock = run.iterate()
+            except RolloutsFailed as exc:
+                stop_reason = f"faults: {exc}"
+                run.notes.append(f"stopped at iteration {state.iteration}: {exc}; resume once the faults clear")
+                break
             if state.reached(spec.target_reward):
                 stop_reason = "reached"
-            # 5. the controller may re-plan; checkpoint
             if controller is not None and stop_reason != "reached":
-                c_ctl, t_ctl = time.thread_time(), time.perf_counter()
-                new_run = controller.after_iteration(record)
-                ctl_s = _learner_host_s(
-                    modelled=modelled,
-                    host_cpu_s=(time.thread_time() - c_ctl) * speed_factor,
-                    host_wall_s=time.perf_counter() - t_ctl,
-                )
-                state.controller_s += ctl_s
-                state.lambda_time_s += ctl_s
-                ledger.add_learner_time(ctl_s)
-                if new_run is not None and new_run != state.run:
-                    new_run.validate()
-                    state.config_changes.append(
-                        {"iteration": state.iteration, "env_steps": state.env_steps, "from": state.run.to_dict(), "to": new_run.to_dict()}
-                    )
-                    state.run = new_run
-            if spec.checkpoint_every and state.iteration % spec.checkpoint_every == 0:
-                checkpoint()
-        if spec.checkpoint_every and records:
-            checkpoint()
+                run.consult(controller, record, clock)
+            if every and state.iteration % every == 0:
+                run.checkpoint()
+        if every and run.records:
+            run.checkpoint()
     finally:
-        bar.close()
-        if own_backend:
-            backend.close()
-
-    config = spec.to_dict()
-    config["policy_spec"] = learner.spec.to_dict()
-    config["ppo"]["anneal_steps"] = ppo.anneal_steps
-    return TrainResult(
-        reached=stop_reason == "reached",
-        env_steps=state.env_steps,
-        wall_s=run_wall_s(),
-        lambda_time_s=state.lambda_time_s,
-        lambda_time_label=lambda_label,
-        curve=state.curve,
-        config=config,
-        ledger=ledger,
-        iterations=records,
-        episodes=state.episodes,
-        stop_reason=stop_reason,
-        final_mean_return=state.mean_recent(),
-        config_changes=state.config_changes,
-        notes=notes,
-        checkpoint=str(ckpt_dir) if spec.checkpoint_every else None,
-        controller_s=state.controller_s,
-    )
+        run.close()
+    return run.result(stop_reason)

@@ -178,7 +178,7 @@ def test_gae_by_hand() -> None:
 
 def test_resume_continues_from_the_last_checkpoint(tmp_path: Path) -> None:
     first = train(_spec(tmp_path, max_steps=512), backend=InProcessBackend(), progress=False)
-    assert (tmp_path / "ckpt" / "learner.pt").exists()
+    assert (tmp_path / "ckpt" / "checkpoint.npz").exists()  # one file: the learner and the run state
     backend = InProcessBackend()
     resumed = train(_spec(tmp_path, max_steps=1024, resume=True), backend=backend, progress=False)
     assert len(backend.calls) == 2  # only the two remaining iterations ran
@@ -264,12 +264,13 @@ def test_continuous_env_trains_end_to_end(tmp_path: Path) -> None:
 
 def test_billed_attempts_that_were_retried_are_in_the_ledger() -> None:
     """The Lambda backend reports attempts that ran, were billed, failed and were retried
-    beside the one invocation per event; the ledger pays for both."""
+    beside the one invocation per event; the ledger pays for both, the retried one as a fault."""
     from dataclasses import dataclass, field
 
     from serverless.ledger import CostLedger
     from serverless.pricing import PriceTable
-    from serverless.trainer import _account
+    from serverless.rollouts import RetryPolicy, RolloutCollector
+    from serverless.trainer import bill_rollouts
 
     @dataclass
     class RetriedBatch(InvokeBatch):
@@ -277,9 +278,18 @@ def test_billed_attempts_that_were_retried_are_in_the_ledger() -> None:
 
     ok = BillingRecord(billed_ms=100, duration_ms=99.2, init_ms=0.0, memory_mb=1024, label="billed")
     failed = BillingRecord(billed_ms=50, duration_ms=49.1, init_ms=0.0, memory_mb=1024, error="Unhandled", label="billed")
-    batch = RetriedBatch([Invocation({"env_steps": 1}, ok)], 0.2, 0.2, "measured", 1, retried_billing=[failed])
+
+    class OneShot:
+        name = "oneshot"
+
+        def invoke(self, events: list[dict[str, Any]], memory_mb: int, concurrency: int | None = None) -> InvokeBatch:
+            return RetriedBatch([Invocation({"env_steps": 1}, ok)], 0.2, 0.2, "measured", 1, retried_billing=[failed])
+
+    got = RolloutCollector(OneShot(), RetryPolicy(), hedge=False).collect([{"actor_id": 0}], 1024, 1, iteration=1)
     ledger = CostLedger(PriceTable.load())
-    assert _account(batch, ledger, [], iteration=1) == [{"env_steps": 1}]
+    bill_rollouts(ledger, got, [])
+    assert got.results == [{"env_steps": 1}]
     assert ledger.requests == 2
     assert ledger.gb_seconds == pytest.approx((100 + 50) / 1000 * 1024 / 1024)
     assert ledger.label == "billed"
+    assert ledger.fault_costs["errors"]["invocations"] == 1

@@ -54,6 +54,30 @@ def add_json_out(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_inject_faults(parser: argparse.ArgumentParser) -> None:
+    """``--inject-faults SPEC``: make the function backend fail like Lambda (docs/faults.md)."""
+    parser.add_argument(
+        "--inject-faults",
+        metavar="SPEC",
+        default=None,
+        help="inject faults into the rollout functions, e.g. errors=0.1,timeouts=0.05,stragglers=0.1,throttle=0.1,seed=1 "
+        "(rates in [0, 1); optional slowdown=K for stragglers, timeout_s=T for the billed function timeout)",
+    )
+
+
+def parse_inject_faults(args: argparse.Namespace) -> Any:
+    """The parsed ``--inject-faults`` (a ``FaultSpec``) or None; a bad spec is a UserError."""
+    text = getattr(args, "inject_faults", None)
+    if text is None:
+        return None
+    from serverless.backends.faults import FaultSpec
+
+    try:
+        return FaultSpec.parse(text)
+    except UserError as exc:
+        raise UserError(f"--inject-faults: {str(exc).removeprefix('fault spec: ')}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     import importlib
 

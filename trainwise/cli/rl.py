@@ -51,7 +51,7 @@ def backend_options_of(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from trainwise.cli import add_json_out
+    from trainwise.cli import add_inject_faults, add_json_out
 
     rl = sub.add_parser("rl", help="serverless reinforcement learning: train, tune")
     rl_subparsers = rl.add_subparsers(dest="rl_command", metavar="RL_COMMAND")
@@ -78,6 +78,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--checkpoint-every", type=int, default=10, help="iterations between checkpoints (0 = never)")
     p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --checkpoint-dir")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_inject_faults(p)
     add_json_out(p)
     p.set_defaults(handler=run_train)
 
@@ -90,6 +91,7 @@ def build_train_spec(args: argparse.Namespace) -> Any:
     """CLI flags -> TrainSpec (env preset, overridden by flags), fully validated."""
     from serverless.presets import preset_for
     from serverless.trainer import RunConfig, TrainSpec
+    from trainwise.cli import parse_inject_faults
 
     preset = preset_for(args.env)
     backend_options = backend_options_of(args)
@@ -110,6 +112,7 @@ def build_train_spec(args: argparse.Namespace) -> Any:
         checkpoint_every=args.checkpoint_every,
         checkpoint_dir=args.checkpoint_dir,
         resume=args.resume,
+        faults=parse_inject_faults(args),
     )
     spec.validate()
     return spec
@@ -132,8 +135,26 @@ def _summary(result: dict[str, Any]) -> str:
     for line in ledger["lines"]:
         lines.append(f"  {line['component']:<14} {line['quantity']:>12.4f} {line['unit']:<20} ${line['usd']:.6f}")
     lines.append(f"  {'total':<14} {'':>12} {'':<20} ${ledger['total_usd']:.6f}")
+    lines += _fault_lines(result)
     lines += [f"note: {n}" for n in result["notes"]]
     return "\n".join(lines)
+
+
+def _fault_lines(result: dict[str, Any]) -> list[str]:
+    """Faults met and what they cost, when there were any."""
+    f = result.get("faults") or {}
+    if not f or not (f.get("injected") or any(f.get("observed", {}).values())):
+        return []
+    def kinds(d: dict[str, int] | None) -> str:
+        return ", ".join(f"{k} {v}" for k, v in (d or {}).items() if v) or "none"
+    ledger = result["ledger"]
+    return [
+        f"faults injected: {kinds(f.get('injected'))}; observed: {kinds(f['observed'])}; recovered: {kinds(f['recovered'])}",
+        f"  retries {f['retries']}, hedges {f['hedges']} (won {f['hedge_wins']}); lost rollouts "
+        f"{result['lost_rollouts']}, duplicate rollouts {result['duplicate_rollouts']}",
+        f"  cost of faults ({ledger['label']}): ${ledger['faults']['usd']:.6f} "
+        f"({100 * ledger['faults']['share_of_total']:.1f}% of the total)",
+    ]
 
 
 def run_train(args: argparse.Namespace) -> dict[str, Any]:
@@ -152,6 +173,9 @@ def run_train(args: argparse.Namespace) -> dict[str, Any]:
         raise UserError(f"--checkpoint-every must be >= 0, got {args.checkpoint_every}")
     if not 0 <= args.seed < 2**32:
         raise UserError(f"--seed must be between 0 and 2**32 - 1, got {args.seed}")
+    from trainwise.cli import parse_inject_faults
+
+    parse_inject_faults(args)
     from serverless.envs import inspect_env
 
     inspect_env(args.env)  # unknown id / unsupported space: a clear error now

@@ -26,7 +26,7 @@ from trainwise.cli import finite_float
 def register(rl_sub: argparse._SubParsersAction) -> None:
     from optimizers.seraph.objectives import OBJECTIVES
     from optimizers.seraph.request import DEFAULT_STEPS_PER_ENV
-    from trainwise.cli import add_json_out
+    from trainwise.cli import add_inject_faults, add_json_out
 
     p = rl_sub.add_parser(
         "tune",
@@ -54,6 +54,7 @@ def register(rl_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reprofile", action="store_true", help="ignore a cached profile and profile again")
     p.add_argument("--plan-only", action="store_true", help="print the plan and the predicted Pareto front; do not train")
     p.add_argument("--png", type=Path, default=None, help="where to draw the Pareto front (default: next to --json-out)")
+    add_inject_faults(p)
     add_json_out(p)
     p.set_defaults(handler=handle)
 
@@ -99,6 +100,20 @@ def _print_plan(plan: dict[str, Any]) -> None:
         )
 
 
+def _faulty_backend(args: argparse.Namespace) -> Any:
+    """With ``--inject-faults``: the backend wrapped in the fault injector (its workers end with
+    this process), else None."""
+    from trainwise.cli import parse_inject_faults
+
+    faults = parse_inject_faults(args)
+    if faults is None:
+        return None
+    from serverless.backends import make_backend
+    from serverless.backends.faults import FaultInjectingBackend
+
+    return FaultInjectingBackend(make_backend(args.backend), faults)
+
+
 def handle(args: argparse.Namespace) -> dict[str, Any]:
     request = build_request(args)
     from optimizers.seraph import tune_and_train
@@ -107,7 +122,8 @@ def handle(args: argparse.Namespace) -> dict[str, Any]:
     if png is None and args.json_out is not None:
         png = Path(args.json_out).with_suffix(".pareto.png")
     result = tune_and_train(
-        request, reprofile=args.reprofile, plan_only=args.plan_only, png_path=png, progress=True
+        request, reprofile=args.reprofile, plan_only=args.plan_only, png_path=png, progress=True,
+        backend_obj=_faulty_backend(args),  # None without --inject-faults: the tuner makes its own
     ).to_dict()
     _print_plan(result["plan"])
     if not result["plan"]["feasible"] and not args.plan_only:

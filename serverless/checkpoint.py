@@ -1,0 +1,170 @@
+"""Crash-safe checkpoints: the learner and the run's state as one file, replaced atomically.
+
+A checkpoint is ``checkpoint.npz`` in the checkpoint directory: numpy's zip of arrays,
+read with ``allow_pickle=False``. Its ``meta`` entry is JSON (as bytes) holding the
+format version, the env id, the policy shape, the trainer's run state and the structure
+of the learner's state (model, optimiser, counters, numpy RNG), whose tensors are the
+other entries; the torch RNG state is one of them. Nothing is unpickled.
+
+Writing goes to a temporary file in the same directory, which is flushed and fsynced,
+then renamed over ``checkpoint.npz`` with one ``os.replace`` (atomic on POSIX), and the
+directory is fsynced. A crash at any moment leaves either the previous checkpoint or the
+new one, whole, never a mix of two iterations. Leftover temporary files are ignored and
+removed by the next save.
+
+Loading checks the file before it touches the learner: a missing, truncated or corrupt
+file, another env or another policy shape is a :class:`~core.errors.UserError` that says
+which and what to do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from core.errors import UserError
+
+CHECKPOINT_FILE = "checkpoint.npz"
+FORMAT = "trainwise-checkpoint"
+VERSION = 1
+_TMP_PREFIX = ".checkpoint-"
+_LEGACY = ("learner.pt", "trainer.json")
+
+
+# --------------------------------------------------------------------------- state <-> arrays
+
+def _flatten(obj: Any, arrays: dict[str, np.ndarray]) -> Any:
+    """``obj`` as JSON, its tensors and arrays moved into ``arrays`` (referenced by key)."""
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        key = f"t{len(arrays)}"
+        arrays[key] = obj.detach().cpu().numpy()
+        return {"__tensor__": key}
+    if isinstance(obj, np.ndarray):
+        key = f"t{len(arrays)}"
+        arrays[key] = obj
+        return {"__array__": key}
+    if isinstance(obj, dict):
+        return {"__dict__": [[k, _flatten(v, arrays)] for k, v in obj.items()]}
+    if isinstance(obj, (list, tuple)):
+        return {"__list__" if isinstance(obj, list) else "__tuple__": [_flatten(v, arrays) for v in obj]}
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    raise TypeError(f"cannot checkpoint a {type(obj).__name__}")
+
+
+def _unflatten(obj: Any, arrays: Any) -> Any:
+    import torch
+
+    if isinstance(obj, dict):
+        if "__tensor__" in obj:
+            return torch.from_numpy(np.array(arrays[obj["__tensor__"]]))
+        if "__array__" in obj:
+            return np.array(arrays[obj["__array__"]])
+        if "__dict__" in obj:
+            return {(k if isinstance(k, str) else int(k)): _unflatten(v, arrays) for k, v in obj["__dict__"]}
+        if "__list__" in obj:
+            return [_unflatten(v, arrays) for v in obj["__list__"]]
+        if "__tuple__" in obj:
+            return tuple(_unflatten(v, arrays) for v in obj["__tuple__"])
+        raise ValueError(f"unknown entry {sorted(obj)}")
+    return obj
+
+
+# --------------------------------------------------------------------------- save
+
+def checkpoint_path(directory: Path) -> Path:
+    return Path(directory) / CHECKPOINT_FILE
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def save_checkpoint(directory: Path, *, env_id: str, policy_spec: dict[str, Any], learner_state: Any, run_state: dict[str, Any]) -> Path:
+    """Write one checkpoint atomically (see the module docstring); returns its path."""
+    import torch
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in directory.glob(_TMP_PREFIX + "*"):
+        stale.unlink(missing_ok=True)
+    arrays: dict[str, np.ndarray] = {}
+    meta = {
+        "format": FORMAT,
+        "version": VERSION,
+        "env_id": env_id,
+        "policy_spec": policy_spec,
+        "run_state": run_state,
+        "learner": _flatten(learner_state, arrays),
+        "torch_rng": _flatten(torch.get_rng_state(), arrays),
+    }
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    tmp = directory / f"{_TMP_PREFIX}{os.getpid()}.npz"
+    with open(tmp, "wb") as fh:
+        np.savez(fh, **arrays)
+        fh.flush()
+        os.fsync(fh.fileno())
+    final = checkpoint_path(directory)
+    os.replace(tmp, final)
+    _fsync_dir(directory)
+    return final
+
+
+# --------------------------------------------------------------------------- load
+
+def _bad(path: Path, why: str) -> UserError:
+    return UserError(
+        f"checkpoint {path} cannot be resumed: {why}; start without resume, or point the checkpoint directory elsewhere"
+    )
+
+
+def read_checkpoint(directory: Path) -> tuple[dict[str, Any], Any]:
+    """The checkpoint's meta (JSON) and its arrays, fully read and checked for format."""
+    path = checkpoint_path(directory)
+    if not path.exists():
+        legacy = [name for name in _LEGACY if (Path(directory) / name).exists()]
+        hint = f" (found {', '.join(legacy)}: an older two-file layout this version does not read)" if legacy else ""
+        raise UserError(f"resume: no checkpoint in {directory} (expected {CHECKPOINT_FILE}){hint}")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {key: data[key] for key in data.files}
+        meta = json.loads(arrays.pop("meta").tobytes().decode())
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, KeyError, UnicodeDecodeError) as exc:
+        raise _bad(path, f"the file is truncated or corrupt ({type(exc).__name__}: {exc})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise _bad(path, "it is not a trainwise checkpoint")
+    if meta.get("version") != VERSION:
+        raise _bad(path, f"format version {meta.get('version')!r}, this version reads {VERSION}")
+    missing = [k for k in ("env_id", "policy_spec", "run_state", "learner", "torch_rng") if k not in meta]
+    if missing:
+        raise _bad(path, f"it lacks {missing}")
+    return meta, arrays
+
+
+def load_checkpoint(directory: Path, *, env_id: str, policy_spec: dict[str, Any], learner: Any) -> dict[str, Any]:
+    """Check the checkpoint against this run, restore the learner and torch's RNG; return the run state."""
+    import torch
+
+    path = checkpoint_path(directory)
+    meta, arrays = read_checkpoint(directory)
+    if meta["env_id"] != env_id:
+        raise _bad(path, f"it is for {meta['env_id']}, not {env_id}")
+    if meta["policy_spec"] != policy_spec:
+        raise _bad(path, f"its policy shape {meta['policy_spec']} differs from this run's {policy_spec}")
+    try:
+        learner.load_state_dict(_unflatten(meta["learner"], arrays))
+        torch.set_rng_state(_unflatten(meta["torch_rng"], arrays))
+    except (KeyError, ValueError, TypeError, RuntimeError) as exc:
+        raise _bad(path, f"its learner state does not fit this run ({type(exc).__name__}: {exc})") from None
+    return meta["run_state"]

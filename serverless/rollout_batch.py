@@ -1,0 +1,118 @@
+"""Rollout events out to the functions, and their trajectories back into one PPO batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from serverless.invocation import InvokeBatch
+from serverless.policy import decode_npz_field, encode_b64, export_numpy
+from serverless.ppo import PPOLearner, compute_gae
+from serverless.run_config import RunConfig
+from serverless.slots import slot_plan
+
+
+def decode_trajectories(result: dict[str, Any]) -> dict[str, np.ndarray]:
+    """A handler result's trajectories (npz, never pickle), inline or from S3."""
+    return decode_npz_field(result, "trajectories")
+
+
+_STEP_ARRAYS = ("obs", "actions", "logprobs", "values", "rewards", "terminated", "truncated", "trunc_values")
+
+
+def _segments(tr: dict[str, np.ndarray]) -> list[tuple[int | None, dict[str, np.ndarray], float]]:
+    """A result's segments as (slot or None, arrays, last value); one unless it ran slots."""
+    if "segment_lengths" not in tr:
+        return [(None, tr, float(tr["last_value"]))]
+    out, start = [], 0
+    for slot, n, last in zip(tr["segment_slots"], tr["segment_lengths"], tr["last_value"]):
+        end = start + int(n)
+        out.append((int(slot), {k: tr[k][start:end] for k in _STEP_ARRAYS}, float(last)))
+        start = end
+    return out
+
+
+def assemble_batch(results: list[dict[str, Any]], gamma: float, lam: float) -> dict[str, np.ndarray]:
+    """Concatenate the segments, with GAE advantages and returns computed per segment.
+
+    Segments from env slots are put in slot order, so the batch (and the minibatches the
+    learner draws from it) does not depend on which function ran which slot."""
+    segments = [seg for result in results for seg in _segments(decode_trajectories(result))]
+    if all(slot is not None for slot, _, _ in segments):
+        segments.sort(key=lambda seg: seg[0])
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("obs", "actions", "logprobs", "values", "advantages", "returns")}
+    for _, tr, last_value in segments:
+        adv, ret = compute_gae(
+            tr["rewards"], tr["values"], tr["terminated"], tr["truncated"], tr["trunc_values"],
+            last_value, gamma, lam,
+        )
+        for k in ("obs", "actions", "logprobs", "values"):
+            parts[k].append(tr[k])
+        parts["advantages"].append(adv)
+        parts["returns"].append(ret)
+    return {k: np.concatenate(v) for k, v in parts.items()}
+
+
+def _event_seed(seed: int, iteration: int, actor_id: int) -> int:
+    return int(np.random.SeedSequence([seed, iteration, actor_id]).generate_state(1)[0])
+
+
+def rollout_events(
+    env_id: str,
+    seed: int,
+    iteration: int,
+    learner: PPOLearner,
+    run: RunConfig,
+    steps_per_env: int = 0,
+    slot_episodes: dict[int, dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """One event per actor; the weights are encoded once and shared by all.
+
+    ``steps_per_env`` > 0: each event carries its env slots, each seeded by (seed,
+    iteration, slot) and with its episode in progress from ``slot_episodes`` when known,
+    so a slot's env and actions do not depend on the function (or instance) that runs it.
+    """
+    weights_b64 = encode_b64(export_numpy(learner.model))
+    spec_dict = learner.spec.to_dict()
+    events = [
+        {
+            "env_id": env_id,
+            "num_steps": n,
+            "seed": _event_seed(seed, iteration, actor_id),
+            "policy_spec": spec_dict,
+            "actor_id": actor_id,
+            "weights_npz_b64": weights_b64,
+        }
+        for actor_id, n in enumerate(run.steps_per_actor())
+    ]
+    if steps_per_env > 0:
+        for event, slots in zip(events, slot_plan(run.batch, run.actors, steps_per_env)):
+            event["slots"] = [
+                {"slot": k, "num_steps": n, "seed": _event_seed(seed, iteration, k)}
+                | ({"episode": slot_episodes[k]} if slot_episodes and k in slot_episodes else {})
+                for k, n in slots
+            ]
+            event["num_steps"] = sum(n for _, n in slots)
+    return events
+
+
+def rollout_summary(batch: InvokeBatch) -> dict[str, Any]:
+    """One iteration's invocations in figures (kept in its ``IterationRecord``)."""
+    bills = [inv.billing for inv in batch.invocations]
+    ok = [b for b in bills if b.error is None]
+    return {
+        "invocations": len(bills),
+        "errors": len(bills) - len(ok),
+        "cold_starts": sum(1 for b in bills if b.cold_start),
+        # env slots rebuilt by replay on an instance that did not have them (serverless.handler)
+        "replayed_slots": sum(int(inv.result.get("replayed_slots", 0)) for inv in batch.invocations if inv.result),
+        "billed_ms_total": sum(b.billed_ms for b in bills),
+        "mean_duration_ms": float(np.mean([b.duration_ms for b in ok])) if ok else None,
+        "max_duration_ms": float(max(b.duration_ms for b in ok)) if ok else None,
+        "billing_label": bills[0].label if bills else None,
+        "measured_wall_s": batch.wall_s,
+        "lambda_s": batch.lambda_s,
+        "lambda_s_label": batch.lambda_s_label,
+        "concurrency": batch.concurrency,
+    }
