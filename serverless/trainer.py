@@ -546,8 +546,8 @@ def train(
                 run.consult(controller, record, clock)
             if every and state.iteration % every == 0:
                 run.checkpoint()
-        if every and run.records:
-            run.checkpoint()
+        if every and run.records and (state.iteration % every or stop_reason.startswith("faults")):
+            run.checkpoint()  # the last iteration (unless just saved), or the faults' cost at a stop
     finally:
         run.close()
     return run.result(stop_reason)
