@@ -177,6 +177,17 @@ def test_injected_counts_and_passthrough() -> None:
     assert inner.closed
 
 
+def test_events_without_a_rollout_id_pass_through_unfaulted() -> None:
+    inner = CountingBackend()
+    inner.invoke = lambda events, memory_mb, concurrency=None: InvokeBatch(  # type: ignore[method-assign]
+        [Invocation({"ok": 1}, BillingRecord(100, 100.0, 0.0, memory_mb)) for _ in events], 0.0, 0.1, "modelled", 1
+    )
+    wrapped = FaultInjectingBackend(inner, FaultSpec(errors=0.99))
+    batch = wrapped.invoke([{"actor_id": 0}, {"actor_id": 1}], 1024)
+    assert [inv.result for inv in batch.invocations] == [{"ok": 1}, {"ok": 1}]
+    assert sum(wrapped.injected.values()) == 0
+
+
 def test_cli_rejects_a_bad_fault_spec_cleanly(tmp_path: Path) -> None:
     out = tmp_path / "bad.json"
     proc = subprocess.run(

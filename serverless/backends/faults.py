@@ -19,7 +19,7 @@ is one of:
 The draw for one invocation is a pure function of ``seed`` and the invocation's rollout id
 (``event["rollout_id"]``: iteration, slot, sequence number, set by the trainer), so a run
 resumed from a checkpoint meets the same faults as an uninterrupted one. Events without a
-rollout id (a profiling probe) draw from a counter of this wrapper's invocations.
+rollout id (a measurement probe, which has no retry path) pass through unfaulted.
 
 Injected records carry the label ``modelled`` (the injected durations are a model, whatever
 the wrapped backend measured), and ``injected`` counts what was injected, by kind.
@@ -157,7 +157,6 @@ class FaultInjectingBackend:
         self.spec = spec
         self.name = getattr(inner, "name", "backend")
         self.injected: dict[str, int] = {kind: 0 for kind in FAULT_KINDS}
-        self._unkeyed = 0
 
     @property
     def function_timeout_s(self) -> float:
@@ -166,15 +165,12 @@ class FaultInjectingBackend:
         inner_timeout = getattr(self.inner, "timeout_s", None)
         return float(inner_timeout) if inner_timeout else float(LAMBDA_MAX_TIMEOUT_S)
 
-    def _key(self, event: dict[str, Any]) -> tuple[int, ...]:
+    def _draw(self, event: dict[str, Any]) -> str | None:
         rid = event.get("rollout_id")
-        if rid is not None:
-            return tuple(int(x) for x in rid)
-        self._unkeyed += 1
-        return (-1, self._unkeyed)
+        return None if rid is None else self.spec.draw(tuple(int(x) for x in rid))
 
     def invoke(self, events: list[dict[str, Any]], memory_mb: int, concurrency: int | None = None) -> InvokeBatch:
-        kinds = [self.spec.draw(self._key(e)) for e in events]
+        kinds = [self._draw(e) for e in events]
         for kind in kinds:
             if kind is not None:
                 self.injected[kind] += 1
