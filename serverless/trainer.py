@@ -533,6 +533,8 @@ def train(
     state, every = run.state, spec.checkpoint_every
     stop_reason = "reached" if state.reached(spec.target_reward) else "max_steps"
     try:
+        if every and not spec.resume:
+            run.checkpoint()  # iteration 0: a run killed during its first iteration can resume too
         while stop_reason != "reached" and state.env_steps < spec.max_steps:
             try:
                 record, clock = run.iterate()

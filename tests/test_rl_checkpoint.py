@@ -211,4 +211,13 @@ def test_fsync_and_rename_are_one_unit(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setattr(ckpt_module.os, "replace", lambda s, d: (calls.append("replace"), real_replace(s, d))[1])
     monkeypatch.setattr(ckpt_module.os, "fsync", lambda fd: (calls.append("fsync"), real_fsync(fd))[1])
     train(_spec(tmp_path / "c", max_steps=256), backend=InProcess(), progress=False)
-    assert calls == ["fsync", "replace", "fsync"]
+    assert calls == ["fsync", "replace", "fsync"] * 2  # at iteration 0 and after the one iteration
+
+
+def test_a_run_killed_in_its_first_iteration_resumes(tmp_path: Path) -> None:
+    ckpt = tmp_path / "c"
+    with pytest.raises(Crash):
+        train(_spec(ckpt), backend=InProcess(), controller=CrashAt(0), progress=False)
+    assert _iteration(ckpt) == 0
+    resumed = train(_spec(ckpt, resume=True), backend=InProcess(), progress=False)
+    assert resumed.env_steps == 768 and [c["iteration"] for c in resumed.curve] == [0, 1, 2]
