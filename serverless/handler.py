@@ -255,8 +255,11 @@ def _slot_rollouts(policy: NumpyPolicy, event: dict[str, Any]) -> tuple[dict[str
     for entry in event["slots"]:
         slot, seed, episode = int(entry["slot"]), int(entry["seed"]), entry.get("episode")
         t_env = time.perf_counter()
-        if episode is None:
-            state, cold = _cached_env(_SLOTS, slot, env_id, seed)
+        if episode is None:  # a new slot: its env as reset with its seed, whatever ran here before
+            if _is_at(_SLOTS.get(slot), env_id, {"start": {"seed": seed}, "steps": 0}):
+                state, cold = _SLOTS[slot], False
+            else:
+                state, cold = _fresh_env(_SLOTS, slot, env_id, seed), True
         elif _is_at(_SLOTS.get(slot), env_id, episode):
             state, cold = _SLOTS[slot], False
         else:

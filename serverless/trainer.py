@@ -10,7 +10,7 @@ Each iteration:
 3. compute GAE per segment and run one PPO update;
 4. account the cost (function GB-s, requests, learner VM time), record the
    iteration, ask the controller (if any) for a new :class:`RunConfig`,
-   checkpoint every ``checkpoint_every`` iterations.
+   checkpoint every ``checkpoint_every`` iterations (and once before the first).
 
 The pieces live in their own modules: rollout events and batch assembly
 (:mod:`serverless.rollout_batch`), fault-tolerant collection with retries, hedging and
@@ -43,7 +43,8 @@ the iteration records (``controller_s`` totals it), which hold the iterations al
 
 **Faults.** ``TrainSpec.faults`` wraps the backend in
 :class:`serverless.backends.faults.FaultInjectingBackend`. Whatever the source of a
-fault, the rollout collector retries and hedges (``TrainSpec.retry``) until every slot
+fault, the rollout collector retries failed, throttled and timed-out attempts
+(``TrainSpec.retry``), and behind the injector also hedges stragglers, until every slot
 has exactly one result; the result reports ``faults``, ``lost_rollouts`` and
 ``duplicate_rollouts``, and the ledger the faults' cost. If a slot's faults do not clear
 within the retry bound, the run stops with ``stop_reason`` "faults: ..." and checkpoints.

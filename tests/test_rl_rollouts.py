@@ -223,6 +223,21 @@ def test_faults_at_every_attempt_stop_the_run_with_a_reason(tmp_path: Path) -> N
     assert result.ledger.fault_costs["errors"]["invocations"] >= 3  # the failed attempts are paid for
 
 
+def test_with_env_slots_faults_do_not_change_what_is_learned(tmp_path: Path) -> None:
+    """Every attempt at a slot carries the slot's seed and episode in progress, so a retry or
+    a hedge produces exactly the experience the first attempt would have: the same learning
+    as a fault-free run (even where a failed attempt had stepped a warm env)."""
+    ppo = PPOConfig(epochs=1, minibatch_size=128, steps_per_env=64)
+    free = train(_spec(tmp_path / "free", ppo=ppo), backend=InProcess(), progress=False)
+    handler_module.reset_warm_state()
+    faults = FaultSpec(errors=0.15, timeouts=0.1, stragglers=0.15, throttle=0.15, seed=3, timeout_s=5)
+    faulty = train(_spec(tmp_path / "faulty", ppo=ppo, faults=faults), backend=InProcess(), progress=False)
+    assert sum(faulty.faults["injected"].values()) > 10 and faulty.faults["injected"]["errors"] > 0
+    assert [(c["env_steps"], c["mean_return"], c["episodes"]) for c in faulty.curve] == [
+        (c["env_steps"], c["mean_return"], c["episodes"]) for c in free.curve
+    ]
+
+
 class Crash(Exception):
     pass
 
