@@ -324,8 +324,14 @@ class _Training:
     def _resume(self) -> RunState:
         spec = self.spec
         saved = load_checkpoint(self.ckpt_dir, env_id=spec.env_id, policy_spec=self.learner.spec.to_dict(), learner=self.learner)
-        state = RunState.from_json(saved, spec.reach_window)
-        self.ledger.restore(saved["ledger"])
+        try:
+            state = RunState.from_json(saved, spec.reach_window)
+            self.ledger.restore(saved["ledger"])
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise UserError(
+                f"checkpoint in {self.ckpt_dir} cannot be resumed: its run state is malformed "
+                f"({type(exc).__name__}: {exc}); start without resume"
+            ) from None
         self.notes.append(f"resumed from {self.ckpt_dir} at iteration {state.iteration}, {state.env_steps} env steps")
         if spec.resume_run is not None and spec.resume_run != state.run:
             self.notes.append(f"resumed at run shape {spec.resume_run.to_dict()} instead of the checkpoint's {state.run.to_dict()}")

@@ -120,6 +120,21 @@ def test_an_npz_that_is_not_a_checkpoint_is_refused(tmp_path: Path) -> None:
         train(_spec(ckpt, resume=True), backend=InProcess(), progress=False)
 
 
+@pytest.mark.parametrize("part", ["run_state", "learner"])
+def test_a_checkpoint_with_a_malformed_part_is_refused(tmp_path: Path, part: str) -> None:
+    ckpt = tmp_path / "c"
+    train(_spec(ckpt, max_steps=256), backend=InProcess(), progress=False)
+    with np.load(ckpt / CHECKPOINT_FILE, allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    meta = json.loads(arrays["meta"].tobytes())
+    meta[part] = {"__dict__": [["model", {"__tensor__": "missing"}]]} if part == "learner" else {"iteration": "x"}
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez(ckpt / CHECKPOINT_FILE, **arrays)
+    match = "run state is malformed" if part == "run_state" else "learner state does not fit"
+    with pytest.raises(UserError, match=match):
+        train(_spec(ckpt, max_steps=512, resume=True), backend=InProcess(), progress=False)
+
+
 def test_a_checkpoint_of_another_env_or_policy_shape_is_refused(tmp_path: Path) -> None:
     ckpt = tmp_path / "c"
     train(_spec(ckpt, max_steps=256), backend=InProcess(), progress=False)
