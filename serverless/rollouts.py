@@ -233,8 +233,7 @@ class RolloutCollector:
         for attempt in tried:
             if attempt.fault is not None:
                 self.tally.recovered[attempt.fault] += 1
-        if any(a.hedged and a.ok for a in tried):
-            self.tally.recovered["stragglers"] += 1
+        self.tally.recovered["stragglers"] += sum(1 for a in tried if a.hedged and a.ok)  # each hedged straggler
         if winner.hedge:
             self.tally.hedge_wins += 1
         return winner

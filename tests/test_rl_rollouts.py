@@ -110,6 +110,15 @@ def test_a_straggler_is_hedged_and_the_first_to_finish_wins() -> None:
     assert got.batch.lambda_s == pytest.approx(0.02 + 0.3)  # the hedge's finish, not the straggler's
 
 
+def test_a_straggling_hedge_is_hedged_again_and_both_count_as_recovered() -> None:
+    # 1 s; its hedge (from 200 ms) takes 500 ms, ahead but slow itself; its hedge (from 400 ms)
+    # takes 100 ms: done at 500 ms
+    got, collector = _collect(Scripted({(1, 0): ("slow", 1000.0), (1, 1): ("slow", 500.0)}), history=[0.1] * 8)
+    assert [r["seq"] for r in got.results] == [0, 2, 0, 0]
+    assert collector.tally.observed["stragglers"] == collector.tally.recovered["stragglers"] == 2
+    assert got.batch.lambda_s == pytest.approx(0.02 + 0.5)
+
+
 def test_a_hedge_that_finishes_later_loses() -> None:
     # straggler 300 ms; hedge starts at 200 ms and takes 250 ms (ends at 450): the straggler wins
     got, collector = _collect(Scripted({(1, 0): ("slow", 300.0), (1, 1): ("slow", 250.0)}), history=[0.1] * 8)
