@@ -43,7 +43,7 @@ FAULT_REPORT_KINDS = ("errors", "timeouts", "stragglers", "throttle", "stale")
 
 
 @dataclass(frozen=True)
-class RetryPolicy:
+class RolloutRetryPolicy:
     """How hard the trainer tries to get every slot's rollout."""
 
     max_attempts: int = 8  # per slot and iteration, hedges included
@@ -143,7 +143,7 @@ class Collected:
 class RolloutCollector:
     """Sends an iteration's events and gets one result per slot back (see the module docstring)."""
 
-    def __init__(self, backend: Any, policy: RetryPolicy, *, hedge: bool) -> None:
+    def __init__(self, backend: Any, policy: RolloutRetryPolicy, *, hedge: bool) -> None:
         self.backend = backend
         self.policy = policy
         self.hedge = hedge and policy.hedge

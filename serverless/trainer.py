@@ -69,7 +69,7 @@ from serverless.policy import PolicySpec
 from serverless.ppo import PPOConfig, PPOLearner
 from serverless.pricing import ARCHITECTURES, PriceTable
 from serverless.rollout_batch import assemble_batch, decode_trajectories, rollout_events, rollout_summary
-from serverless.rollouts import Collected, RetryPolicy, RolloutCollector, RolloutsFailed
+from serverless.rollouts import Collected, RolloutRetryPolicy, RolloutCollector, RolloutsFailed
 from serverless.run_config import RunConfig
 from serverless.run_state import RunState
 from serverless.slots import slot_plan
@@ -77,7 +77,7 @@ from serverless.slots import slot_plan
 __all__ = [
     "Controller",
     "IterationRecord",
-    "RetryPolicy",
+    "RolloutRetryPolicy",
     "RunConfig",
     "TrainResult",
     "TrainSpec",
@@ -110,7 +110,7 @@ class TrainSpec:
     # when resuming from a checkpoint, continue at this run shape instead of the checkpoint's
     resume_run: RunConfig | None = None
     faults: FaultSpec | None = None  # inject faults into the backend's invocations
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    retry: RolloutRetryPolicy = field(default_factory=RolloutRetryPolicy)
 
     def validate(self) -> None:
         """Every check that can fail, before any work starts."""

@@ -15,7 +15,7 @@ from serverless.invocation import BillingRecord, Invocation, InvokeBatch
 from serverless.ledger import CostLedger
 from serverless.ppo import PPOConfig
 from serverless.pricing import PriceTable
-from serverless.rollouts import RetryPolicy, RolloutCollector, RolloutsFailed
+from serverless.rollouts import RolloutRetryPolicy, RolloutCollector, RolloutsFailed
 from serverless.run_state import RunState
 from serverless.trainer import RunConfig, TrainSpec, bill_rollouts, train
 
@@ -57,9 +57,9 @@ class Scripted:
         pass
 
 
-def _collect(backend: Scripted, slots: int = 4, policy: RetryPolicy | None = None, hedge: bool = True,
+def _collect(backend: Scripted, slots: int = 4, policy: RolloutRetryPolicy | None = None, hedge: bool = True,
              history: list[float] | None = None) -> tuple[Any, RolloutCollector]:
-    collector = RolloutCollector(backend, policy or RetryPolicy(), hedge=hedge)
+    collector = RolloutCollector(backend, policy or RolloutRetryPolicy(), hedge=hedge)
     collector.durations.extend(history or [])
     events = [{"actor_id": s} for s in range(slots)]
     return collector.collect(events, 1024, slots, iteration=5), collector
@@ -84,7 +84,7 @@ def test_failed_and_throttled_slots_are_retried_until_every_slot_has_one_result(
 
 
 def test_retries_back_off_exponentially_on_the_modelled_clock() -> None:
-    policy = RetryPolicy(backoff_s=1.0, backoff_cap_s=100.0)
+    policy = RolloutRetryPolicy(backoff_s=1.0, backoff_cap_s=100.0)
     got, _ = _collect(Scripted({(0, 0): "error", (0, 1): "error"}), slots=1, policy=policy)
     first, second = policy.backoff(5, 0, 1), policy.backoff(5, 0, 2)
     assert 0 <= first <= 1.0 and 0 <= second <= 2.0
@@ -93,7 +93,7 @@ def test_retries_back_off_exponentially_on_the_modelled_clock() -> None:
 
 
 def test_a_measured_backend_sleeps_the_backoff_and_adds_the_rounds() -> None:
-    policy = RetryPolicy(backoff_s=0.01, backoff_cap_s=0.01)
+    policy = RolloutRetryPolicy(backoff_s=0.01, backoff_cap_s=0.01)
     got, _ = _collect(Scripted({(1, 0): "error"}, label="measured"), slots=2, policy=policy)
     assert got.rounds == 2
     assert got.batch.lambda_s >= 0.12 + 0.12  # two sequential rounds (+ the slept backoff)
@@ -150,7 +150,7 @@ def test_a_stale_result_is_refused_and_the_slot_retried() -> None:
 def test_faults_that_never_clear_stop_with_the_retry_bound() -> None:
     plan = {(1, seq): "error" for seq in range(10)}
     with pytest.raises(RolloutsFailed, match="slot 1 of iteration 5 failed 3 attempts in a row") as info:
-        _collect(Scripted(plan), policy=RetryPolicy(max_attempts=3, backoff_s=0.0))
+        _collect(Scripted(plan), policy=RolloutRetryPolicy(max_attempts=3, backoff_s=0.0))
     assert len(info.value.wasted) == 3 + 3  # three failures of slot 1, the other slots' results
 
 
@@ -224,7 +224,7 @@ def test_training_under_heavy_faults_loses_and_duplicates_nothing(tmp_path: Path
 
 
 def test_faults_at_every_attempt_stop_the_run_with_a_reason(tmp_path: Path) -> None:
-    spec = _spec(tmp_path, faults=FaultSpec(errors=0.99), retry=RetryPolicy(max_attempts=3, backoff_s=0.0), checkpoint_every=1)
+    spec = _spec(tmp_path, faults=FaultSpec(errors=0.99), retry=RolloutRetryPolicy(max_attempts=3, backoff_s=0.0), checkpoint_every=1)
     result = train(spec, backend=InProcess(), progress=False)
     assert result.stop_reason.startswith("faults: slot ") and "failed 3 attempts in a row" in result.stop_reason
     assert not result.reached and result.env_steps == 0 and result.iterations == []

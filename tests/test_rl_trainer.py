@@ -269,7 +269,7 @@ def test_billed_attempts_that_were_retried_are_in_the_ledger() -> None:
 
     from serverless.ledger import CostLedger
     from serverless.pricing import PriceTable
-    from serverless.rollouts import RetryPolicy, RolloutCollector
+    from serverless.rollouts import RolloutRetryPolicy, RolloutCollector
     from serverless.trainer import bill_rollouts
 
     @dataclass
@@ -285,7 +285,7 @@ def test_billed_attempts_that_were_retried_are_in_the_ledger() -> None:
         def invoke(self, events: list[dict[str, Any]], memory_mb: int, concurrency: int | None = None) -> InvokeBatch:
             return RetriedBatch([Invocation({"env_steps": 1}, ok)], 0.2, 0.2, "measured", 1, retried_billing=[failed])
 
-    got = RolloutCollector(OneShot(), RetryPolicy(), hedge=False).collect([{"actor_id": 0}], 1024, 1, iteration=1)
+    got = RolloutCollector(OneShot(), RolloutRetryPolicy(), hedge=False).collect([{"actor_id": 0}], 1024, 1, iteration=1)
     ledger = CostLedger(PriceTable.load())
     bill_rollouts(ledger, got, [])
     assert got.results == [{"env_steps": 1}]
