@@ -6,7 +6,7 @@ runs and by nothing else, so the first run starts cold and the second can reuse
 the first's profiles (and generated data). Prints both wall times, the ratio, and
 what each run's report says about its profiles; ``--json-out`` writes the same.
 
-    .venv/bin/python benchmarks/demo_cache.py [--config configs/demo.yaml] [--json-out FILE]
+    .venv/bin/python -m benchmarks.demo_cache [--config configs/demo.yaml] [--json-out FILE]
 
 Run it under the bench lock when others measure: ``flock /tmp/trainwise-bench.lock ...``.
 """
@@ -82,7 +82,6 @@ def main(argv: list[str] | None = None) -> int:
         "workdir": str(work),
     }
     if args.json_out:
-        sys.path.insert(0, str(ROOT))
         from core.results import write_json
 
         write_json(args.json_out, payload)

@@ -26,7 +26,7 @@ by the share) is reported beside it, labelled modelled.
 
 Run under the shared lock::
 
-    flock /tmp/trainwise-bench.lock .venv/bin/python benchmarks/duty_cycle.py --json-out duty.json
+    flock /tmp/trainwise-bench.lock .venv/bin/python -m benchmarks.duty_cycle --json-out duty.json
 """
 
 from __future__ import annotations
@@ -37,8 +37,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the project root, so benchmarks/ never shadows a package
-from benchmarks._common import median, print_table, progress, ratio, recording_load, write_result  # noqa: E402
+from benchmarks._common import median, print_table, progress, ratio, recording_load, write_result
 
 REFERENCE_MB = 1769
 DEFAULT_SIZES = (442, 885, 1769, 3008)

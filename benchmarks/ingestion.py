@@ -1,6 +1,6 @@
 """InTune vs baselines on the real tf.data DLRM pipeline, side by side in one run.
 
-    flock /tmp/trainwise-bench.lock .venv/bin/python benchmarks/ingestion.py \\
+    flock /tmp/trainwise-bench.lock .venv/bin/python -m benchmarks.ingestion \\
         --formats tsv,tfrecord --json-out runs/ingestion-bench.json
 
 For each data format (synthetic Criteo, 200,000 rows by default, generated once under
@@ -69,9 +69,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks._common import machine_state, print_table, progress, ratio, write_result  # noqa: E402
+from benchmarks._common import machine_state, print_table, progress, ratio, write_result
 
 # Every registered ingestion optimizer, the single-configuration ones first and the grid last
 # (it takes the longest and its history serves as the oracle).

@@ -11,7 +11,7 @@ stragglers 0.1, throttle 0.1), ``faults-t10`` (the same with a 10 s function tim
 ``errors30`` (errors 0.3, first seed only), each also with env slots of 64 steps
 (``slots-`` prefix). ``--spread-seeds`` adds fault-free runs that only widen the spread.
 
-    .venv/bin/python benchmarks/rl_faults.py --seeds 1,2,3 --spread-seeds 4,5,6,7,8,9,10 \\
+    .venv/bin/python -m benchmarks.rl_faults --seeds 1,2,3 --spread-seeds 4,5,6,7,8,9,10 \\
         --out-dir /tmp/rl-faults --json-out benchmarks/results/rl-faults-2026-12-02.json
 
 ``--summarise-only`` rebuilds the JSON from the run files already in ``--out-dir``.
@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 MIX = "errors=0.1,timeouts=0.05,stragglers=0.1,throttle=0.1,seed=1"
 VARIANTS: dict[str, list[str]] = {
     "free": [],

@@ -22,7 +22,7 @@ is written to the JSON next to its figure.
 
 Run timing measurements under the shared lock, e.g.::
 
-    flock /tmp/trainwise-bench.lock .venv/bin/python benchmarks/rl_throughput.py --json-out thr.json
+    flock /tmp/trainwise-bench.lock .venv/bin/python -m benchmarks.rl_throughput --json-out thr.json
 
 With several ``--env`` values the JSON has one entry per env under ``envs`` and the
 top-level ``ratio`` / ``ratio_sb3`` are the minimum across envs (the worst case); with a
@@ -41,8 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the project root, so benchmarks/ never shadows a package
-from benchmarks._common import Stopwatch, print_table, progress, ratio, recording_load, set_torch_threads, write_result  # noqa: E402
+from benchmarks._common import Stopwatch, print_table, progress, ratio, recording_load, set_torch_threads, write_result
 
 ENVS = ("CartPole-v1", "LunarLander-v3")
 FRAMEWORKS = ("trainwise", "rllib", "sb3")

@@ -1,6 +1,6 @@
 """Seraph vs baselines: time and cost to the target reward, side by side in one run.
 
-    flock /tmp/trainwise-bench.lock .venv/bin/python benchmarks/seraph.py \\
+    flock /tmp/trainwise-bench.lock .venv/bin/python -m benchmarks.seraph \\
         --envs CartPole-v1 --seeds 0,1,2 [--quick] --json-out runs/seraph-bench.json
 
 Every method trains through the same trainer and cost ledger on the local backend.
@@ -35,10 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from optimizers.seraph.models import RunShape  # noqa: E402
-from optimizers.seraph.profiling import DEFAULT_STEPS_PER_ENV  # noqa: E402
+from optimizers.seraph.models import RunShape
+from optimizers.seraph.profiling import DEFAULT_STEPS_PER_ENV
 
 TARGETS = {"CartPole-v1": 475.0, "LunarLander-v3": 200.0}
 GRID_FULL = [RunShape(a, m, b) for a in (1, 4, 16) for m in (885, 1769, 3008) for b in (512, 1024, 2048, 4000)]

@@ -19,7 +19,7 @@ Whether a plan can need that few env steps is a question for measured runs (the 
 runs in ``benchmarks/results/seraph-*-references-*.json``, the benchmark's own seeds);
 this tool answers only the per-step half. It trains nothing and needs no lock.
 
-    .venv/bin/python benchmarks/seraph_cost_floor.py \\
+    .venv/bin/python -m benchmarks.seraph_cost_floor \\
         --profile benchmarks/results/seraph-lunarlander-profile-2026-12-01.json --json-out FILE
 """
 
@@ -31,10 +31,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from optimizers.seraph.models import CostModel, PerformanceModel, RunShape  # noqa: E402
+from optimizers.seraph.models import CostModel, PerformanceModel, RunShape
 
 #: RLlib's PPO defaults as functions (the issue's static default)
 STATIC_DEFAULT = RunShape(actors=2, memory_mb=1769, batch=4000)

@@ -7,15 +7,11 @@ computed as documented, and that bad arguments are refused before any work.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 
 # The project root, not benchmarks/ itself: benchmarks/ingestion.py would shadow the ingestion package.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks import _common, duty_cycle, rl_throughput  # noqa: E402
+from benchmarks import _common, duty_cycle, rl_throughput
 
 
 def test_iteration_clock_excludes_the_warmup_iteration() -> None:

@@ -5,13 +5,9 @@ Bookkeeping only (nothing is timed here)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 # The project root, not benchmarks/ itself: benchmarks/ingestion.py would shadow the ingestion package.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.ingestion import grid_top, held_out_best, pick_oracle  # noqa: E402
+from benchmarks.ingestion import grid_top, held_out_best, pick_oracle
 
 
 def _trial(x: int, rows_per_s: float, oom: bool = False) -> dict:

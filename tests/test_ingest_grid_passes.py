@@ -7,20 +7,16 @@ for TensorFlow (no timing)."""
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/ingestion.py, not the package
-
-from benchmarks import ingestion as bench  # noqa: E402
-from ingestion.calibrate import Calibration, sequential_config  # noqa: E402
-from ingestion.dlrm import dlrm_knob_space  # noqa: E402
-from ingestion.node import Node  # noqa: E402
-from ingestion.pipeline import PipelineSpec  # noqa: E402
-from ingestion.simulator import model_from_space, simulate  # noqa: E402
-from ingestion.measurement import Measurement  # noqa: E402
+from benchmarks import ingestion as bench
+from ingestion.calibrate import Calibration, sequential_config
+from ingestion.dlrm import dlrm_knob_space
+from ingestion.node import Node
+from ingestion.pipeline import PipelineSpec
+from ingestion.simulator import model_from_space, simulate
+from ingestion.measurement import Measurement
 
 NODE = Node("test", vcpus=2, ram_gib=4)
 SPACE = dlrm_knob_space(NODE)

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from benchmarks.seraph import _use_grid, oracle_candidates  # noqa: E402
-from optimizers.baselines.rl_grid import oracle, ranked_shapes  # noqa: E402
-from optimizers.seraph.models import RunShape  # noqa: E402
+from benchmarks.seraph import _use_grid, oracle_candidates
+from optimizers.baselines.rl_grid import oracle, ranked_shapes
+from optimizers.seraph.models import RunShape
 
 
 def _row(shape, seed, cost, time_s, reached=True):
