@@ -12,7 +12,7 @@ CHECKOV_VENV    := .venv-checkov
 CHECKOV_VERSION := 3.3.30
 CHECKOV_STAMP   := $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION)
 
-.PHONY: demo test venv bench clean-venv checkov
+.PHONY: demo test test-fast venv bench clean-venv checkov
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -42,6 +42,11 @@ demo: $(STAMP)
 test: $(STAMP) checkov
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q --durations=25
+
+# The fast tier for a contributor's loop: no Prefect server, nothing marked slow.
+test-fast: $(STAMP)
+	$(VENV)/bin/lint-imports
+	$(PY) -m pytest -q -m "not slow and not server"
 
 clean-venv:
 	rm -rf $(VENV) $(CHECKOV_VENV)

@@ -95,7 +95,7 @@ class LambdaConfig:
 
 
 # Terraform output name -> config key. outputs.tf in infra/terraform/envs/dev declares each one;
-# tests/test_aws_terraform.py checks that they stay in step.
+# tests/infra/test_terraform.py checks that they stay in step.
 TERRAFORM_OUTPUT_KEYS: dict[str, str] = {
     "rollout_function_name": "function_name",
     "rollout_function_arn": "function_arn",

@@ -119,8 +119,8 @@ def handler_closure(entry: str = HANDLER_MODULE, root: Path = PROJECT_ROOT) -> t
     rule errs on the side of packing. Package ``__init__`` files along each
     module's path are included, since Python runs them on import. Third-party
     packages imported only lazily (torch for the learner-side export, boto3 for
-    S3) are not layer requirements. tests/test_aws_lambda_package.py and
-    tests/test_aws_moto.py import and run the handler from the zip alone.
+    S3) are not layer requirements. tests/serverless/test_lambda_package.py and
+    tests/serverless/backends/test_lambda_backend.py import and run the handler from the zip alone.
     """
     eager_seen: set[str] = set()
     lazy_seen: set[str] = set()

@@ -34,6 +34,17 @@ os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 
+SERVER_FIXTURES = {"prefect_harness", "prefect_workspace"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that asks for the Prefect test server is marked ``server`` (``-m "not server"``
+    skips the server's start-up along with it)."""
+    for item in items:
+        if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.server)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     shutil.rmtree(_PREFECT_HOME, ignore_errors=True)
 

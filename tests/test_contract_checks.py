@@ -2,7 +2,7 @@
 
 Backends: ``local`` runs as it is; ``ray`` on a one-CPU local Ray (slow: Ray takes seconds
 to start); ``lambda`` against moto's server with the stand-in for Lambda's data plane of
-``test_aws_moto`` (moto cannot run the function itself), which answers the malformed probe
+``tests.serverless.backends.test_lambda_backend`` (moto cannot run the function itself), which answers the malformed probe
 event with a function error as Lambda would. Optimizers: against ``ingestion.simulator`` (InTune's case is slow: it refits its model after every trial)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from optimizers.ingestion_optimizers import INGESTION_OPTIMIZERS
 from serverless.backends import BACKENDS, make_backend
 from serverless.backends.checker import BAD_ACTOR_ID, BackendContractError, check_backend, probe_events
 from serverless.invocation import InvokeBatch
-from test_aws_moto import aws, deployed, hooked, moto_url  # noqa: F401  (fixtures for the lambda case)
+from tests.serverless.backends.test_lambda_backend import aws, deployed, hooked, moto_url  # noqa: F401  (fixtures for the lambda case)
 
 
 def _local(request: pytest.FixtureRequest) -> Any:

@@ -4,7 +4,7 @@ one-line error naming the field or flag; never a traceback, never a half-written
 Covered: the workload YAML loader (optimizers.spec), the arguments of every CLI command
 (trainwise.cli.main), knob spaces (ingestion.knobs), saved Seraph profiles
 (optimizers.seraph.profiles) and price tables (serverless.pricing). Checkpoints are
-covered through the trainer's public resume path in tests/test_rl_checkpoint_hostile.py.
+covered through the trainer's public resume path in tests/serverless/test_checkpoint_hostile.py.
 
 The CLI properties replace each command's job (training, tuning, measuring, the flows) with
 a stand-in that raises ``ReachedJob``: an input that passes every check reaches the job, and

@@ -92,6 +92,7 @@ def test_learner_work_beside_the_rollouts_adds_only_what_does_not_fit() -> None:
         beside_rollouts([-0.1], [0.5])
 
 
+@pytest.mark.slow
 def test_a_fresh_run_is_charged_the_whole_tuning_bill(tmp_path, monkeypatch) -> None:
     """Achieved time and cost = the run's ledger (the pilot's training included: the run
     resumes from it) + the memory probe and the learner timing + planning."""

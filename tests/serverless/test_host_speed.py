@@ -11,8 +11,8 @@ from serverless import host_speed
 from serverless.backends.local import LocalBackend
 from serverless.lambda_clock import cpu_share
 from serverless.trainer import train
-from test_rl_local_backend import _events
-from test_rl_trainer import InProcessBackend, _spec
+from tests.serverless.backends.test_local import _events
+from tests.serverless.test_trainer import InProcessBackend, _spec
 
 
 def test_factor_is_reference_over_metronome_and_clamped() -> None:

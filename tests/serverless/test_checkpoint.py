@@ -17,7 +17,7 @@ from serverless import handler as handler_module
 from serverless.checkpoint import CHECKPOINT_FILE, read_checkpoint
 from serverless.ppo import PPOConfig
 from serverless.trainer import RunConfig, TrainSpec, train
-from tests.test_rl_rollouts import Crash, CrashAt, InProcess
+from tests.serverless.test_rollouts import Crash, CrashAt, InProcess
 
 
 def _spec(ckpt: Path, **kw: Any) -> TrainSpec:

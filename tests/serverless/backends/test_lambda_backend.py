@@ -39,7 +39,7 @@ from serverless import s3_payload
 from serverless.invocation import LAMBDA_SYNC_PAYLOAD_LIMIT_BYTES
 from serverless.backends.lambda_backend import LambdaBackend, RetryPolicy
 from serverless.lambda_package import build_function_zip
-from test_aws_terraform import DEV, dev_names
+from tests.infra.test_terraform import DEV, dev_names
 from trainwise.cli import main as trainwise_main
 from core.errors import UserError
 
@@ -103,7 +103,7 @@ def deployed(aws: str, tmp_path: Path) -> dict[str, Any]:
     client.put_function_concurrency(FunctionName=names["function_name"],
                                     ReservedConcurrentExecutions=names["reserved_concurrency"])
     # `terraform output -json` of this deployment is the checked-in example, whose names
-    # tests/test_aws_terraform.py ties to the Terraform source.
+    # tests/infra/test_terraform.py ties to the Terraform source.
     config_path = tmp_path / "aws.json"
     assert trainwise_main(["infra", "output", "--from-json", str(DEV / "outputs.example.json"),
                            "--write", str(config_path)]) == 0

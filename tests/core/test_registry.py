@@ -225,7 +225,7 @@ def test_the_terraform_lambda_module_allows_the_registered_architectures() -> No
 
     from serverless.architectures import ARCHITECTURES
 
-    tf = (Path(__file__).resolve().parent.parent / "infra/terraform/modules/rollout_lambda/variables.tf").read_text()
+    tf = (Path(__file__).resolve().parents[2] / "infra/terraform/modules/rollout_lambda/variables.tf").read_text()
     listed = re.search(r'contains\(\[([^\]]*)\],\s*var\.architecture\)', tf)
     assert listed is not None
     assert re.findall(r'"([^"]+)"', listed.group(1)) == list(ARCHITECTURES.names())

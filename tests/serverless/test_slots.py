@@ -18,7 +18,7 @@ from serverless.policy import encode_weights, export_numpy
 from serverless.ppo import PPOConfig
 from serverless.torch_policy import ActorCritic
 from serverless.trainer import RunConfig, TrainSpec, slot_plan, train
-from test_rl_trainer import InProcessBackend
+from tests.serverless.test_trainer import InProcessBackend
 from core.errors import UserError
 
 

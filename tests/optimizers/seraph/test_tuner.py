@@ -81,6 +81,7 @@ def test_speed_plan_is_no_slower_than_cost_plan(home):
     assert cost["predicted"]["cost_usd"] <= speed["predicted"]["cost_usd"]
 
 
+@pytest.mark.slow
 def test_infeasible_deadline_is_explained(home, capsys):
     save_profile(_synthetic_profile(workload_for("CartPole-v1", None)))
     out = home / "plan.json"
@@ -103,6 +104,7 @@ def test_infeasible_deadline_is_explained(home, capsys):
     assert not (home / "x.json").exists()
 
 
+@pytest.mark.slow
 def test_short_training_run_reports_phases_and_model_check(home):
     from optimizers.seraph import SeraphRequest, SeraphResult, tune_and_train
 

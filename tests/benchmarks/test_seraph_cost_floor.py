@@ -8,7 +8,7 @@ from benchmarks import seraph_cost_floor
 from optimizers.seraph import profiles
 from optimizers.seraph.profiles import Profile
 from optimizers.seraph.profiling import workload_for
-from test_seraph_profiles import synthetic_observations
+from tests.optimizers.seraph.test_profiles import synthetic_observations
 
 
 def _profile_file(tmp_path):

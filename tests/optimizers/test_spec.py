@@ -13,7 +13,7 @@ import yaml
 from core.errors import UserError
 from optimizers.spec import load_spec, parse_spec
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 JOBS_FILES = [p for p in CONFIGS if p.name.startswith("cluster-")]  # InTuneX jobs files, not workloads
 WORKLOADS = [p for p in CONFIGS if p not in JOBS_FILES]

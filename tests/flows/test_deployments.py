@@ -13,7 +13,7 @@ import yaml
 from flows.deployments import load_deployments
 from core.errors import UserError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PREFECT_YAML = ROOT / "prefect.yaml"
 
 

@@ -21,7 +21,7 @@ from botocore.exceptions import ConnectionClosedError, EndpointConnectionError, 
 
 from core.errors import UserError
 from serverless import s3_payload
-from test_aws_moto import (  # noqa: F401  (fixtures are used by name)
+from tests.serverless.backends.test_lambda_backend import (  # noqa: F401  (fixtures are used by name)
     FakeLambdaDataPlane,
     _Raw,
     aws,
@@ -155,7 +155,7 @@ def test_the_function_side_client_uses_standard_retries(aws: str) -> None:
 
 
 class LambdaFaults(FakeLambdaDataPlane):
-    """The stand-in data plane of test_aws_moto, plus 5xx replies and connection errors."""
+    """The stand-in data plane of tests.serverless.backends.test_lambda_backend, plus 5xx replies and connection errors."""
 
     def _reply(self, kind: str, event: dict[str, Any], actor: int, memory: int) -> AWSResponse:
         url = "https://lambda.us-east-1.amazonaws.com/"

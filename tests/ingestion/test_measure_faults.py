@@ -9,6 +9,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import tensorflow as tf
@@ -39,13 +40,13 @@ def faulty_spec() -> PipelineSpec:
         return tf.data.Dataset.range(10**9).map(lambda x: x * x).batch(c["batch"], drop_remainder=True)
 
     return PipelineSpec("faulty", build, space, rows_per_element=lambda c: c["batch"],
-                        factory="test_ingest_faults:faulty_spec")
+                        factory="tests.ingestion.test_measure_faults:faulty_spec")
 
 
 @pytest.fixture
 def importable_tests(monkeypatch: pytest.MonkeyPatch) -> None:
     """The worker subprocess imports this module to rebuild the spec."""
-    here = str(Path(__file__).parent)
+    here = str(Path(__file__).resolve().parents[2])  # the checkout: ``tests`` is a package in it
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")])))
 
 
@@ -120,8 +121,8 @@ def test_malformed_tsv_rows_are_counted_and_reported(tmp_path: Path, monkeypatch
 
     import optimizers.tuning
 
-    monkeypatch.setattr(optimizers.tuning, "tune_pipeline", lambda *a, **k: {
-        "rows_per_s": 1.0, "peak_rss_mb": 1.0, "tuning_s": 0.0, "config": {}})
+    found = {"rows_per_s": 1.0, "peak_rss_mb": 1.0, "tuning_s": 0.0, "config": {}}
+    monkeypatch.setattr(optimizers.tuning, "tune_pipeline", lambda *a, **k: SimpleNamespace(to_json=lambda: dict(found)))
     assert main(["ingest", "tune", "--data", str(tmp_path / "d"), "--optimizer", "grid", "--on-bad-row", "skip",
                  "--json-out", str(out)]) == 0
     result = json.loads(out.read_text())

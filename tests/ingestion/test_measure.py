@@ -72,6 +72,7 @@ def test_user_pipeline_is_tuned_by_a_baseline():
     assert all(t["cores_busy"] > 0 for t in r["search"]["history"])  # every trial says what cores it had
 
 
+@pytest.mark.slow
 def test_worker_measures_dlrm_and_reports_memory(tmp_path):
     datagen.generate(400, "tsv", tmp_path / "d", shards=2)
     spec = dlrm_spec(str(tmp_path / "d"), node=NODE, batch_sizes=[32])
@@ -121,6 +122,7 @@ def test_cli_gen_data_writes_json(tmp_path, capsys):
     assert doc["rows"] == 30 and doc["format"] == "tsv" and "environment" in doc
 
 
+@pytest.mark.slow
 def test_cli_bench_measures_a_config_file(tmp_path, capsys):
     datagen.generate(300, "tfrecord", tmp_path / "d", shards=2)
     config = {"read_parallelism": 1, "cycle_length": 4, "shuffle_buffer": 1024, "batch_size": 16,

@@ -1,7 +1,7 @@
 """Static checks of infra/terraform, parsed with python-hcl2 (no terraform binary or provider needed).
 
 The helpers at the top (load a module, resolve a simple name template) are also used by
-tests/test_aws_moto.py to create the moto resources under the names Terraform would give.
+tests/serverless/backends/test_lambda_backend.py to create the moto resources under the names Terraform would give.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 
 from serverless.lambda_config import TERRAFORM_OUTPUT_KEYS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TF = ROOT / "infra" / "terraform"
 MODULES = {name: TF / "modules" / name for name in ("rollout_lambda", "artifacts_bucket", "ec2_nodes")}
 DEV = TF / "envs" / "dev"

@@ -39,6 +39,7 @@ def _tune(max_escapes: int):
     return opt, result, truth, node
 
 
+@pytest.mark.slow
 def test_escape_finds_a_better_configuration_several_moves_away():
     stuck, stuck_result, truth, node = _tune(max_escapes=0)
     opt, result, _, _ = _tune(max_escapes=6)

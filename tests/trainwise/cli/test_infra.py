@@ -13,7 +13,7 @@ import pytest
 
 from trainwise.cli import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "infra" / "terraform" / "envs" / "dev" / "outputs.example.json"
 TRAINWISE = Path(sys.executable).parent / "trainwise"
 
