@@ -50,6 +50,7 @@ def test_escape_finds_a_better_configuration_several_moves_away():
     assert opt.finished  # it still stops by itself
 
 
+@pytest.mark.slow
 def test_escapes_are_new_safe_configurations_within_budget():
     opt, result, _, _ = _tune(max_escapes=6)
     searched = [Masker.key(h["config"]) for h in opt.history if not h.get("repeat")]

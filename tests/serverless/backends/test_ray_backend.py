@@ -17,6 +17,7 @@ def one_cpu_ray() -> object:
         ray.shutdown()
 
 
+@pytest.mark.slow  # a Ray start-up
 def test_ray_backend_trains_a_few_iterations(one_cpu_ray: object, tmp_path: Path) -> None:
     from serverless.backends.ray_backend import RayBackend
     from serverless.trainer import RunConfig, TrainSpec, train
