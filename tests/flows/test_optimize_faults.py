@@ -45,14 +45,16 @@ def test_the_external_retry_policy_under_prefect(fault: Exception, retried: bool
 
     seed = int.from_bytes(str(tmp_path).encode()[-6:], "big") % 10**6  # data no earlier test generated
 
+    from optimizers.spec import DataSpec
+
     @flow
-    def locate() -> dict[str, Any]:
-        return _no_wait(locate_or_generate_data)({"path": None, "rows": 1_000, "seed": seed})
+    def locate() -> Any:
+        return _no_wait(locate_or_generate_data)(DataSpec(path=None, rows=1_000, seed=seed))
 
     state = locate(return_state=True)
     if retried:
         assert state.is_completed(), state.message
-        assert len(calls) == 2 and Path(state.result()["path"]).is_dir()
+        assert len(calls) == 2 and Path(state.result().path).is_dir()
     else:
         assert state.is_failed() and len(calls) == 1  # failed at once: a second attempt cannot help
         with pytest.raises(type(fault)):

@@ -55,7 +55,7 @@ def test_a_hung_or_killed_worker_fails_its_trial_and_the_search_goes_on(importab
     spec = faulty_spec()
     with MeasureWorker(spec, hang_margin_s=2.0) as worker:
         result = tune_pipeline(spec, Node("t", 1, 4), "grid", time_budget_s=600, search=TINY, final=TINY,
-                               progress=False, worker=worker)
+                               progress=False, worker=worker).to_json()
         assert worker.restarts == 2  # a fresh worker after the hang and after the kill
         # a worker that answers garbage fails that measurement only, and is replaced
         worker._proc.stdout = _Lines(["not json\n"])
