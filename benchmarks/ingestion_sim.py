@@ -56,6 +56,7 @@ def run_case(vcpus: int, kind: str, *, seed: int, trials: int, calibration_error
     from optimizers.baselines.autotune_model import LABEL as AUTOTUNE_LABEL
     from optimizers.baselines.autotune_model import hill_climb
     from optimizers.baselines.plumber import plumber_plan
+    from optimizers.intune.settings import InTuneSettings
     from optimizers.intune.tuner import InTuneOptimizer
 
     node, truth, belief, space = make_case(seed, vcpus, kind, calibration_error)
@@ -66,7 +67,7 @@ def run_case(vcpus: int, kind: str, *, seed: int, trials: int, calibration_error
     noise_rng = np.random.default_rng([seed, vcpus, 99])
     evaluate = lambda c: simulate(truth, c, node, noise=0.03, rng=noise_rng)  # noqa: E731
     t0 = time.monotonic()
-    opt = InTuneOptimizer(space, node, belief, agent, max_steps=trials, finetune_steps=0)
+    opt = InTuneOptimizer(space, node, belief, agent, InTuneSettings(max_steps=trials, finetune_steps=0))
     res = run(opt, evaluate, max_trials=trials + 1)
     intune_s = time.monotonic() - t0
     best_cfg = opt.best[0] if opt.best is not None else res.best_config  # its pick: best mean measurement

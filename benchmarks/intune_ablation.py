@@ -22,6 +22,7 @@ def run_ablation(seed: int = 0, trials: int = 40, calibration_error: float = 0.1
     from optimizers.asktell import run
     from optimizers.intune.agent import DQNConfig, MaskedDQN
     from optimizers.intune.pretrain import PRETRAINED
+    from optimizers.intune.settings import InTuneSettings
     from optimizers.intune.tuner import InTuneOptimizer
 
     torch.set_num_threads(1)
@@ -39,7 +40,7 @@ def run_ablation(seed: int = 0, trials: int = 40, calibration_error: float = 0.1
             _, oracle, _ = simulated_oracle(truth, space, node)
             case: dict[str, Any] = {"vcpus": vcpus, "pipeline": f"{kind}-bound"}
             for name, (agent, kwargs) in variants.items():
-                opt = InTuneOptimizer(space, node, belief, agent, max_steps=trials, finetune_steps=0, **kwargs)
+                opt = InTuneOptimizer(space, node, belief, agent, InTuneSettings(max_steps=trials, finetune_steps=0, **kwargs))
                 noise = np.random.default_rng([seed, vcpus, 99])
                 res = run(opt, lambda c: simulate(truth, c, node, noise=0.03, rng=noise), max_trials=trials + 1)
                 r = simulate(truth, opt.best[0], node).rows_per_s / oracle.rows_per_s  # its recommendation

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ingestion.knobs import KnobSpace
 from ingestion.node import Node
@@ -20,10 +20,11 @@ from ingestion.simulator import PipelineModel, model_from_space
 from optimizers.intune.agent import MaskedDQN
 from optimizers.intune.env import OBS_VERSION, check_layout
 from optimizers.intune.pretrain import PRETRAINED, pretrain
+from optimizers.intune.settings import InTuneSettings
 from optimizers.intune.tuner import InTuneOptimizer
 from core.errors import UserError
 
-__all__ = ["InTuneOptimizer", "MaskedDQN", "make_intune_optimizer", "load_agent"]
+__all__ = ["InTuneOptimizer", "InTuneSettings", "MaskedDQN", "make_intune_optimizer", "load_agent"]
 
 #: Share of the time budget that training an agent from scratch may take (only if none is saved).
 TRAIN_SHARE = 0.25
@@ -65,13 +66,16 @@ def make_intune_optimizer(
     seed: int = 0,
     calibration: Any = None,
     save_agent: bool = True,
-    **tuner_kwargs: Any,
+    settings: InTuneSettings | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> InTuneOptimizer:
     """InTune for a ``PipelineSpec`` (calibrated on it) or a bare ``KnobSpace``.
 
     ``calibration`` may be a :class:`ingestion.calibrate.Calibration`, a
     :class:`ingestion.simulator.PipelineModel`, or None: then a spec is calibrated (cached per data
     and hardware), and a bare space gets an uninformed model (InTune then relies on live steps).
+    ``settings``: how InTune searches (:class:`InTuneSettings`; the defaults when None).
+    ``clock``: what the search's time budget is read from (tests pass a counting clock).
     """
     if time_budget_s <= 0:
         raise UserError(f"time_budget_s must be > 0 seconds, got {time_budget_s}")
@@ -95,13 +99,14 @@ def make_intune_optimizer(
     remaining = max(1.0, time_budget_s - (time.monotonic() - started))
 
     def _save(opt: InTuneOptimizer) -> None:
-        if save_agent and opt.steps > 0:
+        if save_agent and opt.steps > 0 and opt.settings.use_agent:
             from core.paths import cache_dir
 
             opt.agent.info = {**opt.agent.info, "fine_tuned_live_steps": opt.agent.info.get("fine_tuned_live_steps", 0) + opt.steps}
             opt.agent.save(cache_dir("agents") / _agent_key(space, node))
 
-    return InTuneOptimizer(space, node, belief, agent, time_budget_s=remaining, on_finish=_save, **tuner_kwargs)
+    return InTuneOptimizer(space, node, belief, agent, settings or InTuneSettings(), time_budget_s=remaining,
+                           clock=clock, on_finish=_save)
 
 
 def pretrained_path() -> Path:

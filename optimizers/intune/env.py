@@ -57,7 +57,9 @@ CPU_FEATURES = 5
 OTHER_FEATURES = 5
 GLOBAL_FEATURES = 7
 OBS_DIM = MAX_CPU * CPU_FEATURES + MAX_OTHER * OTHER_FEATURES + GLOBAL_FEATURES
-OBS_VERSION = 1
+#: Clip of a residual reward (log units): a crash or a wild measurement must not dominate.
+RESIDUAL_CLIP = 2.0
+OBS_VERSION = 2  # 2: the agent's Q-values are residuals over the model's predicted log gain
 
 Action = tuple  # ("inc", i) | ("dec", i) | ("move", i, j) | ("up", m) | ("down", m) | ("stop",)
 
@@ -147,11 +149,15 @@ class Masker:
 
     def __init__(self, space: KnobSpace, node: Node, belief: PipelineModel, memory_margin: float = 0.85):
         self.space, self.node, self.belief, self.memory_margin = space, node, belief, memory_margin
-        self.forbidden: set[tuple] = set()  # configurations seen to run out of memory
+        self.forbidden: set[tuple] = set()  # configurations seen to fail (out of memory, rejected)
         self.memory_scale = 1.0  # measured / modelled memory, learnt from live measurements
+        #: A learnt predicate: True for a configuration expected to fail (the tuner's failure rules).
+        self.predicts_failure: Callable[[Mapping[str, int]], bool] | None = None
 
     def safe(self, config: Mapping[str, int]) -> bool:
         if self.key(config) in self.forbidden:
+            return False
+        if self.predicts_failure is not None and self.predicts_failure(config):
             return False
         mem, _ = memory_mb(self.belief, config)
         return mem * self.memory_scale <= self.memory_margin * self.node.ram_budget_mb
@@ -245,6 +251,25 @@ def perturbed(model: PipelineModel, rng: np.random.Generator, sigma: float) -> P
         for s in model.stages
     )
     return replace(model, stages=stages, source=f"{model.source}+perturbed")
+
+
+def randomised(model: PipelineModel, rng: np.random.Generator, spread: float) -> PipelineModel:
+    """A pipeline of ``model``'s shape with randomised stage costs (log-normal, ``spread``) and a
+    random core contention (0 to 0.3): one draw of a *true* pipeline for training or a benchmark."""
+    from dataclasses import replace
+
+    return replace(perturbed(model, rng, spread), core_contention=float(rng.uniform(0.0, 0.3)), source="randomised")
+
+
+def calibration_like(truth: PipelineModel, rng: np.random.Generator, sigma: float) -> PipelineModel:
+    """What a calibration of ``truth`` may believe: every cost off by a log-normal factor
+    (``sigma``), and none of what a short profile misses: no core contention, no effects of the
+    knobs of kind ``other`` or ``buffer`` on stage costs."""
+    from dataclasses import replace
+
+    belief = perturbed(truth, rng, sigma)
+    return replace(belief, core_contention=0.0, source="calibration-like",
+                   stages=tuple(replace(st, cost_factors={}, cost_deltas={}) for st in belief.stages))
 
 
 def random_task(rng: np.random.Generator, *, belief_sigma: float = 0.15, noise: float = 0.03) -> Task:

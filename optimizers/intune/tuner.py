@@ -57,7 +57,9 @@ from ingestion.node import Node
 from ingestion.simulator import PipelineModel, simulate
 from ingestion.measurement import Config, Measurement
 from optimizers.intune.agent import MaskedDQN
-from optimizers.intune.env import ACTIONS, STOP, Masker, apply_action, observe
+from optimizers.intune.env import ACTIONS, RESIDUAL_CLIP, STOP, Masker, apply_action, observe
+from optimizers.intune.failures import FailureRules, is_memory_failure
+from optimizers.intune.settings import InTuneSettings
 
 #: How far ``_plausible_models`` stretches one cost factor (relative steps, tried in order).
 ESCAPE_STRETCH = (0.1, 0.2, 0.3, 0.4)
@@ -72,6 +74,15 @@ START_BAND = 0.15
 START_SPLITS = 3
 #: Measurements of a near-tie settle (the two finalists once more each, in reverse order).
 SETTLE_MEASUREMENTS = 2
+#: Factor values the first full re-fit tries per cost factor, and the relative steps of later ones.
+REFIT_VALUES = (0.5, 0.65, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0)
+REFIT_STEPS = (0.8, 0.9, 1.1, 1.25)
+#: The model is re-fitted to at most this many live measurements (``_live_points``).
+FIT_POINTS = 12
+#: Exploration looks at every unmeasured configuration of a grid up to this size (else near the best).
+EXPLORE_GRID = 2000
+#: Exploration scores this many candidates (the belief's best) under every plausible model.
+EXPLORE_SHORTLIST = 48
 
 
 def model_best(
@@ -134,32 +145,19 @@ class InTuneOptimizer:
         node: Node,
         belief: PipelineModel,
         agent: MaskedDQN,
+        settings: InTuneSettings = InTuneSettings(),
         *,
         start: Config | None = None,
         start_source: str = "given",
         time_budget_s: float | None = None,
-        finish_share: float = 0.85,
-        max_steps: int = 60,
-        patience: int = 10,
-        branch: int = 3,
-        model_weight: float = 1.0,
-        refit: bool = True,
-        max_jumps: int = 8,
-        jump_width: int = 8,
-        min_gain: float = 0.01,
-        max_escapes: int = 6,
-        escape_depth: int = 3,
-        escape_slack: float = 0.02 ** 2,
-        confirm_top: int = 3,
-        confirm_band: float = 0.10,
-        settle_band: float | None = 0.10,
-        finetune_steps: int = 4,
-        memory_margin: float = 0.85,
         clock: Callable[[], float] = time.monotonic,
         on_finish: Callable[["InTuneOptimizer"], None] | None = None,
     ):
         self.space, self.node, self.belief, self.agent = space, node, belief, agent
-        self.masker = Masker(space, node, belief, memory_margin)
+        self.settings = settings
+        self.failures = FailureRules(space)
+        self.masker = Masker(space, node, belief, settings.memory_margin)
+        self.masker.predicts_failure = lambda c: self.failures.predicted(c) >= 2
         alternatives: list[Config] = []
         if start is None:
             # one exhaustive pass on a small grid gives the model's best (first) and the other
@@ -174,32 +172,26 @@ class InTuneOptimizer:
         #: Other CPU splits the model ranks within ``START_BAND`` of its best: measured right after the start.
         self.start_alternatives = [dict(c) for c in alternatives]
         self.start_queue = [dict(c) for c in alternatives]
-        self.time_budget_s, self.finish_share = time_budget_s, finish_share
-        self.max_steps, self.patience, self.min_gain = max_steps, patience, min_gain
-        self.branch, self.model_weight = branch, model_weight
-        self.prior, self.refit, self.max_jumps = belief, refit, max_jumps
+        self.time_budget_s = time_budget_s
+        self.prior = belief
         self.jumps = 0
-        self.jump_width = jump_width
-        self.max_escapes, self.escape_depth, self.escape_slack = max_escapes, escape_depth, escape_slack
         self.escapes = 0
-        self.confirm_top, self.confirm_band = confirm_top, confirm_band
+        self.explorations = 0
         self.confirm_queue: list[Config] | None = None
         self.confirm_reason = ""
         self.confirm_order: list[tuple] = []
         #: Measurements taken back to back in the confirmation and settle (per configuration).
         self.paired: dict[tuple, list[float]] = {}
-        self.settle_band = settle_band
         self.settle: list[Config] | None = None  # the settle's queue, once decided (may be empty)
         self.samples: dict[tuple, list[float]] = {}
         self.refit_factors: list[float] = []
         self.expanded: dict[tuple, int] = {}
-        self.finetune_steps = finetune_steps
         self.clock, self.on_finish = clock, on_finish
         self.visited: dict[tuple, Measurement] = {}
         self.current: Config | None = None
         self.current_m: Measurement | None = None
         self.start_x = 1e-9
-        self.pending: tuple[np.ndarray, int, Measurement] | None = None
+        self.pending: tuple[np.ndarray, int, Measurement, Config] | None = None
         self.no_improve = 0
         self.steps = 0
         self.t0: float | None = None
@@ -217,7 +209,9 @@ class InTuneOptimizer:
             return None
         self.last_ask = now
         if self.current is None:
-            return dict(self.start)
+            first = self._next_start()
+            return first if first is not None else self._finish("every start candidate failed")
+        self.start_queue = [c for c in self.start_queue if Masker.key(c) not in self.visited and self.masker.safe(c)]
         if self.start_queue:
             return self.start_queue.pop(0)
         if self.confirm_queue is not None:
@@ -237,21 +231,21 @@ class InTuneOptimizer:
         # Best-first: expand the best measured configuration that still has untried moves.
         bases = sorted((kv for kv in self.visited.items() if not kv[1].oom), key=lambda kv: -kv[1].rows_per_s)
         for rank, (key, m) in enumerate(bases):
-            if self.expanded.get(key, 0) >= self.branch:
+            if self.expanded.get(key, 0) >= self.settings.branch:
                 continue
             base = dict(key)
             obs = self._obs(base, m, improved=self.no_improve == 0)
             ranked = self._rank(base, obs, self.masker.mask(base, exclude=self.visited.keys()))
             moves = [a for a in ranked if a != STOP]
-            if rank == 0 and ranked[0] == STOP and self.no_improve >= self.patience // 2:
+            if self.settings.use_agent and rank == 0 and ranked[0] == STOP and self.no_improve >= self.settings.patience // 2:
                 return self._escape_or_finish("agent chose stop")
             if not moves:
-                self.expanded[key] = self.branch
+                self.expanded[key] = self.settings.branch
                 continue
             self.expanded[key] = self.expanded.get(key, 0) + 1
             target = apply_action(self.space, base, ACTIONS[moves[0]])
             assert target is not None
-            self.pending = (obs, moves[0], m)
+            self.pending = (obs, moves[0], m, base)
             return target
         return self._escape_or_finish("no valid unmeasured neighbour left")
 
@@ -265,11 +259,12 @@ class InTuneOptimizer:
             return
         self.samples[key] = [measurement.rows_per_s]
         self.visited[key] = measurement
-        self._learn_memory(config, measurement)
-        if measurement.oom:
-            self.masker.forbidden.add(key)
-        self.history.append({"config": dict(config), "rows_per_s": measurement.rows_per_s, "oom": measurement.oom})
+        self._learn_failure(config, measurement)
+        self.history.append({"config": dict(config), "rows_per_s": measurement.rows_per_s, "oom": measurement.oom,
+                             **({"failure": str(measurement.extra.get("failure"))} if measurement.oom else {})})
         if self.current is None:
+            if measurement.oom:  # the start failed: the next start candidate is tried (``_next_start``)
+                return
             self.current, self.current_m = dict(config), measurement
             self.start_x = max(measurement.rows_per_s, 1e-9)
             self._refit()  # the level, from this first measurement
@@ -277,26 +272,44 @@ class InTuneOptimizer:
         self.steps += 1
         x = max(measurement.rows_per_s, 1e-9)
         if self.pending is not None:
-            obs, action, base_m = self.pending
-            base_x = max(base_m.rows_per_s, 1e-9)
-            reward = -10.0 if measurement.oom else math.log(x / base_x)
-            next_obs = self._obs(config, measurement, improved=x > base_x)
-            next_mask = self.masker.mask(config) if not measurement.oom else np.eye(len(ACTIONS), dtype=bool)[STOP]
-            self.agent.remember(obs, action, reward, next_obs, measurement.oom, next_mask)
-            if self.finetune_steps:
-                self.agent.learn(self.finetune_steps, min_size=8)
-            self.pending = None
+            self._finetune(config, measurement)
         self._refit()
         assert self.current_m is not None
-        if not measurement.oom and x > max(self.current_m.rows_per_s, 1e-9) * (1.0 + self.min_gain):
+        if not measurement.oom and x > max(self.current_m.rows_per_s, 1e-9) * (1.0 + self.settings.min_gain):
             self.current, self.current_m = dict(config), measurement
             self.no_improve = 0
         elif all(Masker.key(c) != key for c in self.start_alternatives):  # the start's own measurements are no stall
             self.no_improve += 1
 
+    def _finetune(self, config: Config, measurement: Measurement) -> None:
+        """The pending move's transition into the agent's replay buffer, its reward the residual
+        (measured log gain minus the model's predicted one, as in pre-training), and a few
+        gradient steps (only when the agent is used)."""
+        assert self.pending is not None
+        obs, action, base_m, base = self.pending
+        self.pending = None
+        if not self.settings.use_agent:
+            return
+        base_x = max(base_m.rows_per_s, 1e-9)
+        predicted = math.log(max(simulate(self.belief, config, self.node).rows_per_s, 1e-9)
+                             / max(simulate(self.belief, base, self.node).rows_per_s, 1e-9))
+        actual = -RESIDUAL_CLIP if measurement.oom else math.log(max(measurement.rows_per_s, 1e-9) / base_x)
+        reward = float(np.clip(actual - predicted, -RESIDUAL_CLIP, RESIDUAL_CLIP))
+        next_mask = np.eye(len(ACTIONS), dtype=bool)[STOP]
+        self.agent.remember(obs, action, reward, obs, True, next_mask)
+        if self.settings.finetune_steps:
+            self.agent.learn(self.settings.finetune_steps, min_size=8)
+
     def _live_points(self) -> list[tuple[Config, float]]:
-        """Every live measurement that ran (not out of memory), as (configuration, rows/s)."""
-        return [(dict(k), m.rows_per_s) for k, m in self.visited.items() if not m.oom and m.rows_per_s > 0]
+        """The live measurements the model is fitted to, as (configuration, rows/s): those that ran,
+        at most ``FIT_POINTS`` of them (the best half and the most recent half), so a long search
+        costs the same per step."""
+        ran = [(k, m.rows_per_s) for k, m in self.visited.items() if not m.oom and m.rows_per_s > 0]
+        if len(ran) > FIT_POINTS:
+            best = sorted(ran, key=lambda kx: -kx[1])[: FIT_POINTS // 2]
+            keys = {k for k, _ in best}
+            ran = best + [kx for kx in ran if kx[0] not in keys][-(FIT_POINTS - len(best)):]
+        return [(dict(k), x) for k, x in ran]
 
     def _scaled_model(self, factors: list[float]) -> PipelineModel:
         """The prior model with ``factors``: [all costs, per-call costs, then one per parallel stage]."""
@@ -339,7 +352,7 @@ class InTuneOptimizer:
         """Re-fit the belief to the live measurements: a factor on all costs, one on per-call costs
         and one per parallel stage, by coordinate descent on squared log error with a weak prior."""
         points = self._live_points()
-        if not points or not self.refit:
+        if not points or not self.settings.refit:
             return
         n_parallel = sum(1 for st in self.prior.stages if st.threads_knob)
         factors = [1.0] * (2 + n_parallel)
@@ -357,11 +370,15 @@ class InTuneOptimizer:
         def loss(fs: list[float]) -> float:
             return self._fit_error(fs, points) + 0.02 * sum(math.log(f) ** 2 for f in fs)
 
+        warm = len(self.refit_factors) == len(factors) and len(points) > 3
+        if warm:  # start from the last fit and search around it: one new point moves it a little
+            factors = list(self.refit_factors)
         best = loss(factors)
-        for _ in range(2):
+        for _ in range(1 if warm else 2):
             for d in range(len(factors)):
-                for f in (0.5, 0.65, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0):
-                    trial = factors[:d] + [f] + factors[d + 1:]
+                values = [factors[d] * r for r in REFIT_STEPS] if warm else REFIT_VALUES
+                for f in values:
+                    trial = factors[:d] + [min(4.0, max(0.25, f))] + factors[d + 1:]
                     value = loss(trial)
                     if value < best - 1e-12:
                         best, factors = value, trial
@@ -378,7 +395,7 @@ class InTuneOptimizer:
             return [self.belief]
         points = self._live_points()
         fitted = list(self.refit_factors)
-        allowed = self._fit_error(fitted, points) + self.escape_slack * len(points)
+        allowed = self._fit_error(fitted, points) + self.settings.escape_slack * len(points)
         models = [self.belief]
         for d in range(1, len(fitted)):
             for direction in (-1, 1):
@@ -415,10 +432,10 @@ class InTuneOptimizer:
         better configuration that needs several moves whose single steps each measure worse; the
         measurements so far say which model errors are still possible, and this tries the most
         promising configuration under them."""
-        if self.escapes >= self.max_escapes or self.best is None:
+        if self.escapes >= self.settings.max_escapes or self.best is None:
             return None
         base = self.best[0]
-        candidates = [c for c in self._within_moves(base, self.escape_depth) if Masker.key(c) not in self.visited]
+        candidates = [c for c in self._within_moves(base, self.settings.escape_depth) if Masker.key(c) not in self.visited]
         if not candidates:
             return None
         gains = np.zeros(len(candidates))
@@ -427,7 +444,7 @@ class InTuneOptimizer:
             predicted = np.array([simulate(model, c, self.node).score for c in candidates])
             gains = np.maximum(gains, predicted / base_x)
         best_i = int(np.argmax(gains))
-        if gains[best_i] <= 1.0 + self.min_gain:
+        if gains[best_i] <= 1.0 + self.settings.min_gain:
             return None
         self.escapes += 1
         return candidates[best_i]
@@ -436,7 +453,7 @@ class InTuneOptimizer:
         """Where the re-fitted model says to go: climb from the best measured configuration on the
         model, each round to the best configuration within two moves, and propose the end point if
         it is unmeasured and the model predicts it beats the start by more than ``min_gain``."""
-        if not self.refit or self.jumps >= self.max_jumps:
+        if not self.settings.refit or self.jumps >= self.settings.max_jumps:
             return None
         best = self.best
         if best is None:
@@ -454,7 +471,7 @@ class InTuneOptimizer:
             first = [c for i, c in enumerate(self.masker.targets(config)) if c is not None and i != STOP]
             first.sort(key=lambda c: -predict(c))
             out = list(first)
-            for c in first[: self.jump_width]:
+            for c in first[: self.settings.jump_width]:
                 out += [c2 for i, c2 in enumerate(self.masker.targets(c)) if c2 is not None and i != STOP]
             return out
 
@@ -468,23 +485,23 @@ class InTuneOptimizer:
             if predict(nxt) <= current_x * (1.0 + 1e-6):
                 break
             current, current_x = nxt, predict(nxt)
-        if Masker.key(current) in self.visited or current_x <= max(start_x, 1e-9) * (1.0 + self.min_gain):
+        if Masker.key(current) in self.visited or current_x <= max(start_x, 1e-9) * (1.0 + self.settings.min_gain):
             return None
         return current
 
     def _rank(self, base: Config, obs: np.ndarray, mask: np.ndarray) -> list[int]:
         """Valid actions, best first: the agent's Q-value plus ``model_weight`` times the
         calibrated model's predicted log gain of the step (both are in log-throughput units)."""
-        q = self.agent.q_values(obs)
+        q = self.agent.q_values(obs) if self.settings.use_agent else np.zeros(len(ACTIONS), dtype=np.float32)
         valid = np.flatnonzero(mask)
-        if self.model_weight:
+        if self.settings.model_weight:
             base_x = max(simulate(self.belief, base, self.node).rows_per_s, 1e-9)
             for a in valid:
                 if a == STOP:
                     continue
                 target = apply_action(self.space, base, ACTIONS[a])
                 assert target is not None
-                q[a] += self.model_weight * math.log(max(simulate(self.belief, target, self.node).rows_per_s, 1e-9) / base_x)
+                q[a] += self.settings.model_weight * math.log(max(simulate(self.belief, target, self.node).rows_per_s, 1e-9) / base_x)
         return [int(a) for a in valid[np.argsort(-q[valid], kind="stable")]]
 
     # -- helpers ----------------------------------------------------------------------------
@@ -492,27 +509,107 @@ class InTuneOptimizer:
         assert m is not None
         best = max((v.rows_per_s for v in self.visited.values()), default=m.rows_per_s)
         return observe(self.space, self.node, self.belief, config, m, start_rows_per_s=self.start_x,
-                       best_rows_per_s=max(best, 1e-9), progress=self.steps / self.max_steps, improved=improved)
+                       best_rows_per_s=max(best, 1e-9), progress=self.steps / self.settings.max_steps, improved=improved)
 
-    def _learn_memory(self, config: Mapping[str, int], m: Measurement) -> None:
-        """Scale the model's memory prediction up if the pipeline measures more than modelled."""
+    def _learn_failure(self, config: Mapping[str, int], m: Measurement) -> None:
+        """Learn from a measurement: a failed configuration is masked for good; a failure for
+        memory scales the memory model up (so configurations holding as much are masked too);
+        any other failure feeds the failure rules (:mod:`optimizers.intune.failures`). A run that
+        measured more memory than modelled scales the memory model as well."""
         from ingestion.simulator import memory_mb
 
-        if m.label == "measured" and m.peak_rss_mb > 0:
+        reason = m.extra.get("failure") if m.oom else None
+        if m.oom:
+            self.masker.forbidden.add(Masker.key(config))
+        if m.peak_rss_mb > 0 and (not m.oom or is_memory_failure(reason)):
             modelled = memory_mb(self.belief, config)[0]
             self.masker.memory_scale = max(self.masker.memory_scale, m.peak_rss_mb / max(modelled, 1e-9))
+        if not is_memory_failure(reason):
+            self.failures.add(config, failed=m.oom)
+
+    def _next_start(self) -> Config | None:
+        """Where to start: the model's best, its near-tied alternatives, then (when those failed)
+        the model's best of what the masks still allow, then the space's initial configuration."""
+        fresh = lambda c: Masker.key(c) not in self.visited and self.masker.safe(c)  # noqa: E731
+        for c in (self.start, *self.start_queue):
+            if fresh(c):
+                return dict(c)
+        best, _ = model_best(self.belief, self.space, self.node, self.masker)
+        if fresh(best):
+            return best
+        if fresh(self.space.initial()):
+            return self.space.initial()
+        near = [c for c in self._within_moves(self.start, 2) if Masker.key(c) not in self.visited]
+        return near[0] if near else None
+
+    def _expected_s(self) -> float:
+        """How long the next measurement takes: the median of the recent ones, leaving out the
+        first (it pays the measuring process's start-up)."""
+        recent = self.durations[1:][-7:] or self.durations
+        return float(np.median(recent))
+
+    def _fit_rms(self) -> float:
+        """RMS log error of the current belief over the live measurements (inf with none)."""
+        points = self._live_points()
+        if not points:
+            return math.inf
+        return math.sqrt(sum(math.log(max(simulate(self.belief, c, self.node).rows_per_s, 1e-9) / x) ** 2
+                             for c, x in points) / len(points))
+
+    def _explore_candidates(self) -> list[Config]:
+        """Unmeasured configurations the masks allow: the whole grid when small, else those within
+        ``escape_depth`` moves of the three best measured ones."""
+        if self.space.grid_size() <= EXPLORE_GRID:
+            pool = [c for c in self.space.grid() if self.masker.safe(c)]
+        else:
+            ranked = sorted((kv for kv in self.visited.items() if not kv[1].oom), key=lambda kv: -kv[1].rows_per_s)
+            pool = [c for k, _ in ranked[:3] for c in self._within_moves(dict(k), self.settings.escape_depth)]
+        seen: set[tuple] = set()
+        out = []
+        for c in pool:
+            key = Masker.key(c)
+            if key not in self.visited and key not in seen:
+                seen.add(key)
+                out.append(c)
+        return out
+
+    def _explore(self) -> Config | None:
+        """When the search stalls and no escape is left: unless InTune is sure, the unmeasured
+        configuration with the largest optimistic gain over the best measured one (the largest
+        under any plausible model, after the failure penalty). Sure means: the re-fitted model
+        fits the live measurements within ``sure_error`` RMS log error and no candidate may gain
+        ``min_gain``. While it is not sure it keeps measuring, until its budget ends the search."""
+        best = self.best
+        candidates = self._explore_candidates()
+        if best is None or not candidates:
+            return None
+        models = self._plausible_models()
+        prior = np.array([simulate(self.belief, c, self.node).score for c in candidates])
+        order = np.argsort(-prior)[:EXPLORE_SHORTLIST]
+        shortlist = [candidates[i] for i in order]
+        gains = np.zeros(len(shortlist))
+        for model in models:
+            base_x = max(simulate(model, best[0], self.node).rows_per_s, 1e-9)
+            gains = np.maximum(gains, np.array([simulate(model, c, self.node).score for c in shortlist]) / base_x)
+        penalty = np.array([self.settings.failure_penalty if self.failures.predicted(c) else 1.0 for c in shortlist])
+        gains = gains * penalty
+        top = int(np.argmax(gains))
+        if gains[top] <= 1.0 + self.settings.min_gain and self._fit_rms() <= self.settings.sure_error:
+            return None
+        self.explorations += 1
+        return shortlist[top]
 
     def _stop_reason(self, now: float) -> str | None:
-        if self.steps >= self.max_steps:
+        if self.steps >= self.settings.max_steps:
             return "step limit"
-        if self.no_improve >= self.patience:
-            return f"no improvement in {self.patience} live steps"
+        if self.no_improve >= self.settings.patience:
+            return f"no improvement in {self.settings.patience} live steps"
         if self.time_budget_s is not None and self.t0 is not None and self.durations:
-            expected = float(np.mean(self.durations[-5:]))
-            if now - self.t0 + expected > self.finish_share * self.time_budget_s:
+            expected = self._expected_s()
+            if now - self.t0 + expected > self.settings.finish_share * self.time_budget_s:
                 return "time budget"
             # leave room for the confirmation and the settle after the next step
-            reserve = self.confirm_top + (SETTLE_MEASUREMENTS if self.settle_band else 0)
+            reserve = self.settings.confirm_top + (SETTLE_MEASUREMENTS if self.settings.settle_band else 0)
             if reserve and now - self.t0 + expected * (1 + reserve) > CONFIRM_SHARE * self.time_budget_s:
                 return "time budget (kept for the confirmation)"
         return None
@@ -520,7 +617,7 @@ class InTuneOptimizer:
     def _escape_or_finish(self, reason: str) -> Config | None:
         """On a stall, propose an escape (``_escape``) if there is one; otherwise confirm and finish."""
         if reason.startswith(STALLED):
-            escape = self._escape()
+            escape = self._escape() or self._explore()
             if escape is not None:
                 self.pending = None
                 return escape
@@ -534,12 +631,12 @@ class InTuneOptimizer:
         best = self.best
         if self.confirm_queue is not None or best is None:
             return self._finish(reason)
-        floor = best[1].rows_per_s * (1.0 - self.confirm_band)
+        floor = best[1].rows_per_s * (1.0 - self.settings.confirm_band)
         ranked = sorted((kv for kv in self.visited.items() if not kv[1].oom), key=lambda kv: -kv[1].rows_per_s)
-        queue = [dict(k) for k, m in ranked[: self.confirm_top] if m.rows_per_s >= floor]
+        queue = [dict(k) for k, m in ranked[: self.settings.confirm_top] if m.rows_per_s >= floor]
         if self.time_budget_s is not None and self.t0 is not None and self.durations:
             left = CONFIRM_SHARE * self.time_budget_s - (self.clock() - self.t0)
-            queue = queue[: max(0, int(left // max(self.durations[-5:])))]
+            queue = queue[: max(0, int(left // self._expected_s()))]
         if not queue:
             return self._finish(reason)
         self.confirm_queue, self.confirm_reason = queue[1:], reason
@@ -557,11 +654,11 @@ class InTuneOptimizer:
         their paired measurements: each once more, in the reverse of the confirmation's order, if
         both measurements fit in the budget. Otherwise nothing."""
         ranked = self._paired_ranking()
-        if not self.settle_band or len(ranked) < 2 or ranked[1][1] < ranked[0][1] * (1.0 - self.settle_band):
+        if not self.settings.settle_band or len(ranked) < 2 or ranked[1][1] < ranked[0][1] * (1.0 - self.settings.settle_band):
             return []
         if self.time_budget_s is not None and self.t0 is not None and self.durations:
             left = CONFIRM_SHARE * self.time_budget_s - (self.clock() - self.t0)
-            if left < SETTLE_MEASUREMENTS * max(self.durations[-5:]):
+            if left < SETTLE_MEASUREMENTS * self._expected_s():
                 return []
         pair = [ranked[0][0], ranked[1][0]]
         order = {k: i for i, k in enumerate(self.confirm_order)}
@@ -578,15 +675,17 @@ class InTuneOptimizer:
     def best(self) -> tuple[Config, Measurement] | None:
         """The recommendation: once two or more configurations have confirmation measurements,
         the best by the mean of those (paired in time); before that, the best by the mean of all
-        of a configuration's measurements."""
-        if not self.visited:
+        of a configuration's measurements. Never a configuration that failed, and never one whose
+        mean is more than ``confirm_band`` below the best mean measured: then that best is it."""
+        ran = {k: m for k, m in self.visited.items() if not m.oom}
+        if not ran:
             return None
+        top_key = max(ran, key=lambda k: ran[k].rows_per_s)
         ranked = self._paired_ranking()
-        if len(ranked) >= 2:
-            key = ranked[0][0]
-            return dict(key), self.visited[key]
-        key, m = max(self.visited.items(), key=lambda kv: kv[1].score)
-        return dict(key), m
+        key = ranked[0][0] if len(ranked) >= 2 else top_key
+        if ran[key].rows_per_s < ran[top_key].rows_per_s * (1.0 - self.settings.confirm_band):
+            key = top_key
+        return dict(key), ran[key]
 
     def report(self) -> dict[str, Any]:
         best = self.best
@@ -598,6 +697,9 @@ class InTuneOptimizer:
             "live_steps": self.steps,
             "model_jumps": self.jumps,
             "escapes": self.escapes,
+            "explorations": self.explorations,
+            "failed": [h for h in self.history if h["oom"]],
+            "failure_rules": self.failures.report(),
             "confirmed": [{"config": dict(k), "rows_per_s_samples": v, "paired_samples": self.paired.get(k, [])}
                           for k, v in self.samples.items() if len(v) > 1],
             "settled": bool(self.settle is not None and any(len(v) > 1 for v in self.paired.values())),

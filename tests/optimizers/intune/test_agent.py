@@ -12,6 +12,7 @@ import torch
 from ingestion.simulator import SIM_NODES, dlrm_like_space, random_pipeline, simulate
 from optimizers.asktell import run
 from optimizers.intune import make_intune_optimizer
+from optimizers.intune.settings import InTuneSettings
 from optimizers.intune.agent import DQNConfig, MaskedDQN
 from optimizers.intune.env import N_ACTIONS, OBS_DIM, STOP
 from optimizers.intune.pretrain import PRETRAINED, pretrain
@@ -75,9 +76,8 @@ def test_intune_optimizer_improves_on_the_simulator_and_stays_safe(tmp_path, mon
     # a clock that advances 0.1 s per reading: the tuner's time budget then depends on how
     # many steps it took, never on how loaded the machine is
     ticks = iter(range(10**9))
-    opt = make_intune_optimizer(
-        space, node, time_budget_s=60, calibration=truth, max_steps=12, clock=lambda: 0.1 * next(ticks)
-    )
+    opt = make_intune_optimizer(space, node, time_budget_s=60, calibration=truth, settings=InTuneSettings(max_steps=12),
+                                clock=lambda: 0.1 * next(ticks))
     result = run(opt, lambda c: simulate(truth, c, node), max_trials=20)
     assert result.trials and all(space.is_valid(t.config) for t in result.trials)
     assert not any(t.measurement.oom for t in result.trials)

@@ -11,6 +11,7 @@ import pytest
 from ingestion.simulator import SIM_NODES, dlrm_like_space, random_pipeline, simulate
 from ingestion.measurement import Measurement
 from optimizers.intune.agent import MaskedDQN
+from optimizers.intune.settings import InTuneSettings
 from optimizers.intune.env import Masker
 from optimizers.intune.pretrain import PRETRAINED
 from optimizers.intune.tuner import InTuneOptimizer
@@ -21,7 +22,8 @@ def _opt(**kw) -> InTuneOptimizer:
         pytest.skip("no committed pre-trained agent in this checkout")
     node = SIM_NODES[8]
     truth = random_pipeline(np.random.default_rng(3), "parse")
-    return InTuneOptimizer(dlrm_like_space(node), node, truth, MaskedDQN.load(PRETRAINED), finetune_steps=0, **kw)
+    return InTuneOptimizer(dlrm_like_space(node), node, truth, MaskedDQN.load(PRETRAINED),
+                           InTuneSettings(finetune_steps=0, **kw))
 
 
 def _m(x: float) -> Measurement:

@@ -12,6 +12,7 @@ from ingestion.node import Node
 from ingestion.simulator import model_from_space, simulate
 from optimizers.asktell import run
 from optimizers.intune.agent import MaskedDQN
+from optimizers.intune.settings import InTuneSettings
 from optimizers.intune.env import Masker
 from optimizers.intune.pretrain import PRETRAINED
 from optimizers.intune.tuner import START_BAND, START_SPLITS, InTuneOptimizer, model_best, start_candidates
@@ -56,7 +57,7 @@ def test_the_start_measures_near_ties_first_and_keeps_the_better_one():
         pytest.skip("no committed pre-trained agent in this checkout")
     space, belief = _model()
     _, truth = _model(parse_factor=0.6)
-    opt = InTuneOptimizer(space, NODE, belief, MaskedDQN.load(PRETRAINED), max_steps=8, finetune_steps=0)
+    opt = InTuneOptimizer(space, NODE, belief, MaskedDQN.load(PRETRAINED), InTuneSettings(max_steps=8, finetune_steps=0))
     assert opt.start_alternatives and opt.report()["start_alternatives"] == opt.start_alternatives
     run(opt, lambda c: simulate(truth, c, NODE), max_trials=12)
     first = [Masker.key(h["config"]) for h in opt.history[: 1 + len(opt.start_alternatives)]]
