@@ -1,8 +1,8 @@
 """InTune: an action-masked DQN that splits a node's CPUs (and sets other knobs) for an ingestion pipeline.
 
 ``make_intune_optimizer`` returns an ask/tell optimizer (``optimizers.asktell``) that starts from the
-calibrated simulator's best guess and then steps through live measurements with the agent,
-fine-tuning it online. The agent comes from, in order: a fine-tuned agent cached for this pipeline
+calibrated simulator's best guess and then steps through live measurements, ranking moves by the
+model's predicted gain plus the agent's learnt correction of it, fine-tuning the agent online. The agent comes from, in order: a fine-tuned agent cached for this pipeline
 and machine (``.trainwise/agents``), the committed pre-trained agent
 (``optimizers/intune/pretrained/agent.npz`` + ``.json``), or a small one trained on the simulator
 within a bounded share of the time budget.
@@ -19,7 +19,7 @@ from ingestion.node import Node
 from ingestion.simulator import PipelineModel, model_from_space
 from optimizers.intune.agent import MaskedDQN
 from optimizers.intune.env import OBS_VERSION, check_layout
-from optimizers.intune.pretrain import PRETRAINED, pretrain
+from optimizers.intune.pretrain import PRETRAINED
 from optimizers.intune.settings import InTuneSettings
 from optimizers.intune.tuner import InTuneOptimizer
 from core.errors import UserError
@@ -53,8 +53,9 @@ def load_agent(space: KnobSpace, node: Node, *, time_budget_s: float, seed: int 
                 return MaskedDQN.load(path), f"{source} ({path.with_suffix('.npz')})"
             except UserError:
                 continue  # an agent of an older observation version: fall through
-    budget = TRAIN_SHARE * time_budget_s
-    agent = pretrain(50_000, seed=seed, time_limit_s=budget)
+    from optimizers.intune.suite_pretrain import pretrain_on_suite
+
+    agent = pretrain_on_suite(40_000, seed=seed, time_limit_s=TRAIN_SHARE * time_budget_s)
     return agent, f"trained on the simulator for {agent.info.get('train_s')} s (no saved agent)"
 
 

@@ -1,0 +1,37 @@
+"""The suite benchmark's simulated path and its summary (tiny budget; no timing)."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.intune_suite import SimSettings, main, sim_case, sim_oracle, simulate_suite, summarise, table
+from ingestion.pipelines import member
+
+
+def test_simulated_runs_are_scored_against_the_grid_and_autotune():
+    result = simulate_suite(["clicks-csv"], ["hillclimb", "autotune", "plumber"], 1, SimSettings(budget_s=45.0))
+    runs = result["runs"]
+    assert result["label"] == "simulated" and {r["optimizer"] for r in runs} == {"hillclimb", "autotune", "plumber"}
+    for r in runs:
+        assert 0.0 <= r["vs_grid"] <= 1.0 + 1e-9  # nothing beats the noise-free grid on the truth
+        assert r["tuning_s"] <= 45.0 + 1e-9
+    hill = next(r for r in runs if r["optimizer"] == "hillclimb")
+    assert hill["trials"] == 45 // 4.5
+    auto = next(r for r in runs if r["optimizer"] == "autotune")
+    assert auto["vs_autotune"] == pytest.approx(1.0)
+    summary = summarise(runs)
+    assert set(summary["per_pipeline"]["clicks-csv"]) == {"hillclimb", "autotune", "plumber"}
+    assert summary["overall"]["heldout"]["hillclimb"]["runs"] == 1
+    assert "[simulated]" in table(summary, "simulated")
+
+
+def test_the_case_truth_and_belief_differ_and_the_oracle_skips_failures():
+    case = sim_case(member("clicks-csv"), 0, SimSettings(vcpus=8))
+    assert case.truth != case.belief and case.belief.core_contention == 0.0
+    best, x = sim_oracle(case)
+    assert x > 0 and not case.member.rejects(best)
+
+
+def test_bad_arguments_are_one_line_errors(capsys):
+    assert main(["--simulate", "--pipelines", "nope"]) == 2
+    assert "unknown ['nope']" in capsys.readouterr().err
