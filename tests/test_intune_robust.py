@@ -59,6 +59,7 @@ def test_a_rejected_start_is_not_a_reason_to_stop():
     assert m.simulate(truth, best, node).rows_per_s >= 0.9 * _oracle(m, node, space, truth)
 
 
+@pytest.mark.slow
 def test_it_learns_which_configurations_fail_and_stops_trying_them():
     m, node, space, truth, belief = _case("clicks-csv", 8)
     invalid = sum(1 for c in space.grid() if m.rejects(c))
@@ -66,8 +67,8 @@ def test_it_learns_which_configurations_fail_and_stops_trying_them():
     opt, result = _tune(m, node, space, truth, belief, budget_s=300)
     failed = [t.config for t in result.trials if t.measurement.oom]
     assert len(failed) <= 4 and len(result.trials) >= 3 * len(failed)
-    assert any("read > cycle" in r for r in opt.report()["failure_rules"]) or len(failed) <= 1
-    assert all(not m.rejects(c) for c in opt.masker.forbidden and [] or [opt.best[0]])
+    assert len(failed) <= 1 or any(r.startswith("read > cycle") for r in opt.report()["failure_rules"])
+    assert not m.rejects(opt.best[0]) and not opt.best[1].oom
 
 
 def test_failure_rules_generalise_and_running_configurations_refute_them():
@@ -93,13 +94,14 @@ def test_memory_failures_scale_the_memory_model_instead_of_forming_rules():
     assert not opt.best[1].oom
 
 
+@pytest.mark.slow
 def test_it_uses_its_budget_while_the_model_misses_and_stops_early_when_sure():
     m, node, space, truth, belief = _case("text-hash", 8, error=0.5)
     unsure, result = _tune(m, node, space, truth, belief, noise=0.05)
     assert result.tuning_s >= 0.8 * 180 or len(result.trials) >= space.grid_size() * 0.5
     sure, exact = _tune(m, node, space, truth, truth, noise=0.0)
-    assert len(exact.trials) < len(result.trials)
-    assert "sure" in (sure.finished or "") or sure.finished
+    assert len(exact.trials) < len(result.trials) and exact.tuning_s < 0.8 * 180
+    assert sure.finished and sure.explorations < unsure.explorations
 
 
 def test_a_paired_win_never_goes_to_a_configuration_clearly_slower_than_the_best():
@@ -125,7 +127,7 @@ def test_a_paired_win_never_goes_to_a_configuration_clearly_slower_than_the_best
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_recommendation_is_never_a_failed_or_clearly_worse_configuration(seed):
-    m, node, space, truth, belief = _case("shuffle-heavy", 8, seed=seed)
+    m, node, space, truth, belief = _case("shuffle-heavy", 2, seed=seed)
     opt, result = _tune(m, node, space, truth, belief, noise=0.08)
     best, measured = opt.best
     assert not measured.oom and Masker.key(best) not in opt.masker.forbidden

@@ -608,8 +608,10 @@ class InTuneOptimizer:
             expected = self._expected_s()
             if now - self.t0 + expected > self.settings.finish_share * self.time_budget_s:
                 return "time budget"
-            # leave room for the confirmation and the settle after the next step
-            reserve = self.settings.confirm_top + (SETTLE_MEASUREMENTS if self.settings.settle_band else 0)
+            # leave room for the confirmation and the settle after the next step, once there is
+            # something to confirm (with fewer than three configurations measured, search on)
+            ran = sum(1 for m in self.visited.values() if not m.oom)
+            reserve = 0 if ran < 3 else self.settings.confirm_top + (SETTLE_MEASUREMENTS if self.settings.settle_band else 0)
             if reserve and now - self.t0 + expected * (1 + reserve) > CONFIRM_SHARE * self.time_budget_s:
                 return "time budget (kept for the confirmation)"
         return None
