@@ -141,3 +141,11 @@ def test_settings_are_validated_with_a_one_line_error():
     with pytest.raises(UserError, match="unknown InTune setting"):
         InTuneSettings.from_mapping({"max_stpes": 3})
     assert InTuneSettings.from_mapping({"max_steps": 3}).max_steps == 3
+
+
+def test_a_stall_late_in_the_budget_leaves_time_for_the_confirmation():
+    m, node, space, truth, belief = _case("text-hash", 8, error=0.5)
+    opt, result = _tune(m, node, space, truth, belief, noise=0.05)
+    assert opt.finished and opt.finished.startswith("time budget")
+    assert any(h.get("repeat") for h in opt.history)  # the best candidates were measured again
+    assert result.tuning_s <= 180 + 4.5

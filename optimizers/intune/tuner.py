@@ -600,10 +600,8 @@ class InTuneOptimizer:
         return shortlist[top]
 
     def _stop_reason(self, now: float) -> str | None:
-        if self.steps >= self.settings.max_steps:
-            return "step limit"
-        if self.no_improve >= self.settings.patience:
-            return f"no improvement in {self.settings.patience} live steps"
+        """Why the search stops now, if it does: the time budget first (a stall must not take the
+        time kept for the confirmation), then the step limit, then a stall (``patience``)."""
         if self.time_budget_s is not None and self.t0 is not None and self.durations:
             expected = self._expected_s()
             if now - self.t0 + expected > self.settings.finish_share * self.time_budget_s:
@@ -614,6 +612,10 @@ class InTuneOptimizer:
             reserve = 0 if ran < 3 else self.settings.confirm_top + (SETTLE_MEASUREMENTS if self.settings.settle_band else 0)
             if reserve and now - self.t0 + expected * (1 + reserve) > CONFIRM_SHARE * self.time_budget_s:
                 return "time budget (kept for the confirmation)"
+        if self.steps >= self.settings.max_steps:
+            return "step limit"
+        if self.no_improve >= self.settings.patience:
+            return f"no improvement in {self.settings.patience} live steps"
         return None
 
     def _escape_or_finish(self, reason: str) -> Config | None:
