@@ -360,7 +360,7 @@ def test_every_node_instance_is_hardened_itself_not_only_its_launch_template() -
     assert profile["role"] == "${aws_iam_role.nodes.name}"
 
 
-SKIP = re.compile(r"#\s*checkov:skip=([A-Z0-9_]+):(.*)")
+SKIP = re.compile(r"#\s*checkov:skip=([0-9A-Z_]+):(.*)")
 
 
 def test_every_checkov_skip_gives_its_reason_and_is_listed_in_the_docs() -> None:
