@@ -36,7 +36,7 @@ import numpy as np
 
 # CPU time of one metronome on the reference host (2-vCPU Intel Xeon VM, the project's
 # development machine) in its fast, uncontended state: the smallest per-CPU median of 600
-# ticks over three calibrations, 2026-12-01 06:14 UTC (`python -m benchmarks.host_speed
+# ticks over three calibrations on 2026-12-01 (`python -m benchmarks.host_speed
 # --calibrate`; the slow states read up to 1.7x more: rollout 2.58-2.65 ms in one of them).
 REFERENCE_MS = {"rollout": 1.50, "learner": 3.25}
 
