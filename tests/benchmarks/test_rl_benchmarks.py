@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-# The project root, not benchmarks/ itself: benchmarks/ingestion.py would shadow the ingestion package.
+# The project root, not benchmarks/ itself: benchmarks/ingestion_live.py would shadow the ingestion package.
 from benchmarks import _common, duty_cycle, rl_throughput
 
 

@@ -8,7 +8,7 @@ import argparse
 
 import pytest
 
-from benchmarks import ingestion as bench
+from benchmarks import ingestion_live as bench
 from ingestion.calibrate import Calibration, reanchor, scale_level, sequential_config
 from ingestion.dlrm import dlrm_knob_space
 from ingestion.node import Node

@@ -6,8 +6,8 @@ Bookkeeping only (nothing is timed here)."""
 from __future__ import annotations
 
 
-# The project root, not benchmarks/ itself: benchmarks/ingestion.py would shadow the ingestion package.
-from benchmarks.ingestion import grid_top, held_out_best, pick_oracle
+# The project root, not benchmarks/ itself: benchmarks/ingestion_live.py would shadow the ingestion package.
+from benchmarks.ingestion_live import grid_top, held_out_best, pick_oracle
 
 
 def _trial(x: int, rows_per_s: float, oom: bool = False) -> dict:

@@ -1,6 +1,6 @@
 """InTune vs baselines on the real tf.data DLRM pipeline, side by side in one run.
 
-    flock /tmp/trainwise-bench.lock .venv/bin/python -m benchmarks.ingestion \\
+    flock /tmp/trainwise-bench.lock .venv/bin/python -m benchmarks.ingestion_live \\
         --formats tsv,tfrecord --json-out runs/ingestion-bench.json
 
 For each data format (synthetic Criteo, 200,000 rows by default, generated once under
