@@ -77,9 +77,11 @@ def test_a_transient_failure_that_persists_fails_after_the_retries(monkeypatch: 
 
     monkeypatch.setattr(ingestion.datagen, "generate", always_busy)
 
+    from optimizers.spec import DataSpec
+
     @flow
-    def locate() -> dict[str, Any]:
-        return _no_wait(locate_or_generate_data)({"path": None, "rows": 1_000, "seed": 10**6 + 1})
+    def locate() -> Any:
+        return _no_wait(locate_or_generate_data)(DataSpec(path=None, rows=1_000, seed=10**6 + 1))
 
     state = locate(return_state=True)
     assert state.is_failed() and len(calls) == 1 + EXTERNAL_RETRIES["retries"]
