@@ -175,6 +175,7 @@ def test_the_plugin_backend_keeps_the_contract(plugins: None) -> None:
     assert report.invocations == 3 and report.failed == 1 and report.billing_labels == ("measured",)
 
 
+@pytest.mark.slow
 def test_the_plugin_backend_trains_through_the_cli(plugins: None, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "train.json"

@@ -64,6 +64,7 @@ def test_machine_busy_counts_this_process_work():
     assert own >= 0.2 and machine >= own - 0.05  # the machine's busy time includes this process's
 
 
+@pytest.mark.slow
 def test_user_pipeline_is_tuned_by_a_baseline():
     spec = user_pipeline_spec()
     r = tune_pipeline(spec, Node("t", 2, 4), "grid", time_budget_s=60, search=TINY, final=TINY, progress=False).to_json()

@@ -187,6 +187,7 @@ def _final_weights(ckpt: Path) -> dict[str, np.ndarray]:
     return {name: arrays[ref["__tensor__"]] for name, ref in model["__dict__"]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend_name", ["inprocess", "local"])
 def test_a_resumed_run_continues_exactly_as_an_uninterrupted_one(tmp_path: Path, backend_name: str) -> None:
     """Env slots carry each env's episode in progress in the checkpoint, and the learner's

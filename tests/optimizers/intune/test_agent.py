@@ -54,6 +54,7 @@ def test_act_never_picks_a_masked_action():
             assert mask[agent.act(obs, mask, eps)]
 
 
+@pytest.mark.slow
 def test_short_pretraining_runs_and_learns_something():
     torch.set_num_threads(1)
     agent = pretrain(600, seed=0, config=DQNConfig(hidden=16, learning_starts=200, batch_size=32))
@@ -68,6 +69,7 @@ def test_committed_pretrained_agent_loads():
     assert PRETRAINED.with_suffix(".npz").stat().st_size < 1_000_000
 
 
+@pytest.mark.slow
 def test_intune_optimizer_improves_on_the_simulator_and_stays_safe(tmp_path, monkeypatch):
     monkeypatch.setenv("TRAINWISE_HOME", str(tmp_path))
     node = SIM_NODES[8]

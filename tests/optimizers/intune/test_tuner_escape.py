@@ -56,6 +56,7 @@ def test_the_search_reaches_the_better_configuration_several_moves_away():
     assert opt.finished and stuck.escapes == 0
 
 
+@pytest.mark.slow
 def test_an_escape_is_an_unmeasured_safe_configuration_within_its_depth():
     opt, _, _, _ = _tune(max_escapes=6)
     opt.escapes = 0

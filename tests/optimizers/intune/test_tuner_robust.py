@@ -125,6 +125,7 @@ def test_a_paired_win_never_goes_to_a_configuration_clearly_slower_than_the_best
     assert measured.rows_per_s >= (1 - opt.settings.confirm_band) * max(v.rows_per_s for v in opt.visited.values())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_recommendation_is_never_a_failed_or_clearly_worse_configuration(seed):
     m, node, space, truth, belief = _case("shuffle-heavy", 2, seed=seed)
@@ -143,6 +144,7 @@ def test_settings_are_validated_with_a_one_line_error():
     assert InTuneSettings.from_mapping({"max_steps": 3}).max_steps == 3
 
 
+@pytest.mark.slow
 def test_a_stall_late_in_the_budget_leaves_time_for_the_confirmation():
     m, node, space, truth, belief = _case("text-hash", 8, error=0.5)
     opt, result = _tune(m, node, space, truth, belief, noise=0.05)
