@@ -59,19 +59,21 @@ def static_counts(cluster: ClusterModel, nodes: NodeTable, unit: Unit) -> dict[s
 
 
 def static(cluster: ClusterModel, nodes: NodeTable, type_name: str | None = None) -> Plan:
-    unit = Unit(static_type(cluster, type_name))
-    counts = static_counts(cluster, nodes, unit)
-    return _fixed_nodes(cluster, nodes, unit, counts, "autotune", "static",
-                        {"instance_type": unit.itype.name, "nodes_per_job": next(iter(counts.values())),
-                         "node_config": "model of tf.data AUTOTUNE"})
+    return _one_type_per_job(cluster, nodes, type_name, "autotune", "static", "model of tf.data AUTOTUNE")
 
 
 def intune_fixed(cluster: ClusterModel, nodes: NodeTable, type_name: str | None = None) -> Plan:
+    return _one_type_per_job(cluster, nodes, type_name, "intunex", "intune-fixed", "InTune node-level agent")
+
+
+def _one_type_per_job(cluster: ClusterModel, nodes: NodeTable, type_name: str | None, source: str, label: str,
+                      node_config: str) -> Plan:
+    """Static provisioning's node count and type for every job, each node configured by ``source``."""
     unit = Unit(static_type(cluster, type_name))
     counts = static_counts(cluster, nodes, unit)
-    return _fixed_nodes(cluster, nodes, unit, counts, "intunex", "intune-fixed",
+    return _fixed_nodes(cluster, nodes, unit, counts, source, label,
                         {"instance_type": unit.itype.name, "nodes_per_job": next(iter(counts.values())),
-                         "node_config": "InTune node-level agent"})
+                         "node_config": node_config})
 
 
 def cachew(cluster: ClusterModel, nodes: NodeTable, type_name: str | None = None) -> Plan:
