@@ -8,8 +8,8 @@ and whether it lies within the fault-free runs' spread.
 
 Variants: ``free`` (no faults), ``faults`` (the issue's mix: errors 0.1, timeouts 0.05,
 stragglers 0.1, throttle 0.1), ``faults-t10`` (the same with a 10 s function timeout),
-``errors30`` (errors 0.3, first seed only), each also with env slots of 64 steps
-(``slots-`` prefix). ``--spread-seeds`` adds fault-free runs that only widen the spread.
+``errors30`` (errors 0.3, first seed only), each in the default layout (one env per
+function: 4 actors x 64 steps) and with env slots of 32 steps (``slots-`` prefix). ``--spread-seeds`` adds fault-free runs that only widen the spread.
 
     .venv/bin/python -m benchmarks.rl_faults --seeds 1,2,3 --spread-seeds 4,5,6,7,8,9,10 \\
         --out-dir /tmp/rl-faults --json-out benchmarks/results/rl-faults-2026-12-02.json
@@ -34,7 +34,7 @@ VARIANTS: dict[str, list[str]] = {
     "faults-t10": ["--inject-faults", MIX + ",timeout_s=10"],
     "errors30": ["--inject-faults", "errors=0.3,seed=1"],
 }
-SLOTS = ["--steps-per-env", "64"]
+SLOTS = ["--steps-per-env", "32"]
 
 
 def _command(seed: int, variant: str, out: Path) -> list[str]:
@@ -89,6 +89,9 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "variant": r["variant"],
             "reached": r["reached"],
             "steps_over_fault_free": r["env_steps"] / ref["env_steps"] if ref else None,
+            # what faults change in learning: nothing, if the env steps and final return are the seed's own
+            "learned_as_fault_free": (r["env_steps"], r["final_mean_return"]) == (ref["env_steps"], ref["final_mean_return"])
+            if ref else None,
             "within_fault_free_spread": min(spread) <= r["env_steps"] <= max(spread) if spread else None,
             "cost_over_fault_free": r["cost_usd"] / ref["cost_usd"] if ref else None,
             "time_over_fault_free": r["lambda_time_s"] / ref["lambda_time_s"] if ref else None,

@@ -102,7 +102,7 @@ class RLSpec(_Strict):
 
         fields = ("env_id", "target_reward", "objective", "weight", "deadline_s", "budget_usd", "backend",
                   "architecture", "seed", "max_steps", "replan_every", "retune")
-        return SeraphRequest(**{f: getattr(self, f) for f in fields})
+        return SeraphRequest(**{f: getattr(self, f) for f in fields}, faults=self.inject_faults)
 
     @field_validator("env_id")
     @classmethod

@@ -69,9 +69,13 @@ def rollout_events(
 ) -> list[dict[str, Any]]:
     """One event per actor; the weights are encoded once and shared by all.
 
-    ``steps_per_env`` > 0: each event carries its env slots, each seeded by (seed,
-    iteration, slot) and with its episode in progress from ``slot_episodes`` when known,
-    so a slot's env and actions do not depend on the function (or instance) that runs it.
+    Each event carries its env slots, each seeded by (seed, iteration, slot) and with its
+    episode in progress from ``slot_episodes`` when known, so a slot's env and actions do
+    not depend on the function (or instance, or attempt) that runs it. ``steps_per_env``
+    > 0 splits the batch into slots of about that many steps (:func:`slot_plan`); 0 is one
+    env per function: slot ``k`` is actor ``k``'s env, with the actor's share of the batch.
+    A retried or hedged attempt therefore steps exactly the experience of the attempt it
+    replaces, in either layout.
     """
     weights_b64 = encode_b64(export_numpy(learner.model))
     spec_dict = learner.spec.to_dict()
@@ -87,13 +91,16 @@ def rollout_events(
         for actor_id, n in enumerate(run.steps_per_actor())
     ]
     if steps_per_env > 0:
-        for event, slots in zip(events, slot_plan(run.batch, run.actors, steps_per_env)):
-            event["slots"] = [
-                {"slot": k, "num_steps": n, "seed": _event_seed(seed, iteration, k)}
-                | ({"episode": slot_episodes[k]} if slot_episodes and k in slot_episodes else {})
-                for k, n in slots
-            ]
-            event["num_steps"] = sum(n for _, n in slots)
+        plan = slot_plan(run.batch, run.actors, steps_per_env)
+    else:
+        plan = [[(actor_id, n)] for actor_id, n in enumerate(run.steps_per_actor())]
+    for event, slots in zip(events, plan):
+        event["slots"] = [
+            {"slot": k, "num_steps": n, "seed": _event_seed(seed, iteration, k)}
+            | ({"episode": slot_episodes[k]} if slot_episodes and k in slot_episodes else {})
+            for k, n in slots
+        ]
+        event["num_steps"] = sum(n for _, n in slots)
     return events
 
 

@@ -97,6 +97,7 @@ def train_rl_on_functions(planned: SeraphPlan, progress_key: str) -> SeraphResul
             f"(target {target:g})",
         )
 
+    # the trainer puts the request's fault injector around it: the report sees the rollouts that ran
     backend = ReportingBackend(make_backend(request.backend), on_batch)
     try:
         result = seraph.train(planned, backend_obj=backend)
@@ -119,7 +120,7 @@ def train_rl_baseline(baseline: str, request: SeraphRequest) -> dict[str, Any]:
 
     if baseline != "static":
         raise UserError(f"unknown RL baseline {baseline!r}; allowed: static")
-    backend = make_backend(request.backend)
+    backend = make_backend(request.backend, faults=request.faults)  # the same faults as Seraph's run
     try:
         out = run_static(request.workload(), target_reward=request.target_reward, seed=request.seed, backend_obj=backend)
     finally:

@@ -190,4 +190,8 @@ def training_summary(res: Any, b_noise_final: float | None) -> dict[str, Any]:
         "b_noise_final": b_noise_final,
         # the controller's observe and re-plan work between iterations (in the run's time and cost)
         "controller_s": res.controller_s,
+        # faults met and recovered from (docs/faults.md); the rollout counters say none was lost or reused
+        "faults": res.faults,
+        "lost_rollouts": res.lost_rollouts,
+        "duplicate_rollouts": res.duplicate_rollouts,
     }

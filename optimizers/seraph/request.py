@@ -57,10 +57,11 @@ class SeraphRequest:
     steps_per_env: int = DEFAULT_STEPS_PER_ENV  # env slot length; 0: one env per function
     replan_every: int = 3  # iterations between re-plans
     retune: bool = True  # re-plan during training
+    faults: str | None = None  # faults injected into the rollout functions (FaultSpec's string form)
 
     checked_fields: ClassVar[tuple[str, ...]] = (
         "objective", "weight", "deadline_s", "budget_usd", "backend", "architecture", "target_reward",
-        "max_steps", "replan_every", "steps_per_env", "seed",
+        "max_steps", "replan_every", "steps_per_env", "seed", "faults",
     )
 
     def __post_init__(self) -> None:
@@ -120,6 +121,18 @@ class SeraphRequest:
 
     def _check_seed(self) -> str | None:
         return None if 0 <= self.seed < 2**32 else f"must be between 0 and 2**32 - 1, got {self.seed}"
+
+    def _check_faults(self) -> str | None:
+        """None, or a fault spec :meth:`serverless.backends.faults.FaultSpec.parse` reads."""
+        if self.faults is None:
+            return None
+        from serverless.backends.faults import FaultSpec
+
+        try:
+            FaultSpec.parse(self.faults)
+        except UserError as exc:
+            return str(exc).removeprefix("fault spec: ")
+        return None
 
     def check_env(self) -> None:
         """That ``env_id`` names a Gymnasium env the trainer supports (loads gymnasium)."""

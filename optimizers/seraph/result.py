@@ -54,7 +54,10 @@ class SeraphPlan:
     def workload_summary(self) -> dict[str, Any]:
         """The result JSON's ``workload``: the profiled workload plus target, seed and backend."""
         r = self.request
-        return {**r.workload().key_dict(), "target_reward": r.target_reward, "seed": r.seed, "backend": r.backend}
+        return {
+            **r.workload().key_dict(), "target_reward": r.target_reward, "seed": r.seed, "backend": r.backend,
+            "inject_faults": r.faults,
+        }
 
 
 # the keys a trained result adds, in the order the JSON lists them

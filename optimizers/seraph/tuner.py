@@ -147,7 +147,12 @@ def _controller(planner: Planner, planned: SeraphPlan, to_run: Any) -> SeraphCon
 
 def _train_spec(planned: SeraphPlan, run: Any) -> Any:
     """The trainer's spec: start at ``run`` (the plan's shape); after this run's own pilot,
-    resume from its checkpoint at that shape rather than the pilot's last one."""
+    resume from its checkpoint at that shape rather than the pilot's last one.
+
+    The request's injected faults meet the training (the trainer wraps whichever backend it
+    is given), not the profile: a profile is cached per workload and shared by runs with
+    other fault specs, or none."""
+    from serverless.backends.faults import FaultSpec
     from serverless.ppo import PPOConfig
     from serverless.trainer import TrainSpec
 
@@ -167,6 +172,7 @@ def _train_spec(planned: SeraphPlan, run: Any) -> Any:
         checkpoint_dir=ckpt,
         resume=ckpt is not None,
         resume_run=run if ckpt is not None else None,
+        faults=None if request.faults is None else FaultSpec.parse(request.faults),
     )
 
 

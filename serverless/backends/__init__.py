@@ -68,13 +68,27 @@ class BackendEntry:
 BACKENDS: Registry[BackendEntry] = Registry("function backend")
 
 
-def make_backend(name: str, **options: Any) -> FunctionBackend:
+def make_backend(name: str, *, faults: Any = None, **options: Any) -> FunctionBackend:
     """The backend registered as ``name``, built with ``options``: each one of the entry's
-    declared ``options`` (another is a UserError naming those it takes)."""
+    declared ``options`` (another is a UserError naming those it takes).
+
+    ``faults`` (a :class:`~serverless.backends.faults.FaultSpec` or its string form) wraps
+    the backend in the fault injector; every front end (``rl train``, ``rl tune``, the
+    workload file's ``rl.inject_faults``, the Prefect tasks) builds its backend here."""
     entry = BACKENDS.get(name)
     for key in options:
         entry.option(key)
-    return entry.factory(**options)
+    return with_faults(entry.factory(**options), faults)
+
+
+def with_faults(backend: Any, faults: Any) -> Any:
+    """``backend`` wrapped in the fault injector for ``faults`` (a ``FaultSpec`` or its
+    string form), or ``backend`` itself when ``faults`` is None."""
+    if faults is None:
+        return backend
+    from serverless.backends.faults import FaultInjectingBackend, FaultSpec
+
+    return FaultInjectingBackend(backend, faults if isinstance(faults, FaultSpec) else FaultSpec.parse(faults))
 
 
 def tunable_backends() -> tuple[str, ...]:

@@ -188,11 +188,15 @@ def _final_weights(ckpt: Path) -> dict[str, np.ndarray]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend_name", ["inprocess", "local"])
-def test_a_resumed_run_continues_exactly_as_an_uninterrupted_one(tmp_path: Path, backend_name: str) -> None:
-    """Env slots carry each env's episode in progress in the checkpoint, and the learner's
-    RNG states ride along: a run crashed after iteration 1 and resumed learns the same."""
-    ppo = PPOConfig(epochs=2, minibatch_size=64, steps_per_env=32)
+@pytest.mark.parametrize(
+    "backend_name, steps_per_env", [("inprocess", 32), ("local", 32), ("inprocess", 0)],
+    ids=["inprocess-slots", "local-slots", "inprocess-one-env-per-function"],
+)
+def test_a_resumed_run_continues_exactly_as_an_uninterrupted_one(tmp_path: Path, backend_name: str, steps_per_env: int) -> None:
+    """Env slots (one env per function included: slot k is function k's env) carry each
+    env's episode in progress in the checkpoint, and the learner's RNG states ride along:
+    a run crashed after iteration 1 and resumed learns the same."""
+    ppo = PPOConfig(epochs=2, minibatch_size=64, steps_per_env=steps_per_env)
 
     def backend() -> Any:
         if backend_name == "inprocess":

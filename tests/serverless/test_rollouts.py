@@ -232,11 +232,13 @@ def test_faults_at_every_attempt_stop_the_run_with_a_reason(tmp_path: Path) -> N
     assert result.ledger.fault_costs["errors"]["invocations"] >= 3  # the failed attempts are paid for
 
 
-def test_with_env_slots_faults_do_not_change_what_is_learned(tmp_path: Path) -> None:
+@pytest.mark.parametrize("steps_per_env", [64, 0], ids=["env-slots", "one-env-per-function"])
+def test_faults_do_not_change_what_is_learned(tmp_path: Path, steps_per_env: int) -> None:
     """Every attempt at a slot carries the slot's seed and episode in progress, so a retry or
     a hedge produces exactly the experience the first attempt would have: the same learning
-    as a fault-free run (even where a failed attempt had stepped a warm env)."""
-    ppo = PPOConfig(epochs=1, minibatch_size=128, steps_per_env=64)
+    as a fault-free run (even where a failed attempt had stepped a warm env). One env per
+    function is the layout whose slot k is actor k's env, so the same holds there."""
+    ppo = PPOConfig(epochs=1, minibatch_size=128, steps_per_env=steps_per_env)
     free = train(_spec(tmp_path / "free", ppo=ppo), backend=InProcess(), progress=False)
     handler_module.reset_warm_state()
     faults = FaultSpec(errors=0.15, timeouts=0.1, stragglers=0.15, throttle=0.15, seed=3, timeout_s=5)

@@ -60,7 +60,7 @@ def register(rl_sub: argparse._SubParsersAction) -> None:
 
 
 #: The flag that sets each request field, where it is not ``--`` + the field with dashes.
-FLAGS = {"env_id": "--env", "retune": "--no-retune"}
+FLAGS = {"env_id": "--env", "retune": "--no-retune", "faults": "--inject-faults"}
 
 
 def build_request(args: argparse.Namespace) -> Any:
@@ -73,7 +73,7 @@ def build_request(args: argparse.Namespace) -> Any:
             env_id=args.env, target_reward=args.target_reward, objective=args.objective, weight=args.weight,
             deadline_s=args.deadline_s, budget_usd=args.budget_usd, backend=args.backend,
             architecture=args.architecture, seed=args.seed, max_steps=args.max_steps, steps_per_env=steps_per_env,
-            replan_every=args.replan_every, retune=not args.no_retune,
+            replan_every=args.replan_every, retune=not args.no_retune, faults=args.inject_faults,
         )
         request.check_env()  # unknown or unsupported env: an error naming what is allowed
     except RequestError as exc:
@@ -100,20 +100,6 @@ def _print_plan(plan: dict[str, Any]) -> None:
         )
 
 
-def _faulty_backend(args: argparse.Namespace) -> Any:
-    """With ``--inject-faults``: the backend wrapped in the fault injector (its workers end with
-    this process), else None."""
-    from trainwise.cli import parse_inject_faults
-
-    faults = parse_inject_faults(args)
-    if faults is None:
-        return None
-    from serverless.backends import make_backend
-    from serverless.backends.faults import FaultInjectingBackend
-
-    return FaultInjectingBackend(make_backend(args.backend), faults)
-
-
 def handle(args: argparse.Namespace) -> dict[str, Any]:
     request = build_request(args)
     from optimizers.seraph import tune_and_train
@@ -123,7 +109,6 @@ def handle(args: argparse.Namespace) -> dict[str, Any]:
         png = Path(args.json_out).with_suffix(".pareto.png")
     result = tune_and_train(
         request, reprofile=args.reprofile, plan_only=args.plan_only, png_path=png, progress=True,
-        backend_obj=_faulty_backend(args),  # None without --inject-faults: the tuner makes its own
     ).to_dict()
     _print_plan(result["plan"])
     if not result["plan"]["feasible"] and not args.plan_only:

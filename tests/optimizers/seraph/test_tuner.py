@@ -133,6 +133,7 @@ def test_short_training_run_reports_phases_and_model_check(home):
         (["--objective", "balanced", "--weight", "2"], "weight"),
         (["--objective", "cost", "--backend", "aws"], "local, ray"),
         (["--objective", "cost", "--budget-usd", "-1"], "budget"),
+        (["--objective", "cost", "--inject-faults", "errors=2"], "--inject-faults: errors must be a rate in [0, 1)"),
     ],
 )
 def test_bad_input_fails_cleanly(home, capsys, extra, needle):
@@ -383,3 +384,20 @@ def test_an_iteration_that_replayed_slots_or_started_instances_is_not_steady_sta
     assert observation(steady).cold is True
     steady.rollout.update(replayed_slots=0, cold_starts=1)
     assert observation(steady).cold is True
+
+
+@pytest.mark.slow
+def test_a_tuned_run_under_injected_faults_reports_them_and_loses_nothing(home):
+    """The request's fault spec (``--inject-faults``, ``rl.inject_faults``) reaches the backend
+    the tuner builds; the result's ``training`` reports the faults and the rollout counters."""
+    from optimizers.seraph import SeraphRequest, tune_and_train
+
+    workload = workload_for("CartPole-v1", 3000)
+    save_profile(_synthetic_profile(workload))
+    request = SeraphRequest("CartPole-v1", 475, objective="cost", max_steps=3000, faults="errors=0.2,throttle=0.2,seed=3")
+    training = tune_and_train(request).to_dict()["training"]
+    faults = training["faults"]
+    assert faults["injected"]["errors"] > 0 and faults["injected"]["throttle"] > 0
+    assert faults["recovered"]["errors"] == faults["injected"]["errors"]
+    assert training["lost_rollouts"] == 0 and training["duplicate_rollouts"] == 0
+    assert training["ledger"]["faults"]["usd"] > 0

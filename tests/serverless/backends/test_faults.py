@@ -206,5 +206,20 @@ def test_workload_spec_validates_inject_faults() -> None:
 
     ok = parse_spec({"name": "x", "rl": {"target_reward": 475, "inject_faults": "errors=0.1,seed=2"}})
     assert ok.rl is not None and FaultSpec.parse(ok.rl.inject_faults or "") == FaultSpec(errors=0.1, seed=2)
+    # the workload file's faults travel with the Seraph request that the flow's tasks run
+    assert ok.rl.request().faults is not None and FaultSpec.parse(ok.rl.request().faults) == FaultSpec(errors=0.1, seed=2)
     with pytest.raises(UserError, match="rl.inject_faults: unknown key 'bogus'"):
         parse_spec({"name": "x", "rl": {"target_reward": 475, "inject_faults": "bogus=1"}})
+
+
+def test_make_backend_wraps_the_backend_in_the_injector_when_asked() -> None:
+    from serverless.backends import make_backend
+
+    plain = make_backend("local")
+    assert not isinstance(plain, FaultInjectingBackend)
+    for faults in ("errors=0.2,seed=4", FaultSpec(errors=0.2, seed=4)):
+        wrapped = make_backend("local", faults=faults)
+        assert isinstance(wrapped, FaultInjectingBackend) and wrapped.spec == FaultSpec(errors=0.2, seed=4)
+        wrapped.close()
+    with pytest.raises(UserError, match="unknown key 'bogus'"):
+        make_backend("local", faults="bogus=1")
