@@ -24,7 +24,8 @@ def _local(request: pytest.FixtureRequest) -> Any:
 
 
 def _ray(request: pytest.FixtureRequest) -> Any:
-    ray = pytest.importorskip("ray")
+    import ray  # a dependency: a broken install fails here rather than skipping
+
     if not ray.is_initialized():
         ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
     return make_backend("ray")
