@@ -38,7 +38,7 @@ from typing import Any
 from optimizers.seraph.models import RunShape
 from optimizers.seraph.profiling import DEFAULT_STEPS_PER_ENV
 
-TARGETS = {"CartPole-v1": 475.0, "LunarLander-v3": 200.0}
+TARGETS = {"CartPole-v1": 475.0, "LunarLander-v3": 200.0, "Pendulum-v1": -200.0}
 GRID_FULL = [RunShape(a, m, b) for a in (1, 4, 16) for m in (885, 1769, 3008) for b in (512, 1024, 2048, 4000)]
 GRID_QUICK = [RunShape(a, 1769, b) for a in (1, 8) for b in (512, 1024, 4000)] + [RunShape(1, 885, 512)]
 # LunarLander runs are long: the grid is the shapes the cost and speed objectives can

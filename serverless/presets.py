@@ -1,7 +1,7 @@
 """Per-env default hyperparameters (what ``trainwise rl train --env X`` uses).
 
-Adapted from rl-baselines3-zoo's tuned PPO settings (CartPole-v1, Acrobot-v1;
-LunarLander-v3 re-tuned, see below), expressed in our terms: ``batch`` = env steps
+Adapted from rl-baselines3-zoo's tuned PPO settings (CartPole-v1, Acrobot-v1,
+Pendulum-v1; LunarLander-v3 re-tuned, see below), expressed in our terms: ``batch`` = env steps
 per iteration (their n_envs x n_steps), split over ``actors`` functions. Any env without a preset gets
 CleanRL's general defaults. ``--batch``, ``--actors`` and ``--memory-mb`` override.
 """
@@ -54,6 +54,13 @@ _PRESETS: dict[str, Preset] = {
         batch=4096,
         max_steps=1_000_000,
         ppo=PPOConfig(learning_rate=3e-4, gamma=0.999, gae_lambda=0.98, epochs=10, minibatch_size=128, ent_coef=0.001),
+    ),
+    # zoo: 4 envs x 1024 steps, gamma 0.9, gae 0.95, lr 1e-3, 10 epochs, minibatch 64, clip 0.2, ent 0
+    # (zoo also uses gSDE, which our PPO does not have)
+    "Pendulum-v1": Preset(
+        batch=4096,
+        max_steps=300_000,
+        ppo=PPOConfig(learning_rate=1e-3, gamma=0.9, gae_lambda=0.95, epochs=10, minibatch_size=64, ent_coef=0.0),
     ),
 }
 

@@ -115,3 +115,15 @@ def test_fresh_only_runs_no_cached_profile_twins(monkeypatch):
     assert bars["cost_objective_cost_ratio_vs_static"] == pytest.approx(0.5)
     assert bars["tuning_overhead_net_share_of_saving"] == pytest.approx(0.02)
     assert not any("cached_profile" in k for k in bars)
+
+
+def test_every_benchmark_env_has_a_preset_and_slot_references_to_its_target():
+    from benchmarks.seraph import TARGETS
+    from optimizers.seraph.profiling import DEFAULT_STEPS_PER_ENV
+    from optimizers.seraph.references import measured_reference
+    from serverless.presets import has_preset
+
+    assert "Pendulum-v1" in TARGETS
+    for env, target in TARGETS.items():
+        ref = measured_reference(env, DEFAULT_STEPS_PER_ENV)
+        assert has_preset(env) and ref["steps_per_env"] == DEFAULT_STEPS_PER_ENV and ref["target_reward"] == target, env

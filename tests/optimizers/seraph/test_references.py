@@ -57,3 +57,19 @@ def test_a_negative_slot_length_is_refused(capsys):
 
     with pytest.raises(UserError, match="--steps-per-env must be >= 0"):
         references.main(["--env", "CartPole-v1", "--target-reward", "475", "--batches", "512", "--steps-per-env", "-1"])
+
+
+def test_the_committed_pendulum_references_cover_its_searched_batches_with_slots():
+    from optimizers.seraph.profiling import batches_for, workload_for
+    from optimizers.seraph.reference_points import reference_for
+
+    workload = workload_for("Pendulum-v1", None)
+    entry = references.measured_reference("Pendulum-v1", workload.steps_per_env)
+    assert entry["steps_per_env"] == workload.steps_per_env == 128 and entry["target_reward"] == -200
+    assert entry["seeds"] == list(range(10, 18)) and entry["max_steps"] == workload.max_steps
+    assert [b for b, _ in entry["points"]] == list(batches_for(workload))
+    for batch, median in entry["points"]:
+        runs = [r["env_steps"] for r in entry["runs"] if r["batch"] == batch]
+        assert len(runs) == 8 and min(runs) <= median <= max(runs)
+    ref = reference_for("Pendulum-v1", workload.max_steps, 4096, workload.steps_per_env)
+    assert ref.source.startswith("measured") and ref.actors == 1 and len(ref.runs) == len(entry["runs"])
