@@ -234,8 +234,8 @@ def live_pipeline(m: Any, data_root: Path, optimizers: list[str], seeds: int, bu
     picks: dict[str, dict[str, int]] = {"autotune": autotune_config(spec)}
     if grid:
         g = tune_pipeline(spec, node, "grid", time_budget_s=10 * 3600, final=None, progress=False)
-        picks["grid"] = g["config"]
-        log(f"{m.name}: grid best {g['config']} ({g['search']['trials']} configurations)")
+        picks["grid"] = g.config
+        log(f"{m.name}: grid best {g.config} ({g.search['trials']} configurations)")
     tuned = []
     for opt in (o for o in optimizers if o != "autotune"):
         for seed in range(seeds):
@@ -243,11 +243,11 @@ def live_pipeline(m: Any, data_root: Path, optimizers: list[str], seeds: int, bu
             chosen = live_optimizer(opt, spec, node, budget_s, seed)
             r = tune_pipeline(spec, node, chosen, time_budget_s=budget_s, seed=seed, final=None, progress=False,
                               calibration=_calibration(spec, node, budget_s))
-            failed = sum(h["oom"] for h in r["search"]["history"])
-            tuned.append({"optimizer": opt, "seed": seed, "config": r["config"], "trials": r["search"]["trials"],
+            failed = sum(1 for h in r.search["history"] if h["oom"] or "failure" in h)
+            tuned.append({"optimizer": opt, "seed": seed, "config": r.config, "trials": r.search["trials"],
                           "failed": failed, "tuning_s": round(time.monotonic() - t0, 1)})
-            picks[f"{opt}/{seed}"] = r["config"]
-            log(f"{m.name}: {opt} seed {seed}: {r['config']} in {tuned[-1]['tuning_s']} s, {r['search']['trials']} trials")
+            picks[f"{opt}/{seed}"] = r.config
+            log(f"{m.name}: {opt} seed {seed}: {r.config} in {tuned[-1]['tuning_s']} s, {r.search['trials']} trials")
     final = side_by_side(spec, node, picks, rounds)
     ref = final.get("grid", {}).get("rows_per_s")
     auto = final["autotune"]["rows_per_s"]

@@ -35,3 +35,19 @@ def test_the_case_truth_and_belief_differ_and_the_oracle_skips_failures():
 def test_bad_arguments_are_one_line_errors(capsys):
     assert main(["--simulate", "--pipelines", "nope"]) == 2
     assert "unknown ['nope']" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_measured_path_tunes_and_scores_side_by_side(tmp_path):
+    """The live path end to end on a small pipeline: a short tuning run, AUTOTUNE, then the
+    picks measured side by side (the figures are measured; only their shape is checked)."""
+    from benchmarks.intune_suite import live_pipeline
+
+    lines: list[str] = []
+    rows = live_pipeline(member("clicks-csv"), tmp_path, ["autotune", "hillclimb"], seeds=1, budget_s=8.0, rounds=1,
+                         grid=False, log=lines.append)
+    assert {r["optimizer"] for r in rows} == {"autotune", "hillclimb"}
+    hill = next(r for r in rows if r["optimizer"] == "hillclimb")
+    assert hill["trials"] >= 1 and hill["rows_per_s"] > 0 and hill["vs_grid"] is None
+    assert hill["vs_autotune"] == pytest.approx(hill["rows_per_s"] / hill["autotune_rows_per_s"])
+    assert any("hillclimb seed 0" in line for line in lines)
