@@ -57,11 +57,11 @@ BATCHES: dict[str, tuple[int, ...]] = {
 
 
 def batches_for(workload: "Workload") -> tuple[int, ...]:
-    """The batch sizes to search: the env's set (else the preset's batch x 1/4 .. 4, plus
-    4,000), without batches under two PPO minibatches (the noise probe needs two sizes)."""
+    """The batch sizes to search: the workload's own (at the baseline's layout, its batch),
+    else the env's set (else the preset's batch x 1/4 .. 4, plus 4,000), without batches under two PPO minibatches (the noise probe needs two sizes)."""
     from serverless.presets import preset_for
 
-    batches = BATCHES.get(workload.env_id)
+    batches = workload.batches or BATCHES.get(workload.env_id)
     if batches is None:
         base = preset_for(workload.env_id).batch
         batches = tuple(sorted({4000, *(int(base * f) for f in (0.25, 0.5, 1, 2, 4))}))
@@ -116,6 +116,8 @@ def pilot_batch(workload: "Workload") -> int:
     from serverless.presets import preset_for
 
     batches = batches_for(workload)
+    if len(batches) == 1:
+        return batches[0]
     measured = measured_reference(workload.env_id, workload.steps_per_env)
     points = {int(b): float(e) for b, e in measured["points"]} if measured else {}
     known = [b for b in batches if b in points]
@@ -230,6 +232,7 @@ class Workload:
     max_steps: int
     ppo: dict[str, Any]
     architecture: str = "x86_64"
+    batches: tuple[int, ...] = ()  # the batches searched at this layout; empty: the env's set
 
     @property
     def steps_per_env(self) -> int:
@@ -237,7 +240,8 @@ class Workload:
         return int(self.ppo.get("steps_per_env", 0) or 0)
 
     def key_dict(self) -> dict[str, Any]:
-        return {"env_id": self.env_id, "max_steps": self.max_steps, "ppo": self.ppo, "architecture": self.architecture}
+        key = {"env_id": self.env_id, "max_steps": self.max_steps, "ppo": self.ppo, "architecture": self.architecture}
+        return {**key, "batches": list(self.batches)} if self.batches else key
 
 
 @dataclass(frozen=True)
@@ -318,7 +322,9 @@ def _learner_timing(workload: Workload, pilot: Any, seed: int) -> dict[str, Any]
     from serverless.pricing import PriceTable
 
     modelled = pilot.lambda_time_label == "modelled"
-    rows = time_learner_updates(workload, batches_for(workload), seed=seed, modelled=modelled)
+    batches = batches_for(workload)
+    # one searched batch: the pilot's own updates time it, and a timing would only add cost
+    rows = time_learner_updates(workload, batches, seed=seed, modelled=modelled) if len(batches) > 1 else []
     timed_s = sum(r["timed_s"] for r in rows)  # what the timing itself took (one epoch each)
     waits = [view(r).rollout_lambda_s for r in pilot.iterations] if modelled else []
     excess_s = beside_rollouts([r["timed_s"] for r in rows], waits)
@@ -435,18 +441,20 @@ def profile_workload(
 
 
 def workload_for(
-    env_id: str, max_steps: int | None, architecture: str = "x86_64", steps_per_env: int = DEFAULT_STEPS_PER_ENV
+    env_id: str, max_steps: int | None, architecture: str = "x86_64", steps_per_env: int = DEFAULT_STEPS_PER_ENV,
+    batches: tuple[int, ...] = (),
 ) -> Workload:
     """The workload the trainer's preset defines for ``env_id`` (PPO settings included).
 
     The default step cap is three times the preset's, so a batch larger than the
     preset's (fewer updates per sample) still has room to reach the target.
     ``steps_per_env`` > 0 splits every batch into env slots (``PPOConfig.steps_per_env``;
-    default :data:`DEFAULT_STEPS_PER_ENV`), 0 gives one env per function.
+    default :data:`DEFAULT_STEPS_PER_ENV`), 0 gives one env per function. ``batches``
+    narrows the search to those batches (at the baseline's layout, its own).
     """
     from serverless.presets import preset_for
 
     preset = preset_for(env_id)
     steps = max_steps if max_steps is not None else 3 * preset.max_steps
     ppo = replace(preset.ppo, steps_per_env=steps_per_env).to_dict()
-    return Workload(env_id=env_id, max_steps=int(steps), ppo=ppo, architecture=architecture)
+    return Workload(env_id=env_id, max_steps=int(steps), ppo=ppo, architecture=architecture, batches=tuple(batches))

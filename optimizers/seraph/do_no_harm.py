@@ -1,0 +1,93 @@
+"""Do no harm: the baseline stays unless the model predicts a saving larger than its own error.
+
+The configuration the user would otherwise run (:mod:`optimizers.seraph.baseline`) is
+always a candidate. When the search's best is another configuration, Seraph takes it only
+if the predicted saving on the objective is larger than the model's measured error on this
+workload: the leave-one-out median error of the predicted iteration time over the profile
+(``PerformanceModel.fit_error``). A smaller predicted saving is no evidence that the change
+saves anything, and the baseline is what the user would pay without Seraph.
+
+This covers the time and price of an iteration. The env steps to the target are gated before
+the pilot (:mod:`optimizers.seraph.layout`): a layout other than the baseline's is tried only
+when its reference runs needed significantly fewer env steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from optimizers.seraph.objectives import Objective
+from optimizers.seraph.search import Candidate, Constraints, SearchOutcome, front_scale
+
+
+@dataclass(frozen=True)
+class BaselineVerdict:
+    """Which the plan chose, the search's best or the baseline, and why."""
+
+    baseline: Candidate
+    chosen: str  # "baseline" or "search"
+    reason: str
+    predicted_saving: float | None = None  # on the objective, relative to the baseline (modelled)
+    model_error: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "config": self.baseline.as_dict(),
+            "chosen": self.chosen,
+            "reason": self.reason,
+            "predicted_saving": self.predicted_saving,
+            "model_error": self.model_error,
+            "label": "modelled (Lambda clock and price table); model_error is the iteration-time fit's "
+            "leave-one-out median error",
+        }
+
+
+def _within(c: Candidate, constraints: Constraints) -> bool:
+    d, b = constraints.deadline_s, constraints.budget_usd
+    return (d is None or c.time_s <= d) and (b is None or c.cost_usd <= b)
+
+
+def _same(a: Candidate, b: Candidate) -> bool:
+    return a.shape == b.shape and a.steps_per_env == b.steps_per_env
+
+
+def predicted_saving(objective: Objective, outcome: SearchOutcome, baseline: Candidate, best: Candidate) -> float:
+    """The objective's predicted relative saving of ``best`` over ``baseline`` (the front's scale)."""
+    scale = front_scale(outcome.front)
+    base_v = objective.value(baseline.cost_usd, baseline.time_s, scale)
+    best_v = objective.value(best.cost_usd, best.time_s, scale)
+    return (base_v - best_v) / base_v if base_v > 0 else 0.0
+
+
+def keep_baseline_unless_saving(
+    outcome: SearchOutcome, baseline: Candidate, objective: Objective, constraints: Constraints, model_error: float | None
+) -> tuple[SearchOutcome, BaselineVerdict]:
+    """The outcome with the baseline as its best unless the search's best saves more than
+    ``model_error`` (see the module's docstring), and the verdict."""
+    best = outcome.best
+    error = 0.0 if model_error is None else float(model_error)
+    if best is None:
+        return outcome, BaselineVerdict(baseline, "search", "no feasible plan; the baseline is not feasible either", None, error)
+    if _same(best, baseline):
+        return outcome, BaselineVerdict(baseline, "baseline", "the search's best is the baseline", 0.0, error)
+    saving = predicted_saving(objective, outcome, baseline, best)
+    if not _within(baseline, constraints):
+        return outcome, BaselineVerdict(
+            baseline, "search", "the baseline breaks the deadline or the budget (modelled)", saving, error
+        )
+    if saving > error:
+        return outcome, BaselineVerdict(
+            baseline, "search",
+            f"predicted saving {saving:.1%} on {objective.name} exceeds the model's error {error:.1%}", saving, error,
+        )
+    msg = (
+        f"{objective.name}: the baseline {baseline.shape.actors} actors x {baseline.shape.memory_mb} MB, batch "
+        f"{baseline.shape.batch}, {baseline.steps_per_env} steps per env (the best other plan saves {saving:.1%}, "
+        f"within the model's error {error:.1%})"
+    )
+    kept = replace(outcome, best=baseline, message=msg)
+    return kept, BaselineVerdict(
+        baseline, "baseline", f"predicted saving {saving:.1%} on {objective.name} is within the model's error {error:.1%}",
+        saving, error,
+    )
