@@ -4,7 +4,8 @@ RLlib's ``PPOConfig`` defaults to ``num_env_runners=2`` and ``train_batch_size=4
 (ray/rllib/algorithms/ppo/ppo.py); a runner maps to one actor function, and 1,769 MB
 is the memory at which a Lambda function gets one full vCPU (AWS Lambda docs). RLlib's
 runner steps one env (``num_envs_per_env_runner=1``), so the static default runs without
-env slots whatever the workload says.
+env slots whatever the workload says; that trains identically to env slots of
+``batch / actors`` steps, the layout Seraph's baseline (``optimizers.seraph.baseline``) names.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from dataclasses import replace
 from typing import Any
 
 from optimizers.baselines.rl_common import train_shape
-from optimizers.seraph.models import RunShape
+from optimizers.seraph.baseline import STATIC_DEFAULT_CONFIG
 from optimizers.seraph.profiling import Workload
 
-STATIC_DEFAULT = RunShape(actors=2, memory_mb=1769, batch=4000)
+STATIC_DEFAULT = STATIC_DEFAULT_CONFIG.shape
 
 
 def run_static(workload: Workload, *, target_reward: float, seed: int, backend_obj: Any = None) -> dict[str, Any]:

@@ -99,8 +99,8 @@ class BaselineConfig:
         missing = [k for k in ("actors", "memory_mb", "batch") if k not in values]
         if missing:
             raise BaselineConfigError(missing[0], f"missing in {text!r}; needed: actors, memory, batch")
-        if "steps_per_env" not in values and values["actors"] >= 1:
-            values["steps_per_env"] = max(values["batch"] // values["actors"], 1)
+        if "steps_per_env" not in values:  # one env per function
+            values["steps_per_env"] = max(values["batch"] // max(values["actors"], 1), 1)
         return cls(**values)
 
 

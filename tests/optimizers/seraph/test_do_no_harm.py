@@ -1,0 +1,42 @@
+"""Do no harm: the baseline is kept unless the search's best saves more than the model's error."""
+
+from optimizers.seraph.do_no_harm import keep_baseline_unless_saving
+from optimizers.seraph.models import RunShape
+from optimizers.seraph.objectives import make_objective
+from optimizers.seraph.search import Candidate, Constraints, choose
+
+BASE = Candidate(RunShape(2, 1769, 4000), 50, 200_000, 30.0, 1.00e-3, 2000)
+
+
+def _other(cost, time_s=30.0):
+    return Candidate(RunShape(4, 1769, 4000), 50, 200_000, time_s, cost, 2000)
+
+
+def test_a_saving_within_the_model_error_keeps_the_baseline():
+    cands = [BASE, _other(0.93e-3)]  # 7% cheaper on paper
+    outcome, verdict = keep_baseline_unless_saving(choose(cands, make_objective("cost")), BASE, make_objective("cost"),
+                                                   Constraints(), model_error=0.10)
+    assert outcome.best == BASE and verdict.chosen == "baseline"
+    assert abs(verdict.predicted_saving - 0.07) < 1e-9 and "within the model's error" in verdict.reason
+
+
+def test_a_saving_beyond_the_model_error_is_taken():
+    cheaper = _other(0.80e-3)
+    outcome, verdict = keep_baseline_unless_saving(choose([BASE, cheaper], make_objective("cost")), BASE,
+                                                   make_objective("cost"), Constraints(), model_error=0.10)
+    assert outcome.best == cheaper and verdict.chosen == "search" and verdict.predicted_saving > verdict.model_error
+
+
+def test_the_saving_is_judged_on_the_objective():
+    faster = _other(1.05e-3, time_s=20.0)  # a third faster, 5% dearer
+    speed, cost = make_objective("speed"), make_objective("cost")
+    assert keep_baseline_unless_saving(choose([BASE, faster], speed), BASE, speed, Constraints(), 0.1)[0].best == faster
+    assert keep_baseline_unless_saving(choose([BASE, faster], cost), BASE, cost, Constraints(), 0.1)[0].best == BASE
+
+
+def test_a_baseline_that_breaks_a_constraint_is_not_kept():
+    cheaper = _other(0.95e-3, time_s=10.0)
+    constraints = Constraints(deadline_s=20.0)
+    outcome, verdict = keep_baseline_unless_saving(choose([BASE, cheaper], make_objective("cost"), constraints), BASE,
+                                                   make_objective("cost"), constraints, model_error=0.10)
+    assert outcome.best == cheaper and verdict.chosen == "search" and "deadline" in verdict.reason
