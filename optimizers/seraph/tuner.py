@@ -212,6 +212,7 @@ def train(planned: SeraphPlan, *, backend_obj: Any = None, progress: bool = Fals
     phases, check = phases_from_records(res.iterations, planner, float(pilot["training_cost_usd"]) if resumed else 0.0)
     if resumed:
         phases.insert(0, profiling_phase(pilot))
+    check = {**check, "env_steps_to_target": _steps_check(planned, res)}
     return SeraphResult(
         workload=planned.workload_summary(), plan=planned.to_dict(), profile=planned.profile_summary(),
         tuning_overhead=planned.overhead,
@@ -221,6 +222,15 @@ def train(planned: SeraphPlan, *, backend_obj: Any = None, progress: bool = Fals
         decisions=[] if controller is None else [d.as_dict() for d in controller.decisions],
         training=training_summary(res, planner.tracker.value),
     )
+
+
+def _steps_check(planned: SeraphPlan, res: Any) -> dict[str, Any]:
+    """The plan's predicted env steps to the target against the run's (measured, when reached)."""
+    predicted = planned.plan.outcome.best.env_steps if planned.plan.outcome.best is not None else None
+    measured = res.env_steps if res.reached else None
+    error = abs(predicted - measured) / measured if predicted is not None and measured else None
+    return {"predicted": predicted, "measured": measured, "relative_error": error,
+            "references": planned.to_dict().get("references"), "label": "predicted: modelled; measured: env steps counted"}
 
 
 # ------------------------------------------------------------------------------ composed
