@@ -29,7 +29,7 @@ from optimizers.seraph.controller import SeraphController
 from optimizers.seraph.models import Prices, RunShape
 from optimizers.seraph.objectives import Objective
 from optimizers.seraph.planner import Planner
-from optimizers.seraph.profiling import PilotOutcome, Workload, batches_for, profile_workload
+from optimizers.seraph.profiling import PilotOutcome, Workload, batches_for, noise_probe_every, profile_workload
 from optimizers.seraph.reference_points import reference_for
 from optimizers.seraph.request import SeraphRequest
 from optimizers.seraph.result import SeraphPlan, SeraphResult
@@ -204,7 +204,8 @@ def train(planned: SeraphPlan, *, backend_obj: Any = None, progress: bool = Fals
     controller = _controller(planner, planned, to_run)
     spec = _train_spec(planned, to_run(planned.shape))
     res = run_trainer(
-        spec, backend=backend_obj, controller=controller, probe_noise_every=0 if controller is None else 2, progress=progress
+        spec, backend=backend_obj, controller=controller,
+        probe_noise_every=0 if controller is None else noise_probe_every(planned.request.workload(), 2), progress=progress,
     )
     if not math.isfinite(res.cost_usd):
         raise RuntimeError("the ledger returned a non-finite cost")
