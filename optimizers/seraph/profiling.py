@@ -8,7 +8,8 @@
 * The **pilot** is ordinary training whose run shape a :class:`SweepController` changes
   every iteration along a fixed schedule at one vCPU (1,769 MB) and one batch
   (:func:`pilot_batch`), so a single run measures the concurrency scaling (16 down to 1
-  functions) and the gradient noise scale, probed at every iteration.
+  functions) and the gradient noise scale, probed at every iteration (when the search
+  has more than one batch to choose between, :func:`noise_probe_every`).
 * The **learner timing** (:func:`time_learner_updates`) times the learner's update at
   every batch size the search considers, on a throwaway learner and a synthetic batch:
   the update's cost depends on the batch size, not on the data, and the run's own
