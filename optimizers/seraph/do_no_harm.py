@@ -91,3 +91,33 @@ def keep_baseline_unless_saving(
         baseline, "baseline", f"predicted saving {saving:.1%} on {objective.name} is within the model's error {error:.1%}",
         saving, error,
     )
+
+
+def keep_measured_memory(
+    outcome: SearchOutcome, candidates: list[Candidate], objective: Objective, constraints: Constraints,
+    model_error: float | None, measured_mb: int,
+) -> tuple[SearchOutcome, dict[str, Any] | None]:
+    """The same rule for the memory size: the pilot trains at ``measured_mb``, every other size
+    is known from one warm call of the memory probe. The best shape at another size is taken
+    only if it saves more than ``model_error`` over the same shape at ``measured_mb``; a
+    single call under load can read a size above one vCPU as faster than a single-threaded
+    handler can run there. Returns the outcome and, when the rule applied, what it decided."""
+    best = outcome.best
+    if best is None or best.shape.memory_mb == measured_mb:
+        return outcome, None
+    same = [c for c in candidates if c.steps_per_env == best.steps_per_env and c.shape.actors == best.shape.actors
+            and c.shape.batch == best.shape.batch and c.shape.memory_mb == measured_mb]
+    if not same or not _within(same[0], constraints):
+        return outcome, None
+    measured, error = same[0], 0.0 if model_error is None else float(model_error)
+    saving = predicted_saving(objective, outcome, measured, best)
+    note = {"probed_mb": best.shape.memory_mb, "measured_mb": measured_mb, "predicted_saving": saving, "model_error": error}
+    if saving > error:
+        return outcome, {**note, "chosen": best.shape.memory_mb,
+                         "reason": f"{best.shape.memory_mb} MB saves {saving:.1%}, more than the model's error {error:.1%}"}
+    msg = (f"{objective.name}: {measured.shape.actors} actors x {measured_mb} MB, batch {measured.shape.batch} "
+           f"({best.shape.memory_mb} MB, known from the probe alone, saves {saving:.1%}, within the model's error {error:.1%})")
+    return replace(outcome, best=measured, message=msg), {
+        **note, "chosen": measured_mb,
+        "reason": f"{best.shape.memory_mb} MB saves {saving:.1%}, within the model's error {error:.1%}: the pilot's size stays",
+    }

@@ -25,11 +25,12 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from optimizers.seraph.baseline import BaselineConfig
-from optimizers.seraph.do_no_harm import BaselineVerdict, keep_baseline_unless_saving
+from optimizers.seraph.do_no_harm import BaselineVerdict, keep_baseline_unless_saving, keep_measured_memory
 from optimizers.seraph.models import CostModel, Observation, PerformanceModel, Prices, ProgressModel, RunShape
 from optimizers.seraph.noise_scale import NoiseScaleTracker
 from optimizers.seraph.objectives import Objective
 from optimizers.seraph.profiles import Profile
+from optimizers.seraph.profiling import BASE_MEMORY_MB as PILOT_MEMORY_MB
 from optimizers.seraph.reference_points import Reference
 from optimizers.seraph.search import Candidate, Constraints, SearchOutcome, choose, front_scale, score_shapes
 from optimizers.seraph.space import SearchSpace
@@ -53,6 +54,7 @@ class Plan:
     iteration_cost_usd: float | None = None
     noise: dict[str, Any] = field(default_factory=dict)
     verdict: BaselineVerdict | None = None  # the baseline and whether the plan kept it
+    memory_verdict: dict[str, Any] | None = None  # a probed memory size against the pilot's (do_no_harm)
     layout: dict[str, Any] | None = None  # the rollout layout chosen before the pilot, and why
 
     @property
@@ -75,6 +77,7 @@ class Plan:
             "config": None if best is None else best.shape.as_dict(),
             "steps_per_env": None if best is None else best.steps_per_env,  # the layout's env length
             "baseline": None if self.verdict is None else self.verdict.as_dict(),
+            "memory_rule": self.memory_verdict,
             "layout": self.layout,
             "references": "none" if self.layout is None else self.layout.get("references"),
             "predicted": None
@@ -333,13 +336,18 @@ class Planner:
         verdict = None
         if base is not None:
             outcome, verdict = keep_baseline_unless_saving(outcome, base, self.objective, self.constraints, self.model_error())
+        memory_verdict = None
+        if verdict is None or verdict.chosen != "baseline":  # a kept baseline runs as configured
+            outcome, memory_verdict = keep_measured_memory(
+                outcome, cands, self.objective, self.constraints, self.model_error(), PILOT_MEMORY_MB
+            )
         self.last_front = outcome.front
         best = outcome.best
         return Plan(
             self.objective, self.constraints, outcome, progress, self.reference, self.perf, self.prices, self.space, cands,
             iteration_s=None if best is None else self.perf.iteration_s(best.shape),
             iteration_cost_usd=None if best is None else self.cost.iteration_cost(best.shape),
-            noise=self.noise_report(), verdict=verdict, layout=self.layout,
+            noise=self.noise_report(), verdict=verdict, layout=self.layout, memory_verdict=memory_verdict,
         )
 
     # ---------------------------------------------------------------- Replanner protocol

@@ -40,3 +40,17 @@ def test_a_baseline_that_breaks_a_constraint_is_not_kept():
     outcome, verdict = keep_baseline_unless_saving(choose([BASE, cheaper], make_objective("cost"), constraints), BASE,
                                                    make_objective("cost"), constraints, model_error=0.10)
     assert outcome.best == cheaper and verdict.chosen == "search" and "deadline" in verdict.reason
+
+
+def test_a_probed_memory_size_within_the_model_error_yields_to_the_pilots_size():
+    from optimizers.seraph.do_no_harm import keep_measured_memory
+
+    at_1769 = Candidate(RunShape(2, 1769, 1024), 20, 20_480, 3.0, 1.00e-4, 128)
+    at_3008 = Candidate(RunShape(2, 3008, 1024), 20, 20_480, 2.6, 0.95e-4, 128)  # 5% cheaper, from one probe call
+    cost = make_objective("cost")
+    outcome, note = keep_measured_memory(choose([at_1769, at_3008], cost), [at_1769, at_3008], cost, Constraints(), 0.08, 1769)
+    assert outcome.best == at_1769 and note["chosen"] == 1769 and "within the model's error" in note["reason"]
+    outcome, note = keep_measured_memory(choose([at_1769, at_3008], cost), [at_1769, at_3008], cost, Constraints(), 0.02, 1769)
+    assert outcome.best == at_3008 and note["chosen"] == 3008
+    outcome, note = keep_measured_memory(choose([at_1769], cost), [at_1769], cost, Constraints(), 0.08, 1769)
+    assert outcome.best == at_1769 and note is None  # already at the pilot's size: nothing to decide
