@@ -54,3 +54,11 @@ def test_a_probed_memory_size_within_the_model_error_yields_to_the_pilots_size()
     assert outcome.best == at_3008 and note["chosen"] == 3008
     outcome, note = keep_measured_memory(choose([at_1769], cost), [at_1769], cost, Constraints(), 0.08, 1769)
     assert outcome.best == at_1769 and note is None  # already at the pilot's size: nothing to decide
+
+
+def test_a_large_saving_holds_even_when_the_model_error_is_large():
+    # a layout needing a third of the baseline's steps, planned on a profile taken under heavy load
+    third = Candidate(RunShape(2, 1769, 1024), 27, 27_648, 4.5, 0.42e-3, 128)
+    cost = make_objective("cost")
+    outcome, verdict = keep_baseline_unless_saving(choose([BASE, third], cost), BASE, cost, Constraints(), model_error=0.62)
+    assert outcome.best == third and verdict.chosen == "search"  # 58% saving; needed 0.62 / 1.62 = 38%
