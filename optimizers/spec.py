@@ -71,7 +71,7 @@ class RLSpec(_Strict):
         None,
         description="the configuration you would otherwise run, 'actors=A,memory=M,batch=B[,steps_per_env=N]' "
         "(default: the static default, actors=2,memory=1769,batch=4000,steps_per_env=2000); Seraph leaves it only "
-        "for a predicted saving larger than its model's error",
+        "for a predicted saving that holds with its model's error added",
     )
     inject_faults: str | None = Field(
         None,
