@@ -52,9 +52,10 @@ def _log(msg: str) -> None:
 
 def _seraph(
     env: str, seed: int, objective: str, target: float, max_steps: int | None, cached: bool,
-    steps_per_env: int = DEFAULT_STEPS_PER_ENV,
+    steps_per_env: int | None = None,
 ) -> dict[str, Any]:
-    """``cached=False``: profile afresh (the pilot is the start of training; its cost counts).
+    """``steps_per_env=None``: Seraph chooses the layout (optimizers.seraph.layout).
+    ``cached=False``: profile afresh (the pilot is the start of training; its cost counts).
     ``cached=True``: reuse the profile the fresh run just stored (a second tuning of the
     same workload): no pilot, training from scratch with the plan."""
     from optimizers.seraph import SeraphRequest, tune_and_train
@@ -87,6 +88,8 @@ def _seraph(
         "b_noise_final": res["training"]["b_noise_final"],
         "controller_s": res["training"]["controller_s"],
         "predicted": res["plan"]["predicted"],
+        "layout": res["plan"].get("layout"),
+        "baseline_verdict": res["plan"].get("baseline"),
     }
 
 
@@ -131,7 +134,7 @@ def run_env(
             for objective in ("cost", "speed"):
                 for cached in (False, True) if cached_twins else (False,):
                     _log(f"{env} seed {seed}: seraph {objective}{' (cached profile)' if cached else ''}")
-                    runs.append({"seed": seed, **_seraph(env, seed, objective, target, max_steps, cached, steps_per_env)})
+                    runs.append({"seed": seed, **_seraph(env, seed, objective, target, max_steps, cached)})
         if "memory_sweep" not in methods and "optuna" not in methods:
             continue
         pilot_cost = next((r["pilot_cost_usd"] for r in runs if r["method"] == "seraph_cost" and r["seed"] == seed), None)
@@ -173,6 +176,21 @@ def _oracle_steps(env_result: dict[str, Any], config: dict[str, int]) -> float |
     return statistics.median(steps) if steps else None
 
 
+def _per_seed_ratio(runs: list[dict[str, Any]], method: str, key: str) -> float | None:
+    """The median over seeds of ``method``'s figure over the static default's on the same seed."""
+    static = {r["seed"]: r[key] for r in runs if r["method"] == "static_default" and r.get(key)}
+    ratios = [r[key] / static[r["seed"]] for r in runs if r["method"] == method and r["seed"] in static]
+    return statistics.median(ratios) if ratios else None
+
+
+def _steps_error(runs: list[dict[str, Any]]) -> float | None:
+    """Median relative error of Seraph's predicted env steps to the target (its plan's) against
+    the measured steps of the runs that reached it."""
+    errs = [abs(r["predicted"]["env_steps"] - r["env_steps"]) / r["env_steps"] for r in runs
+            if r["method"].startswith("seraph") and r.get("predicted") and r["reached"] and r["env_steps"]]
+    return statistics.median(errs) if errs else None
+
+
 def summarise(env_result: dict[str, Any]) -> dict[str, Any]:
     runs = env_result["runs"]
     methods = sorted({r["method"] for r in runs}, key=lambda m: (not m.startswith("static"), m))
@@ -199,6 +217,8 @@ def summarise(env_result: dict[str, Any]) -> dict[str, Any]:
         bars["cost_objective_cost_ratio_vs_static"] = c_ratio
         bars["cost_objective_time_ratio_vs_static"] = t_ratio
         bars["cost_objective_bar_met"] = c_ratio <= 0.7 and t_ratio <= 1.2
+        bars["cost_objective_median_per_seed_cost_ratio"] = _per_seed_ratio(runs, "seraph_cost", "cost_usd")
+        bars["cost_objective_median_per_seed_time_ratio"] = _per_seed_ratio(runs, "seraph_cost", "lambda_time_s")
         saved = st["median_cost_usd_modelled"] - sc["median_cost_usd_modelled"]
         gross, net = sc["median_tuning_cost_usd_modelled"], sc["median_net_tuning_cost_usd_modelled"]
         bars["tuning_overhead_gross_share_of_saving"] = gross / saved if saved > 0 else None
@@ -208,6 +228,7 @@ def summarise(env_result: dict[str, Any]) -> dict[str, Any]:
     if st and ss:
         bars["speed_objective_time_ratio_vs_static"] = ss["median_lambda_time_s_modelled"] / st["median_lambda_time_s_modelled"]
         bars["speed_objective_bar_met"] = bars["speed_objective_time_ratio_vs_static"] < 1.0
+        bars["speed_objective_median_per_seed_time_ratio"] = _per_seed_ratio(runs, "seraph_speed", "lambda_time_s")
     orc = env_result["oracle"]
     for suffix in ("", "_cached_profile"):
         c, s_ = by.get("seraph_cost" + suffix), by.get("seraph_speed" + suffix)
@@ -230,6 +251,7 @@ def summarise(env_result: dict[str, Any]) -> dict[str, Any]:
     if errs:
         bars["iteration_time_prediction_median_abs_error"] = statistics.median(errs)
         bars["prediction_bar_met"] = bars["iteration_time_prediction_median_abs_error"] < 0.2
+    bars["steps_to_target_prediction_median_abs_error"] = _steps_error(runs)
     return {"table": table, "bars": bars}
 
 

@@ -67,6 +67,12 @@ class RLSpec(_Strict):
         "(static: RLlib's PPO defaults mapped to functions, 2 actors x 1,769 MB, batch 4,000)",
     )
     seed: int = Field(0, ge=0)
+    baseline_config: str | None = Field(
+        None,
+        description="the configuration you would otherwise run, 'actors=A,memory=M,batch=B[,steps_per_env=N]' "
+        "(default: the static default, actors=2,memory=1769,batch=4000,steps_per_env=2000); Seraph leaves it only "
+        "for a predicted saving that holds with its model's error added",
+    )
     inject_faults: str | None = Field(
         None,
         description="inject faults into the rollout functions, e.g. 'errors=0.1,timeouts=0.05,stragglers=0.1,"
@@ -102,7 +108,8 @@ class RLSpec(_Strict):
 
         fields = ("env_id", "target_reward", "objective", "weight", "deadline_s", "budget_usd", "backend",
                   "architecture", "seed", "max_steps", "replan_every", "retune")
-        return SeraphRequest(**{f: getattr(self, f) for f in fields}, faults=self.inject_faults)
+        extra = {} if self.baseline_config is None else {"baseline_config": self.baseline_config}
+        return SeraphRequest(**{f: getattr(self, f) for f in fields}, faults=self.inject_faults, **extra)
 
     @field_validator("env_id")
     @classmethod

@@ -32,8 +32,11 @@ def workload_of(rl: RLSpec) -> dict[str, Any]:
     """The part of the RL spec a profile depends on (its cache key), as Seraph defines
     it: env (with its PPO preset), step cap and priced architecture, plus the backend
     passed separately. Target reward, seed, objective and constraints are left out:
-    changing them re-plans, it does not re-profile."""
-    return {"env_id": rl.env_id, "max_steps": rl.max_steps, "architecture": rl.architecture}
+    changing them re-plans, it does not re-profile. The rollout layout (slot length and the
+    batches searched at it) comes from the request's layout choice (optimizers.seraph.layout)."""
+    w = rl.request().workload()
+    return {"env_id": rl.env_id, "max_steps": rl.max_steps, "architecture": rl.architecture,
+            "steps_per_env": w.steps_per_env, "batches": list(w.batches)}
 
 
 @task(
@@ -49,7 +52,8 @@ def profile_rl_workload(workload: dict[str, Any], backend: str, seed: int = 0) -
     so Seraph's own file cache is bypassed here (``reuse=False``) and refreshed."""
     from optimizers.seraph.profiling import profile_workload, workload_for
 
-    w = workload_for(workload["env_id"], workload["max_steps"], workload["architecture"])
+    w = workload_for(workload["env_id"], workload["max_steps"], workload["architecture"],
+                     workload["steps_per_env"], tuple(workload["batches"]))
     prof = profile_workload(w, backend, reuse=False, seed=seed).profile
     get_run_logger().info(
         "profiled %s on %s: %d pilot iterations, %s env steps", w.env_id, backend, len(prof.observations), prof.pilot.get("env_steps")

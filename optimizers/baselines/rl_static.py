@@ -3,8 +3,10 @@
 RLlib's ``PPOConfig`` defaults to ``num_env_runners=2`` and ``train_batch_size=4000``
 (ray/rllib/algorithms/ppo/ppo.py); a runner maps to one actor function, and 1,769 MB
 is the memory at which a Lambda function gets one full vCPU (AWS Lambda docs). RLlib's
-runner steps one env (``num_envs_per_env_runner=1``), so the static default runs without
-env slots whatever the workload says.
+runner steps one env (``num_envs_per_env_runner=1``), so the static default runs one env per
+function (``steps_per_env`` 0) whatever the workload says; that is env slots of
+``batch / actors`` steps, the layout Seraph's baseline (``optimizers.seraph.baseline``) names,
+and trains identically to them.
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ from dataclasses import replace
 from typing import Any
 
 from optimizers.baselines.rl_common import train_shape
-from optimizers.seraph.models import RunShape
+from optimizers.seraph.baseline import STATIC_DEFAULT_CONFIG
 from optimizers.seraph.profiling import Workload
 
-STATIC_DEFAULT = RunShape(actors=2, memory_mb=1769, batch=4000)
+STATIC_DEFAULT = STATIC_DEFAULT_CONFIG.shape
 
 
 def run_static(workload: Workload, *, target_reward: float, seed: int, backend_obj: Any = None) -> dict[str, Any]:

@@ -151,17 +151,19 @@ def tuning_overhead(
     return out
 
 
-def achieved(res: Any, pilot: dict[str, Any], resumed: bool, overhead: dict[str, Any]) -> dict[str, Any]:
+def achieved(res: Any, pilot: dict[str, Any], resumed: bool, overhead: dict[str, Any], fresh: bool = False) -> dict[str, Any]:
     """What the run achieved, charged the whole tuning bill.
 
     Time and cost are the run's ledger (which, after a fresh profile, holds the pilot's
     training: the run resumes from it) plus the rest of the profiling bill (the memory
     probe and the learner timing, not trained on) plus planning (learner-VM CPU time, as
     ``overhead`` prices it): a fresh run is charged everything tuning spent, a cached one
-    its planning.
+    its planning. ``fresh`` without ``resumed`` (a baseline kept at another layout than the
+    pilot's trains from scratch) is charged the whole profiling bill on top of its run.
     """
-    untrained_cost = float(pilot["cost_usd"]) - float(pilot["training_cost_usd"]) if resumed else 0.0
-    untrained_time = float(pilot["lambda_time_s"]) - float(pilot["training_lambda_time_s"]) if resumed else 0.0
+    charged = resumed or fresh
+    untrained_cost = float(pilot["cost_usd"]) - (float(pilot["training_cost_usd"]) if resumed else 0.0) if charged else 0.0
+    untrained_time = float(pilot["lambda_time_s"]) - (float(pilot["training_lambda_time_s"]) if resumed else 0.0) if charged else 0.0
     planning_cpu_s, planning_cost = float(overhead["planning_cpu_s"]), float(overhead["planning_cost_usd"])
     return {
         "reached": res.reached,
@@ -173,7 +175,7 @@ def achieved(res: Any, pilot: dict[str, Any], resumed: bool, overhead: dict[str,
         "cost_usd": res.cost_usd + untrained_cost + planning_cost,
         "cost_label": res.ledger.label,
         # time and cost include the whole profiling (memory probe, pilot, learner timing)
-        "includes_pilot": resumed,
+        "includes_pilot": charged,
         "includes_planning": {"cpu_s": planning_cpu_s, "cost_usd": planning_cost, "label": "measured CPU time, priced as learner VM"},
         "final_mean_return": res.final_mean_return,
         "stop_reason": res.stop_reason,

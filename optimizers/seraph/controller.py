@@ -36,8 +36,9 @@ toward it, with these guards against thrashing:
   seen re-planning from batch 512 to 1,024 for predicted gains of 8-9% and then needing
   up to 2x the env steps of either batch alone;
 * **no gain inside the model's own error**: when the planner reports its recent
-  iteration-time prediction error (median over the last iterations), a change must
-  promise at least that much (capped at ``max_error_bar``, 25%). A predicted 7% gain from
+  iteration-time prediction error (median over the last iterations) or its profile fit's
+  leave-one-out error (``model_error``, the bar the plan holds the baseline to,
+  ``optimizers.seraph.do_no_harm``), a change must promise at least the larger (capped at ``max_error_bar``, 25%). A predicted 7% gain from
   a model that has been 11% off is not evidence. This is a lower bound on the real
   uncertainty: the steps-to-target part of the prediction is not checked during a run.
 
@@ -220,8 +221,15 @@ class SeraphController:
         )
 
     def _prediction_error(self) -> float | None:
-        report = getattr(self.planner, "prediction_error", None)
-        return report() if callable(report) else None
+        """The larger of the recent iteration-time error and the profile fit's own error
+        (``model_error``, the error the plan's do-no-harm rule uses), where the planner has them."""
+        known = []
+        for name in ("prediction_error", "model_error"):
+            report = getattr(self.planner, name, None)
+            value = report() if callable(report) else None
+            if value is not None:
+                known.append(float(value))
+        return max(known) if known else None
 
     def _keep(self, iteration: int, env_steps: int, reason: str, b_noise: float | None, gain: float | None = None) -> None:
         self.decisions.append(

@@ -24,10 +24,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from optimizers.seraph.baseline import BaselineConfig
+from optimizers.seraph.do_no_harm import BaselineVerdict, keep_baseline_unless_saving, keep_measured_memory
 from optimizers.seraph.models import CostModel, Observation, PerformanceModel, Prices, ProgressModel, RunShape
 from optimizers.seraph.noise_scale import NoiseScaleTracker
 from optimizers.seraph.objectives import Objective
 from optimizers.seraph.profiles import Profile
+from optimizers.seraph.profiling import BASE_MEMORY_MB as PILOT_MEMORY_MB
 from optimizers.seraph.reference_points import Reference
 from optimizers.seraph.search import Candidate, Constraints, SearchOutcome, choose, front_scale, score_shapes
 from optimizers.seraph.space import SearchSpace
@@ -50,10 +53,17 @@ class Plan:
     iteration_s: float | None = None
     iteration_cost_usd: float | None = None
     noise: dict[str, Any] = field(default_factory=dict)
+    verdict: BaselineVerdict | None = None  # the baseline and whether the plan kept it
+    memory_verdict: dict[str, Any] | None = None  # a probed memory size against the pilot's (do_no_harm)
+    layout: dict[str, Any] | None = None  # the rollout layout chosen before the pilot, and why
 
     @property
     def shape(self) -> RunShape | None:
         return None if self.outcome.best is None else self.outcome.best.shape
+
+    @property
+    def steps_per_env(self) -> int | None:
+        return None if self.outcome.best is None else self.outcome.best.steps_per_env
 
     def as_dict(self) -> dict[str, Any]:
         best = self.outcome.best
@@ -65,6 +75,11 @@ class Plan:
             "binding": self.outcome.binding,
             "message": self.outcome.message,
             "config": None if best is None else best.shape.as_dict(),
+            "steps_per_env": None if best is None else best.steps_per_env,  # the layout's env length
+            "baseline": None if self.verdict is None else self.verdict.as_dict(),
+            "memory_rule": self.memory_verdict,
+            "layout": self.layout,
+            "references": "none" if self.layout is None else self.layout.get("references"),
             "predicted": None
             if best is None
             else {
@@ -103,6 +118,9 @@ class Planner:
     space: SearchSpace = field(default_factory=SearchSpace)
     target_reward: float | None = None
     tracker: NoiseScaleTracker = field(default_factory=NoiseScaleTracker)
+    baseline: BaselineConfig | None = None  # always a candidate (optimizers.seraph.do_no_harm)
+    baseline_env_steps: float | None = None  # measured at the baseline's layout (median of its reference runs)
+    layout: dict[str, Any] | None = None  # the layout choice, as the plan reports it
     # run state, fed by observe()
     env_steps: int = 0
     spent_s: float = 0.0
@@ -277,21 +295,59 @@ class Planner:
 
     def _score(self, progress: ProgressModel, shapes: Sequence[RunShape]) -> list[Candidate]:
         return score_shapes(
-            shapes, self.perf.iteration_s, self.cost.iteration_cost, lambda s: self.env_steps_to_target(progress, s)
+            shapes, self.perf.iteration_s, self.cost.iteration_cost, lambda s: self.env_steps_to_target(progress, s),
+            self.steps_per_env,
         )
 
+    def baseline_candidate(self, progress: ProgressModel) -> Candidate | None:
+        """The baseline scored like any shape. At the run's layout its env steps come from the
+        progress model like every other shape's; at another layout from its own reference runs
+        (measured median), else from the progress model at its batch plus its detection lag."""
+        b = self.baseline
+        if b is None:
+            return None
+        shape = RunShape(b.actors, self._nearest_level(b.memory_mb), b.batch)
+        if b.steps_per_env == self.steps_per_env:
+            return self._score(progress, [shape])[0]
+        steps = self.baseline_env_steps
+        if steps is None:
+            steps = progress.env_steps(b.batch) + slot_count(b.batch, b.actors, b.steps_per_env) * self.episode_steps
+        return score_shapes([shape], self.perf.iteration_s, self.cost.iteration_cost, lambda s: steps, b.steps_per_env)[0]
+
+    def _nearest_level(self, memory_mb: int) -> int:
+        levels = list(self.perf.memory_levels)
+        return memory_mb if memory_mb in levels else min(levels, key=lambda m: abs(m - memory_mb))
+
+    def model_error(self) -> float | None:
+        """The performance model's measured error on this workload: the leave-one-out median
+        relative error of the predicted iteration time over the profile (else in sample)."""
+        fe = self.profile_perf.fit_error
+        return fe.get("iteration_s_mdape_leave_one_out", fe.get("iteration_s_mdape_in_sample"))
+
     def plan(self) -> Plan:
-        """Plan the whole run from the profile."""
+        """Plan the whole run from the profile: the best candidate for the objective, the
+        baseline always among them and kept unless the best saves more than the model's error."""
         progress = self.progress_model()
         cands = self._score(progress, self.space.shapes())
+        base = self.baseline_candidate(progress)
+        if base is not None and not any(c.shape == base.shape and c.steps_per_env == base.steps_per_env for c in cands):
+            cands.append(base)
         outcome = choose(cands, self.objective, self.constraints)
+        verdict = None
+        if base is not None:
+            outcome, verdict = keep_baseline_unless_saving(outcome, base, self.objective, self.constraints, self.model_error())
+        memory_verdict = None
+        if verdict is None or verdict.chosen != "baseline":  # a kept baseline runs as configured
+            outcome, memory_verdict = keep_measured_memory(
+                outcome, cands, self.objective, self.constraints, self.model_error(), PILOT_MEMORY_MB
+            )
         self.last_front = outcome.front
         best = outcome.best
         return Plan(
             self.objective, self.constraints, outcome, progress, self.reference, self.perf, self.prices, self.space, cands,
             iteration_s=None if best is None else self.perf.iteration_s(best.shape),
             iteration_cost_usd=None if best is None else self.cost.iteration_cost(best.shape),
-            noise=self.noise_report(),
+            noise=self.noise_report(), verdict=verdict, layout=self.layout, memory_verdict=memory_verdict,
         )
 
     # ---------------------------------------------------------------- Replanner protocol

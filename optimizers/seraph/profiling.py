@@ -8,7 +8,8 @@
 * The **pilot** is ordinary training whose run shape a :class:`SweepController` changes
   every iteration along a fixed schedule at one vCPU (1,769 MB) and one batch
   (:func:`pilot_batch`), so a single run measures the concurrency scaling (16 down to 1
-  functions) and the gradient noise scale, probed at every iteration.
+  functions) and the gradient noise scale, probed at every iteration (when the search
+  has more than one batch to choose between, :func:`noise_probe_every`).
 * The **learner timing** (:func:`time_learner_updates`) times the learner's update at
   every batch size the search considers, on a throwaway learner and a synthetic batch:
   the update's cost depends on the batch size, not on the data, and the run's own
@@ -57,11 +58,11 @@ BATCHES: dict[str, tuple[int, ...]] = {
 
 
 def batches_for(workload: "Workload") -> tuple[int, ...]:
-    """The batch sizes to search: the env's set (else the preset's batch x 1/4 .. 4, plus
-    4,000), without batches under two PPO minibatches (the noise probe needs two sizes)."""
+    """The batch sizes to search: the workload's own (at the baseline's layout, its batch),
+    else the env's set (else the preset's batch x 1/4 .. 4, plus 4,000), without batches under two PPO minibatches (the noise probe needs two sizes)."""
     from serverless.presets import preset_for
 
-    batches = BATCHES.get(workload.env_id)
+    batches = workload.batches or BATCHES.get(workload.env_id)
     if batches is None:
         base = preset_for(workload.env_id).batch
         batches = tuple(sorted({4000, *(int(base * f) for f in (0.25, 0.5, 1, 2, 4))}))
@@ -71,7 +72,7 @@ def batches_for(workload: "Workload") -> tuple[int, ...]:
 
 
 PILOT_ACTORS = (16, 16, 8, 8, 4, 2, 1, 1)
-#: How often the pilot visits one function count: cold, then warm (see :func:`pilot_schedule`).
+#: How often the pilot visits its first function count: cold, then warm (see :func:`pilot_schedule`).
 PILOT_VISITS_PER_COUNT = 2
 #: The fewest env steps one pilot function runs (the tuner's own search allows 32).
 PILOT_MIN_STEPS_PER_ACTOR = 32
@@ -89,15 +90,19 @@ def pilot_schedule(batch: int, steps_per_env: int = 0) -> list[RunShape]:
     with env slots (``steps_per_env`` > 0) so that every function has a slot: more
     functions than ``batch // steps_per_env`` would change the slots and what is learned.
     Capping can repeat a count (CartPole's 1,024 with slots of 128: 16, 16, 8, 8 all become
-    8); each count is then visited at most twice, the cold visit and a warm one, because a
-    further warm visit at the same shape adds no new point to the fit and costs the
-    learner VM an iteration at a shape the plan may not keep (CartPole: 8, 8, 4, 2, 1, 1).
+    8). The first count is visited twice, cold then warm; every later count once, because its
+    functions are already warm (their actor ids are among the first count's) and a further
+    warm visit at the same shape adds no new point to the fit while it costs the learner VM
+    an iteration at a shape the plan may not keep (CartPole: 8, 8, 4, 2, 1; LunarLander at
+    the static default's layout, one slot of 2,000 per function: 2, 2, 1).
     The memory sizes are measured by the memory probe, the learner at other batches by
     :func:`time_learner_updates`, not here.
     """
     cap = max(1, batch // max(PILOT_MIN_STEPS_PER_ACTOR, steps_per_env))
     counts = [min(a, cap) for a in PILOT_ACTORS]
-    kept = [a for i, a in enumerate(counts) if counts[:i].count(a) < PILOT_VISITS_PER_COUNT]
+    first = counts[0]
+    visits = {a: PILOT_VISITS_PER_COUNT if a == first else 1 for a in counts}
+    kept = [a for i, a in enumerate(counts) if counts[:i].count(a) < visits[a]]
     return [RunShape(a, BASE_MEMORY_MB, batch) for a in kept]
 
 
@@ -116,6 +121,8 @@ def pilot_batch(workload: "Workload") -> int:
     from serverless.presets import preset_for
 
     batches = batches_for(workload)
+    if len(batches) == 1:
+        return batches[0]
     measured = measured_reference(workload.env_id, workload.steps_per_env)
     points = {int(b): float(e) for b, e in measured["points"]} if measured else {}
     known = [b for b in batches if b in points]
@@ -124,6 +131,14 @@ def pilot_batch(workload: "Workload") -> int:
         return max(steps_tied_batches({b: points[b] for b in known}, runs))
     preset = preset_for(workload.env_id).batch
     return preset if preset in batches else min(batches)
+
+
+def noise_probe_every(workload: "Workload", every: int) -> int:
+    """How often to probe the gradient noise: ``every`` iterations, or never (0) when the
+    search considers one batch. The noise scale shapes the env steps across batches; with one
+    batch it informs no choice, and a probe costs about 8% of a PPO update (LunarLander at
+    4,000, 10 epochs: 0.376 s against 0.348 s of learner CPU, measured)."""
+    return every if len(batches_for(workload)) > 1 else 0
 
 
 def time_learner_updates(
@@ -230,6 +245,7 @@ class Workload:
     max_steps: int
     ppo: dict[str, Any]
     architecture: str = "x86_64"
+    batches: tuple[int, ...] = ()  # the batches searched at this layout; empty: the env's set
 
     @property
     def steps_per_env(self) -> int:
@@ -237,7 +253,8 @@ class Workload:
         return int(self.ppo.get("steps_per_env", 0) or 0)
 
     def key_dict(self) -> dict[str, Any]:
-        return {"env_id": self.env_id, "max_steps": self.max_steps, "ppo": self.ppo, "architecture": self.architecture}
+        key = {"env_id": self.env_id, "max_steps": self.max_steps, "ppo": self.ppo, "architecture": self.architecture}
+        return {**key, "batches": list(self.batches)} if self.batches else key
 
 
 @dataclass(frozen=True)
@@ -306,7 +323,7 @@ def _probe_and_pilot(
     )
     probe_wall_s = time.perf_counter() - t_probe
     ctl = SweepController(schedule, _run_config)
-    result = train(spec, backend=backend, controller=ctl, probe_noise_every=1, progress=progress)
+    result = train(spec, backend=backend, controller=ctl, probe_noise_every=noise_probe_every(workload, 1), progress=progress)
     return probe, probe_wall_s, result
 
 
@@ -318,7 +335,9 @@ def _learner_timing(workload: Workload, pilot: Any, seed: int) -> dict[str, Any]
     from serverless.pricing import PriceTable
 
     modelled = pilot.lambda_time_label == "modelled"
-    rows = time_learner_updates(workload, batches_for(workload), seed=seed, modelled=modelled)
+    batches = batches_for(workload)
+    # one searched batch: the pilot's own updates time it, and a timing would only add cost
+    rows = time_learner_updates(workload, batches, seed=seed, modelled=modelled) if len(batches) > 1 else []
     timed_s = sum(r["timed_s"] for r in rows)  # what the timing itself took (one epoch each)
     waits = [view(r).rollout_lambda_s for r in pilot.iterations] if modelled else []
     excess_s = beside_rollouts([r["timed_s"] for r in rows], waits)
@@ -435,18 +454,20 @@ def profile_workload(
 
 
 def workload_for(
-    env_id: str, max_steps: int | None, architecture: str = "x86_64", steps_per_env: int = DEFAULT_STEPS_PER_ENV
+    env_id: str, max_steps: int | None, architecture: str = "x86_64", steps_per_env: int = DEFAULT_STEPS_PER_ENV,
+    batches: tuple[int, ...] = (),
 ) -> Workload:
     """The workload the trainer's preset defines for ``env_id`` (PPO settings included).
 
     The default step cap is three times the preset's, so a batch larger than the
     preset's (fewer updates per sample) still has room to reach the target.
     ``steps_per_env`` > 0 splits every batch into env slots (``PPOConfig.steps_per_env``;
-    default :data:`DEFAULT_STEPS_PER_ENV`), 0 gives one env per function.
+    default :data:`DEFAULT_STEPS_PER_ENV`), 0 gives one env per function. ``batches``
+    narrows the search to those batches (at the baseline's layout, its own).
     """
     from serverless.presets import preset_for
 
     preset = preset_for(env_id)
     steps = max_steps if max_steps is not None else 3 * preset.max_steps
     ppo = replace(preset.ppo, steps_per_env=steps_per_env).to_dict()
-    return Workload(env_id=env_id, max_steps=int(steps), ppo=ppo, architecture=architecture)
+    return Workload(env_id=env_id, max_steps=int(steps), ppo=ppo, architecture=architecture, batches=tuple(batches))

@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from core.errors import UserError
 from serverless.architectures import ARCHITECTURES
 from serverless.backends import check_tunable_backend
+from optimizers.seraph.baseline import STATIC_DEFAULT_CONFIG, BaselineConfig, BaselineConfigError
 from optimizers.seraph.defaults import DEFAULT_STEPS_PER_ENV
 from optimizers.seraph.objectives import OBJECTIVES, Objective
 
 if TYPE_CHECKING:  # the models load numpy and scipy; the CLI imports this module to build its help
+    from optimizers.seraph.layout import LayoutChoice
     from optimizers.seraph.profiling import Workload
     from optimizers.seraph.search import Constraints
 
@@ -54,14 +56,18 @@ class SeraphRequest:
     architecture: str = "x86_64"
     seed: int = 0
     max_steps: int | None = None  # env-step cap; None: three times the env preset's
-    steps_per_env: int = DEFAULT_STEPS_PER_ENV  # env slot length; 0: one env per function
+    # env slot length; None: Seraph chooses between the baseline's layout and slots of
+    # DEFAULT_STEPS_PER_ENV (optimizers.seraph.layout); 0: one env per function
+    steps_per_env: int | None = None
+    # the configuration the user would otherwise run: always a candidate (optimizers.seraph.baseline)
+    baseline_config: BaselineConfig = STATIC_DEFAULT_CONFIG
     replan_every: int = 3  # iterations between re-plans
     retune: bool = True  # re-plan during training
     faults: str | None = None  # faults injected into the rollout functions (FaultSpec's string form)
 
     checked_fields: ClassVar[tuple[str, ...]] = (
         "objective", "weight", "deadline_s", "budget_usd", "backend", "architecture", "target_reward",
-        "max_steps", "replan_every", "steps_per_env", "seed", "faults",
+        "max_steps", "replan_every", "steps_per_env", "seed", "baseline_config", "faults",
     )
 
     def __post_init__(self) -> None:
@@ -117,7 +123,19 @@ class SeraphRequest:
         return None if self.replan_every >= 1 else f"must be >= 1 iteration, got {self.replan_every}"
 
     def _check_steps_per_env(self) -> str | None:
-        return None if self.steps_per_env >= 0 else f"must be >= 0 (0 = one env per actor), got {self.steps_per_env}"
+        ok = self.steps_per_env is None or self.steps_per_env >= 0
+        return None if ok else f"must be >= 0 (0 = one env per actor), got {self.steps_per_env}"
+
+    def _check_baseline_config(self) -> str | None:
+        if isinstance(self.baseline_config, BaselineConfig):
+            return None
+        if isinstance(self.baseline_config, str):  # the text form (workload YAML, from_dict)
+            try:
+                object.__setattr__(self, "baseline_config", BaselineConfig.parse(self.baseline_config))
+            except BaselineConfigError as exc:
+                return str(exc)
+            return None
+        return f"must be 'actors=A,memory=M,batch=B[,steps_per_env=N]', got {self.baseline_config!r}"
 
     def _check_seed(self) -> str | None:
         return None if 0 <= self.seed < 2**32 else f"must be between 0 and 2**32 - 1, got {self.seed}"
@@ -152,14 +170,33 @@ class SeraphRequest:
 
         return Constraints(self.deadline_s, self.budget_usd)
 
+    def layout(self) -> "LayoutChoice":
+        """The rollout layout the run pilots and trains at (:mod:`optimizers.seraph.layout`):
+        the one the request fixes, else the baseline's unless references show better."""
+        from optimizers.seraph.layout import choose_layout, fixed_layout
+        from optimizers.seraph.profiling import batches_for, pilot_batch, workload_for
+
+        base = self.baseline_config
+        if self.steps_per_env is not None:
+            fixed = workload_for(self.env_id, self.max_steps, self.architecture, self.steps_per_env)
+            return fixed_layout(self.env_id, base, self.steps_per_env, pilot_batch(fixed))
+        slots = workload_for(self.env_id, self.max_steps, self.architecture, DEFAULT_STEPS_PER_ENV)
+        return choose_layout(self.env_id, base, DEFAULT_STEPS_PER_ENV, batches_for(slots))
+
     def workload(self) -> "Workload":
-        """The workload a profile is about (env, PPO preset, step cap, architecture, slots)."""
+        """The workload a profile is about (env, PPO preset, step cap, architecture, layout).
+        At the baseline's layout the search keeps the baseline's batch: another batch there
+        has no measured steps to the target."""
         from optimizers.seraph.profiling import workload_for
 
-        return workload_for(self.env_id, self.max_steps, self.architecture, self.steps_per_env)
+        if self.steps_per_env is not None:
+            return workload_for(self.env_id, self.max_steps, self.architecture, self.steps_per_env)
+        layout = self.layout()
+        batches = (layout.batch,) if layout.at_baseline else ()
+        return workload_for(self.env_id, self.max_steps, self.architecture, layout.steps_per_env, batches)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "baseline_config": self.baseline_config.as_dict()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "SeraphRequest":
@@ -167,4 +204,7 @@ class SeraphRequest:
         unknown = sorted(set(data) - known)
         if unknown:
             raise UserError(f"unknown Seraph request field(s) {unknown}; allowed: {sorted(known)}")
+        base = data.get("baseline_config")
+        if isinstance(base, dict):
+            data = {**data, "baseline_config": BaselineConfig(**base)}
         return cls(**data)

@@ -48,10 +48,12 @@ class Candidate:
     env_steps: int
     time_s: float
     cost_usd: float
+    steps_per_env: int = 0  # the rollout layout's env length (0: one env per function)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             **self.shape.as_dict(),
+            "steps_per_env": self.steps_per_env,
             "iterations": self.iterations,
             "env_steps": self.env_steps,
             "predicted_time_s": self.time_s,
@@ -85,13 +87,14 @@ def score_shapes(
     iteration_time: Callable[[RunShape], float],
     iteration_cost: Callable[[RunShape], float],
     env_steps_to_target: Callable[[RunShape], float],
+    steps_per_env: int = 0,
 ) -> list[Candidate]:
-    """Predicted time and cost to the target for each shape."""
+    """Predicted time and cost to the target for each shape, at the layout ``steps_per_env``."""
     out = []
     for s in shapes:
         steps = env_steps_to_target(s)
         iters = max(1, math.ceil(steps / s.batch))
-        out.append(Candidate(s, iters, iters * s.batch, iters * iteration_time(s), iters * iteration_cost(s)))
+        out.append(Candidate(s, iters, iters * s.batch, iters * iteration_time(s), iters * iteration_cost(s), steps_per_env))
     return out
 
 

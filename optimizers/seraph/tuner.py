@@ -23,17 +23,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from optimizers.seraph.baseline import BaselineConfig
 from optimizers.seraph.accounting import achieved, phases_from_records, profiling_phase, training_summary, tuning_overhead
 from optimizers.seraph.controller import SeraphController
 from optimizers.seraph.models import Prices, RunShape
 from optimizers.seraph.objectives import Objective
 from optimizers.seraph.planner import Planner
-from optimizers.seraph.profiling import PilotOutcome, Workload, batches_for, profile_workload
+from optimizers.seraph.profiling import PilotOutcome, Workload, batches_for, noise_probe_every, profile_workload
 from optimizers.seraph.reference_points import reference_for
 from optimizers.seraph.request import SeraphRequest
 from optimizers.seraph.result import SeraphPlan, SeraphResult
+from optimizers.seraph.layout import LayoutChoice
 from optimizers.seraph.search import Constraints
-from optimizers.seraph.space import SearchSpace
+from optimizers.seraph.space import DEFAULT_MEMORY_SWEEP, SearchSpace
 
 
 def search_space_for(workload: Workload, memories: tuple[int, ...]) -> SearchSpace:
@@ -74,8 +76,11 @@ def make_planner(
     *,
     target_reward: float | None,
     price_table: Path | None = None,
+    baseline: BaselineConfig | None = None,
+    layout: LayoutChoice | None = None,
 ) -> Planner:
-    """A planner fitted to ``pilot``'s profile (its models; no plan made yet)."""
+    """A planner fitted to ``pilot``'s profile (its models; no plan made yet); ``baseline``
+    is always a candidate, scored at its layout (``layout`` holds its reference runs)."""
     from serverless.presets import preset_for
 
     space = search_space_for(workload, tuple(pilot.profile.memory_sweep))
@@ -89,12 +94,16 @@ def make_planner(
         reference=ref,
         space=space,
         target_reward=target_reward,
+        baseline=baseline,
+        baseline_env_steps=None if layout is None else layout.baseline_env_steps,
+        layout=None if layout is None else layout.as_dict(),
     )
 
 
 def planner_for(pilot: PilotOutcome, request: SeraphRequest) -> Planner:
     return make_planner(
-        pilot, request.workload(), request.objective_obj(), request.constraints(), target_reward=request.target_reward
+        pilot, request.workload(), request.objective_obj(), request.constraints(), target_reward=request.target_reward,
+        baseline=request.baseline_config, layout=request.layout(),
     )
 
 
@@ -112,9 +121,10 @@ def profile(
     import serverless.presets  # noqa: F401  (imported before the clocks start: module import
     import serverless.pricing  # noqa: F401   time is not profiling or planning time)
 
+    sweep = tuple(sorted({*DEFAULT_MEMORY_SWEEP, request.baseline_config.memory_mb}))  # the baseline's size is probed
     return profile_workload(
         request.workload(), request.backend, reuse=reuse, seed=request.seed, checkpoint_dir=checkpoint_dir,
-        backend_obj=backend_obj, progress=progress,
+        backend_obj=backend_obj, progress=progress, memory_sweep=sweep,
     )
 
 
@@ -134,8 +144,8 @@ def _controller(planner: Planner, planned: SeraphPlan, to_run: Any) -> SeraphCon
     """The re-tuning controller, its noise tracker seeded with the pilot's probes."""
     from optimizers.seraph.noise_scale import NoiseSample
 
-    if not planned.request.retune:
-        return None
+    if not planned.request.retune or not _at_pilot_layout(planned):
+        return None  # a baseline kept at another layout runs as configured
     assert planned.shape is not None
     for h in planned.pilot.profile.noise.get("history", []):
         planner.tracker.update(NoiseSample(h["g2"], h["trace"]), env_steps=int(h["env_steps"]))
@@ -145,9 +155,15 @@ def _controller(planner: Planner, planned: SeraphPlan, to_run: Any) -> SeraphCon
     )
 
 
+def _at_pilot_layout(planned: SeraphPlan) -> bool:
+    """Whether the plan trains at the layout the profile (and its pilot) used."""
+    return planned.plan.steps_per_env == planned.request.workload().steps_per_env
+
+
 def _train_spec(planned: SeraphPlan, run: Any) -> Any:
-    """The trainer's spec: start at ``run`` (the plan's shape); after this run's own pilot,
-    resume from its checkpoint at that shape rather than the pilot's last one.
+    """The trainer's spec: start at ``run`` (the plan's shape) at the plan's layout; after
+    this run's own pilot at that layout, resume from its checkpoint at that shape rather than
+    the pilot's last one (a baseline kept at another layout trains from scratch).
 
     The request's injected faults meet the training (the trainer wraps whichever backend it
     is given), not the profile: a profile is cached per workload and shared by runs with
@@ -156,8 +172,10 @@ def _train_spec(planned: SeraphPlan, run: Any) -> Any:
     from serverless.ppo import PPOConfig
     from serverless.trainer import TrainSpec
 
-    request, workload, ckpt = planned.request, planned.request.workload(), planned.pilot.checkpoint_dir
+    request, workload = planned.request, planned.request.workload()
+    ckpt = planned.pilot.checkpoint_dir if _at_pilot_layout(planned) else None
     ppo = PPOConfig.from_dict(dict(workload.ppo))
+    ppo.steps_per_env = int(planned.plan.steps_per_env or 0)
     ppo.anneal_steps = workload.max_steps
     return TrainSpec(
         env_id=workload.env_id,
@@ -192,7 +210,8 @@ def train(planned: SeraphPlan, *, backend_obj: Any = None, progress: bool = Fals
     controller = _controller(planner, planned, to_run)
     spec = _train_spec(planned, to_run(planned.shape))
     res = run_trainer(
-        spec, backend=backend_obj, controller=controller, probe_noise_every=0 if controller is None else 2, progress=progress
+        spec, backend=backend_obj, controller=controller,
+        probe_noise_every=0 if controller is None else noise_probe_every(planned.request.workload(), 2), progress=progress,
     )
     if not math.isfinite(res.cost_usd):
         raise RuntimeError("the ledger returned a non-finite cost")
@@ -200,15 +219,25 @@ def train(planned: SeraphPlan, *, backend_obj: Any = None, progress: bool = Fals
     phases, check = phases_from_records(res.iterations, planner, float(pilot["training_cost_usd"]) if resumed else 0.0)
     if resumed:
         phases.insert(0, profiling_phase(pilot))
+    check = {**check, "env_steps_to_target": _steps_check(planned, res)}
     return SeraphResult(
         workload=planned.workload_summary(), plan=planned.to_dict(), profile=planned.profile_summary(),
         tuning_overhead=planned.overhead,
-        achieved=achieved(res, pilot, resumed, planned.overhead),
+        achieved=achieved(res, pilot, resumed, planned.overhead, fresh=not planned.pilot.reused),
         phases=phases,
         model_check=check,
         decisions=[] if controller is None else [d.as_dict() for d in controller.decisions],
         training=training_summary(res, planner.tracker.value),
     )
+
+
+def _steps_check(planned: SeraphPlan, res: Any) -> dict[str, Any]:
+    """The plan's predicted env steps to the target against the run's (measured, when reached)."""
+    predicted = planned.plan.outcome.best.env_steps if planned.plan.outcome.best is not None else None
+    measured = res.env_steps if res.reached else None
+    error = abs(predicted - measured) / measured if predicted is not None and measured else None
+    return {"predicted": predicted, "measured": measured, "relative_error": error,
+            "references": planned.to_dict().get("references"), "label": "predicted: modelled; measured: env steps counted"}
 
 
 # ------------------------------------------------------------------------------ composed

@@ -53,6 +53,8 @@ def _demo() -> dict:
         (lambda d: d["rl"].update(backend="gpu"), "rl.backend", "unknown function backend 'gpu'; allowed: local, ray"),
         (lambda d: d["rl"].update(backend="lambda"), "rl.backend", "'lambda' runs `rl train` only"),
         (lambda d: d["rl"].update(architecture="mips"), "rl.architecture", "allowed: x86_64, arm64"),
+        (lambda d: d["rl"].update(baseline_config="actors=two,memory=1769,batch=4000"), "rl.baseline_config",
+         "actors: must be a whole number"),
         (lambda d: d["ingestion"].update(baselines=["autotune", "magic"]), "ingestion.baselines",
          "unknown ingestion optimizer 'magic'; allowed: intune, autotune"),
         (lambda d: d["ingestion"].update(optimizer="magic"), "ingestion.optimizer", "unknown ingestion optimizer"),

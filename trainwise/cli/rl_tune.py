@@ -47,8 +47,13 @@ def register(rl_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
     p.add_argument("--max-steps", type=int, default=None, help="env-step cap for training (default: generous per env)")
     p.add_argument("--steps-per-env", type=int, default=None,
-                   help="split each batch into envs of about N steps, so the actor count does not change learning "
-                   f"(default {DEFAULT_STEPS_PER_ENV}, the tuner's; 0: one env per actor)")
+                   help="fix the rollout layout: envs of about N steps each, so the actor count does not change "
+                   f"learning (0: one env per actor; default: Seraph chooses between the baseline's layout and "
+                   f"{DEFAULT_STEPS_PER_ENV})")
+    p.add_argument("--baseline-config", default=None, metavar="CONFIG",
+                   help="the configuration you would otherwise run, always a candidate: "
+                   "'actors=A,memory=M,batch=B[,steps_per_env=N]' (default: the static default, "
+                   "actors=2,memory=1769,batch=4000,steps_per_env=2000)")
     p.add_argument("--replan-every", type=int, default=3, help="re-plan every K iterations (default 3)")
     p.add_argument("--no-retune", action="store_true", help="keep the initial plan for the whole run")
     p.add_argument("--reprofile", action="store_true", help="ignore a cached profile and profile again")
@@ -65,15 +70,15 @@ FLAGS = {"env_id": "--env", "retune": "--no-retune", "faults": "--inject-faults"
 
 def build_request(args: argparse.Namespace) -> Any:
     """The flags as a Seraph request, checked (env included); errors name the flag."""
-    from optimizers.seraph.request import DEFAULT_STEPS_PER_ENV, RequestError, SeraphRequest
+    from optimizers.seraph.request import RequestError, SeraphRequest
 
-    steps_per_env = DEFAULT_STEPS_PER_ENV if args.steps_per_env is None else args.steps_per_env
+    extra = {} if args.baseline_config is None else {"baseline_config": args.baseline_config}
     try:
         request = SeraphRequest(
             env_id=args.env, target_reward=args.target_reward, objective=args.objective, weight=args.weight,
             deadline_s=args.deadline_s, budget_usd=args.budget_usd, backend=args.backend,
-            architecture=args.architecture, seed=args.seed, max_steps=args.max_steps, steps_per_env=steps_per_env,
-            replan_every=args.replan_every, retune=not args.no_retune, faults=args.inject_faults,
+            architecture=args.architecture, seed=args.seed, max_steps=args.max_steps, steps_per_env=args.steps_per_env,
+            replan_every=args.replan_every, retune=not args.no_retune, faults=args.inject_faults, **extra,
         )
         request.check_env()  # unknown or unsupported env: an error naming what is allowed
     except RequestError as exc:
@@ -84,6 +89,13 @@ def build_request(args: argparse.Namespace) -> Any:
 def _print_plan(plan: dict[str, Any]) -> None:
     out = sys.stderr
     print(f"Seraph plan ({plan['objective']}): {plan['message']}", file=out)
+    layout, base = plan.get("layout") or {}, plan.get("baseline")
+    if plan.get("references") == "none":
+        print("  references: none (no measured reference runs for this env: planning from the pilot alone)", file=out)
+    if layout:
+        print(f"  layout: {layout['reason']}", file=out)
+    if base:
+        print(f"  baseline: {base['chosen']} ({base['reason']})", file=out)
     pred = plan.get("predicted")
     if pred:
         print(

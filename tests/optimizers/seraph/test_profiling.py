@@ -19,13 +19,14 @@ from optimizers.seraph.profiling import (
 def test_the_pilot_sweeps_the_function_count_at_one_batch() -> None:
     shapes = pilot_schedule(1024)
     assert {s.batch for s in shapes} == {1024} and {s.memory_mb for s in shapes} == {BASE_MEMORY_MB}
-    assert [s.actors for s in shapes] == [16, 16, 8, 8, 4, 2, 1, 1]
+    assert [s.actors for s in shapes] == [16, 16, 8, 4, 2, 1]
     # a small batch caps the count: every function runs at least 32 steps
-    # and each count is visited at most twice (cold, then warm)
-    assert [s.actors for s in pilot_schedule(128)] == [4, 4, 2, 1, 1]
+    # the first count is visited twice (cold, then warm), every later one once (already warm)
+    assert [s.actors for s in pilot_schedule(128)] == [4, 4, 2, 1]
     # with env slots every function keeps a slot: at most batch // steps_per_env functions
-    assert [s.actors for s in pilot_schedule(1024, 128)] == [8, 8, 4, 2, 1, 1]
-    assert [s.actors for s in pilot_schedule(16384, 128)] == [16, 16, 8, 8, 4, 2, 1, 1]
+    assert [s.actors for s in pilot_schedule(1024, 128)] == [8, 8, 4, 2, 1]
+    assert [s.actors for s in pilot_schedule(16384, 128)] == [16, 16, 8, 4, 2, 1]
+    assert [s.actors for s in pilot_schedule(4000, 2000)] == [2, 2, 1]  # the static default layout
 
 
 def test_the_pilot_batch_is_the_reference_batch_with_the_fewest_steps(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -116,3 +117,10 @@ def test_a_fresh_run_is_charged_the_whole_tuning_bill(tmp_path, monkeypatch) -> 
     run_s = 3600 * next(line["quantity"] for line in res["training"]["ledger"]["lines"] if line["component"] == "learner_vm")
     assert res["training"]["controller_s"] > 0
     assert a["lambda_time_s"] == pytest.approx(run_s + untrained_s + ov["planning_cpu_s"])
+
+
+def test_the_gradient_noise_is_probed_only_when_the_search_has_batches_to_choose_between() -> None:
+    from optimizers.seraph.profiling import noise_probe_every
+
+    assert noise_probe_every(workload_for("CartPole-v1", None), 2) == 2
+    assert noise_probe_every(workload_for("LunarLander-v3", None, steps_per_env=2000, batches=(4000,)), 2) == 0

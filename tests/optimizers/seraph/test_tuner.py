@@ -401,3 +401,47 @@ def test_a_tuned_run_under_injected_faults_reports_them_and_loses_nothing(home):
     assert faults["recovered"]["errors"] == faults["injected"]["errors"]
     assert training["lost_rollouts"] == 0 and training["duplicate_rollouts"] == 0
     assert training["ledger"]["faults"]["usd"] > 0
+
+
+def test_the_baseline_is_always_a_candidate_scored_at_its_own_layout():
+    from optimizers.seraph.baseline import STATIC_DEFAULT_CONFIG
+    from optimizers.seraph.layout import choose_layout
+    from optimizers.seraph.objectives import make_objective
+    from optimizers.seraph.profiling import PilotOutcome
+    from optimizers.seraph.search import Constraints
+    from optimizers.seraph.tuner import make_planner
+
+    workload = workload_for("CartPole-v1", None)
+    layout = choose_layout("CartPole-v1", STATIC_DEFAULT_CONFIG, workload.steps_per_env, batches_for(workload))
+    planner = make_planner(
+        PilotOutcome(_synthetic_profile(workload), reused=True), workload, make_objective("cost"), Constraints(),
+        target_reward=475, baseline=STATIC_DEFAULT_CONFIG, layout=layout,
+    )
+    plan = planner.plan()
+    base = [c for c in plan.candidates if c.shape == STATIC_DEFAULT_CONFIG.shape and c.steps_per_env == 2000]
+    assert len(base) == 1 and base[0].env_steps == layout.baseline_env_steps  # its own runs' median, not the slots'
+    verdict = plan.as_dict()["baseline"]
+    assert verdict["chosen"] == "search" and verdict["predicted_saving"] > verdict["model_error"]
+    assert plan.steps_per_env == 128 and plan.as_dict()["layout"]["at_baseline"] is False
+
+
+def test_an_env_without_references_plans_from_the_pilot_alone_at_the_baseline_layout(home, capsys):
+    from optimizers.seraph.request import SeraphRequest
+
+    workload = SeraphRequest("Acrobot-v1", -100).workload()
+    assert (workload.steps_per_env, workload.batches) == (2000, (4000,))
+    save_profile(_synthetic_profile(workload))
+    out = home / "plan.json"
+    rc, cap = _cli(["--env", "Acrobot-v1", "--target-reward", "-100", "--objective", "cost", "--plan-only",
+                    "--json-out", str(out)], capsys)
+    assert rc == 0 and "references: none" in cap.err
+    plan = json.loads(out.read_text())["plan"]
+    assert plan["references"] == "none" and plan["steps_per_env"] == 2000
+    assert plan["config"]["batch"] == 4000 and plan["baseline"]["chosen"] == "baseline"
+
+
+def test_a_bad_baseline_config_flag_is_one_line_naming_it(home, capsys):
+    rc, cap = _cli(["--env", "CartPole-v1", "--target-reward", "475", "--objective", "cost",
+                    "--baseline-config", "actors=2,memory=1769,batch=4000,steps_per_env=4001"], capsys)
+    assert rc == 2 and "--baseline-config: steps_per_env: must be at most batch / actors = 2000" in cap.err
+    assert "Traceback" not in cap.err

@@ -1,0 +1,155 @@
+"""The rollout layout, chosen before the pilot: the baseline's, unless references show better.
+
+The layout is the batch and the env steps each env runs per iteration (env slots,
+``PPOConfig.steps_per_env``). Unlike the function count and memory, it changes what PPO
+learns, so its effect on the env steps to the target is a learning question that timing
+cannot answer. Two layouts are candidates:
+
+* the **baseline's** (:mod:`optimizers.seraph.baseline`; RLlib's default is batch 4,000 in 2
+  envs of 2,000 steps): at this layout the run trains exactly the baseline's trajectory
+  whatever the function count, so staying costs nothing in env steps;
+* **Seraph's slots** (:data:`~optimizers.seraph.defaults.DEFAULT_STEPS_PER_ENV` steps per
+  env) at the reference batch with the fewest env steps to the target, or the largest batch
+  tied with it (:func:`~optimizers.seraph.profiling.pilot_batch`'s rule).
+
+Seraph leaves the baseline's layout only when the reference runs at the other layout
+reached the target in fewer env steps and the rank-sum test tells the two sets of runs apart
+(p < :data:`~optimizers.seraph.stats.STEPS_TIE_P`): a difference inside the spread between
+seeds is no saving. Without reference runs at either layout, it stays at the baseline's.
+The choice happens before the pilot because the pilot is the run's first iterations: it
+trains at the chosen layout, and changing the layout afterwards would cost env steps.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from optimizers.seraph.baseline import BaselineConfig
+
+
+@dataclass(frozen=True)
+class LayoutRuns:
+    """Reference runs at one layout: env steps to the target per seed (measured)."""
+
+    batch: int
+    steps_per_env: int
+    env_steps: tuple[float, ...]
+    source: str
+
+    @property
+    def median(self) -> float:
+        return float(statistics.median(self.env_steps))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "batch": self.batch, "steps_per_env": self.steps_per_env, "runs": len(self.env_steps),
+            "median_env_steps": self.median, "source": self.source,
+        }
+
+
+@dataclass(frozen=True)
+class LayoutChoice:
+    """The layout a run trains at, and why."""
+
+    batch: int
+    steps_per_env: int
+    at_baseline: bool
+    reason: str
+    baseline_runs: LayoutRuns | None = None
+    slot_runs: LayoutRuns | None = None
+    p_value: float | None = None
+    fixed: bool = False  # set by the user (--steps-per-env), not chosen
+
+    @property
+    def references(self) -> str:
+        """``"measured"`` when reference runs exist at either layout, else ``"none"``."""
+        return "none" if self.baseline_runs is None and self.slot_runs is None else "measured"
+
+    @property
+    def baseline_env_steps(self) -> float | None:
+        return None if self.baseline_runs is None else self.baseline_runs.median
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "batch": self.batch,
+            "steps_per_env": self.steps_per_env,
+            "at_baseline": self.at_baseline,
+            "fixed": self.fixed,
+            "reason": self.reason,
+            "references": self.references,
+            "baseline_runs": None if self.baseline_runs is None else self.baseline_runs.as_dict(),
+            "slot_runs": None if self.slot_runs is None else self.slot_runs.as_dict(),
+            "rank_sum_p": self.p_value,
+        }
+
+
+def reference_runs(env_id: str, batch: int, steps_per_env: int) -> LayoutRuns | None:
+    """The measured runs of ``env_id`` at exactly this layout (any function count up to the
+    slot count trains the same), or None."""
+    from optimizers.seraph.references import load_references
+
+    entry = load_references(steps_per_env=steps_per_env).get(env_id)
+    if entry is None or int(entry.get("steps_per_env", 0) or 0) != steps_per_env:
+        return None
+    steps = tuple(float(r["env_steps"]) for r in entry.get("runs", []) if int(r["batch"]) == batch)
+    return LayoutRuns(batch, steps_per_env, steps, entry["source"]) if steps else None
+
+
+def _slot_runs(env_id: str, steps_per_env: int, batches: tuple[int, ...]) -> LayoutRuns | None:
+    """The runs of the slot layout's pilot batch: the reference batch with the fewest median
+    env steps, or the largest one tied with it, and the runs of every tied batch pooled."""
+    from optimizers.seraph.references import load_references
+    from optimizers.seraph.stats import steps_tied_batches
+
+    entry = load_references(steps_per_env=steps_per_env).get(env_id)
+    if entry is None or int(entry.get("steps_per_env", 0) or 0) != steps_per_env:
+        return None
+    runs = {b: [float(r["env_steps"]) for r in entry.get("runs", []) if int(r["batch"]) == b] for b in batches}
+    runs = {b: r for b, r in runs.items() if r}
+    if not runs:
+        return None
+    tied = steps_tied_batches({b: statistics.median(r) for b, r in runs.items()}, runs)
+    pooled = tuple(e for b in tied for e in runs[b])
+    return LayoutRuns(max(tied), steps_per_env, pooled, entry["source"])
+
+
+def choose_layout(env_id: str, baseline: BaselineConfig, slot_steps: int, slot_batches: tuple[int, ...]) -> LayoutChoice:
+    """The layout to pilot and train at (see the module's docstring)."""
+    from optimizers.seraph.stats import STEPS_TIE_P, rank_sum_p
+
+    base = reference_runs(env_id, baseline.batch, baseline.steps_per_env)
+    slots = _slot_runs(env_id, slot_steps, slot_batches)
+    stay = f"the baseline's layout (batch {baseline.batch}, {baseline.steps_per_env} steps per env)"
+    if slots is None:
+        why = "no reference runs" if base is None else f"no reference runs with slots of {slot_steps} steps"
+        return LayoutChoice(baseline.batch, baseline.steps_per_env, True, f"{stay}: {why} to compare it with", base, None)
+    if base is None:
+        return LayoutChoice(
+            baseline.batch, baseline.steps_per_env, True,
+            f"{stay}: no reference runs at it, so no measured saving to leave it for", None, slots,
+        )
+    p = rank_sum_p(slots.env_steps, base.env_steps) if len(slots.env_steps) >= 3 and len(base.env_steps) >= 3 else None
+    figures = (
+        f"median env steps to the target {slots.median:,.0f} at batch {slots.batch} with slots of {slot_steps} "
+        f"against {base.median:,.0f} at the baseline's layout (rank-sum p = {'n/a' if p is None else f'{p:.3g}'})"
+    )
+    if p is not None and p < STEPS_TIE_P and slots.median < base.median:
+        return LayoutChoice(
+            slots.batch, slot_steps, False,
+            f"slots of {slot_steps} steps at batch {slots.batch}: {figures}, fewer at p < {STEPS_TIE_P}", base, slots, p,
+        )
+    return LayoutChoice(
+        baseline.batch, baseline.steps_per_env, True,
+        f"{stay}: {figures}, not fewer at p < {STEPS_TIE_P}", base, slots, p,
+    )
+
+
+def fixed_layout(env_id: str, baseline: BaselineConfig, steps_per_env: int, batch: int) -> LayoutChoice:
+    """A layout the user fixed (``--steps-per-env``); the baseline's runs still inform the plan."""
+    return LayoutChoice(
+        batch, steps_per_env, (batch, steps_per_env) == baseline.layout,
+        f"fixed by the request: {steps_per_env} steps per env", reference_runs(env_id, baseline.batch, baseline.steps_per_env),
+        None, None, True,
+    )
