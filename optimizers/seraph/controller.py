@@ -52,6 +52,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
+from optimizers.seraph.do_no_harm import MODEL_ERROR_CAP
 from optimizers.seraph.models import RunShape
 from optimizers.seraph.search import Candidate, SearchOutcome
 
@@ -130,7 +131,7 @@ class SeraphController:
     max_factor: float = 2.0
     reversal_gain: float = 0.15
     memory: int = 3
-    max_error_bar: float = 0.25
+    max_error_bar: float = MODEL_ERROR_CAP
     batch_only_grows: bool = True
     hardware_only_gain: float = 0.30
     batch_change_gain: float = 0.16

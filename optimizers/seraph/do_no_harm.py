@@ -26,6 +26,13 @@ from typing import Any
 from optimizers.seraph.objectives import Objective
 from optimizers.seraph.search import Candidate, Constraints, SearchOutcome, front_scale
 
+#: The largest model error a change is held to, here and in the re-tuning controller. A
+#: leave-one-out error above it comes from a pilot of too few distinct shapes to fit the model
+#: without one of them (at a layout of one or two slots the pilot visits one batch and two
+#: function counts, and leaving one out makes the fit extrapolate): it measures the pilot's
+#: design, not the model. At 25% a change must still promise a 20% saving.
+MODEL_ERROR_CAP = 0.25
+
 
 @dataclass(frozen=True)
 class BaselineVerdict:

@@ -3,19 +3,22 @@
 The layout is the batch and the env steps each env runs per iteration (env slots,
 ``PPOConfig.steps_per_env``). Unlike the function count and memory, it changes what PPO
 learns, so its effect on the env steps to the target is a learning question that timing
-cannot answer. Two layouts are candidates:
+cannot answer. The candidates:
 
 * the **baseline's** (:mod:`optimizers.seraph.baseline`; RLlib's default is batch 4,000 in 2
   envs of 2,000 steps): at this layout the run trains exactly the baseline's trajectory
   whatever the function count, so staying costs nothing in env steps;
 * **Seraph's slots** (:data:`~optimizers.seraph.defaults.DEFAULT_STEPS_PER_ENV` steps per
-  env) at the reference batch with the fewest env steps to the target, or the largest batch
-  tied with it (:func:`~optimizers.seraph.profiling.pilot_batch`'s rule).
+  env) over the env's batch set, and every other slot length with committed reference runs
+  for the env (``data/references-spe<N>.json``) over the batches those runs cover; each at
+  its reference batch with the fewest env steps to the target, or the largest batch tied
+  with it (:func:`~optimizers.seraph.profiling.pilot_batch`'s rule).
 
-Seraph leaves the baseline's layout only when the reference runs at the other layout
-reached the target in fewer env steps and the rank-sum test tells the two sets of runs apart
-(p < :data:`~optimizers.seraph.stats.STEPS_TIE_P`): a difference inside the spread between
-seeds is no saving. Without reference runs at either layout, it stays at the baseline's.
+Seraph leaves the baseline's layout only for a candidate whose reference runs reached the
+target in fewer env steps, where the rank-sum test tells the two sets of runs apart (p <
+:data:`~optimizers.seraph.stats.STEPS_TIE_P`): a difference inside the spread between seeds
+is no saving. Of several such candidates it takes the one with the fewest env steps. Without
+reference runs at the baseline's layout, or at any other, it stays at the baseline's.
 The choice happens before the pilot because the pilot is the run's first iterations: it
 trains at the chosen layout, and changing the layout afterwards would cost env steps.
 """
@@ -61,6 +64,9 @@ class LayoutChoice:
     slot_runs: LayoutRuns | None = None
     p_value: float | None = None
     fixed: bool = False  # set by the user (--steps-per-env), not chosen
+    # the batches the search may use at this layout: () for the env's whole set; at a slot
+    # length other than Seraph's default, the batches its reference runs cover
+    batches: tuple[int, ...] = ()
 
     @property
     def references(self) -> str:
@@ -115,34 +121,52 @@ def _slot_runs(env_id: str, steps_per_env: int, batches: tuple[int, ...]) -> Lay
     return LayoutRuns(max(tied), steps_per_env, pooled, entry["source"])
 
 
+def _referenced_batches(env_id: str, steps_per_env: int) -> tuple[int, ...]:
+    from optimizers.seraph.references import load_references
+
+    entry = load_references(steps_per_env=steps_per_env).get(env_id) or {}
+    return tuple(sorted({int(r["batch"]) for r in entry.get("runs", [])}))
+
+
 def choose_layout(env_id: str, baseline: BaselineConfig, slot_steps: int, slot_batches: tuple[int, ...]) -> LayoutChoice:
     """The layout to pilot and train at (see the module's docstring)."""
+    from optimizers.seraph.references import reference_slot_lengths
     from optimizers.seraph.stats import STEPS_TIE_P, rank_sum_p
 
     base = reference_runs(env_id, baseline.batch, baseline.steps_per_env)
-    slots = _slot_runs(env_id, slot_steps, slot_batches)
+    others = [n for n in reference_slot_lengths(env_id) if n not in (slot_steps, baseline.steps_per_env)]
+    candidates = [(slot_steps, slot_batches)] + [(n, _referenced_batches(env_id, n)) for n in others]
+    runs = [(n, batches, r) for n, batches in candidates if (r := _slot_runs(env_id, n, batches)) is not None]
     stay = f"the baseline's layout (batch {baseline.batch}, {baseline.steps_per_env} steps per env)"
-    if slots is None:
+    if not runs:
         why = "no reference runs" if base is None else f"no reference runs with slots of {slot_steps} steps"
         return LayoutChoice(baseline.batch, baseline.steps_per_env, True, f"{stay}: {why} to compare it with", base, None)
     if base is None:
         return LayoutChoice(
             baseline.batch, baseline.steps_per_env, True,
-            f"{stay}: no reference runs at it, so no measured saving to leave it for", None, slots,
+            f"{stay}: no reference runs at it, so no measured saving to leave it for", None, runs[0][2],
         )
-    p = rank_sum_p(slots.env_steps, base.env_steps) if len(slots.env_steps) >= 3 and len(base.env_steps) >= 3 else None
-    figures = (
-        f"median env steps to the target {slots.median:,.0f} at batch {slots.batch} with slots of {slot_steps} "
-        f"against {base.median:,.0f} at the baseline's layout (rank-sum p = {'n/a' if p is None else f'{p:.3g}'})"
-    )
-    if p is not None and p < STEPS_TIE_P and slots.median < base.median:
+
+    def p_of(r: LayoutRuns) -> float | None:
+        return rank_sum_p(r.env_steps, base.env_steps) if len(r.env_steps) >= 3 and len(base.env_steps) >= 3 else None
+
+    def figures(r: LayoutRuns, p: float | None) -> str:
+        return (f"{r.median:,.0f} at batch {r.batch} with slots of {r.steps_per_env} "
+                f"(rank-sum p = {'n/a' if p is None else f'{p:.3g}'})")
+
+    scored = [(n, batches, r, p_of(r)) for n, batches, r in runs]
+    compared = "; ".join(figures(r, p) for _, _, r, p in scored)
+    against = f"median env steps to the target {compared}, against {base.median:,.0f} at the baseline's layout"
+    better = [s for s in scored if s[3] is not None and s[3] < STEPS_TIE_P and s[2].median < base.median]
+    if better:
+        n, batches, r, p = min(better, key=lambda s: s[2].median)
         return LayoutChoice(
-            slots.batch, slot_steps, False,
-            f"slots of {slot_steps} steps at batch {slots.batch}: {figures}, fewer at p < {STEPS_TIE_P}", base, slots, p,
+            r.batch, n, False, f"slots of {n} steps at batch {r.batch}: {against}; fewer at p < {STEPS_TIE_P}",
+            base, r, p, batches=() if n == slot_steps else batches,
         )
+    n, _, r, p = min(scored, key=lambda s: s[2].median)
     return LayoutChoice(
-        baseline.batch, baseline.steps_per_env, True,
-        f"{stay}: {figures}, not fewer at p < {STEPS_TIE_P}", base, slots, p,
+        baseline.batch, baseline.steps_per_env, True, f"{stay}: {against}; none fewer at p < {STEPS_TIE_P}", base, r, p,
     )
 
 

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from optimizers.seraph.baseline import BaselineConfig
-from optimizers.seraph.do_no_harm import BaselineVerdict, keep_baseline_unless_saving, keep_measured_memory
+from optimizers.seraph.do_no_harm import MODEL_ERROR_CAP, BaselineVerdict, keep_baseline_unless_saving, keep_measured_memory
 from optimizers.seraph.models import CostModel, Observation, PerformanceModel, Prices, ProgressModel, RunShape
 from optimizers.seraph.noise_scale import NoiseScaleTracker
 from optimizers.seraph.objectives import Objective
@@ -320,9 +320,12 @@ class Planner:
 
     def model_error(self) -> float | None:
         """The performance model's measured error on this workload: the leave-one-out median
-        relative error of the predicted iteration time over the profile (else in sample)."""
+        relative error of the predicted iteration time over the profile (else in sample),
+        capped at :data:`~optimizers.seraph.do_no_harm.MODEL_ERROR_CAP` (the raw figures are
+        in the plan's ``performance_model.fit_error``)."""
         fe = self.profile_perf.fit_error
-        return fe.get("iteration_s_mdape_leave_one_out", fe.get("iteration_s_mdape_in_sample"))
+        error = fe.get("iteration_s_mdape_leave_one_out", fe.get("iteration_s_mdape_in_sample"))
+        return None if error is None else min(float(error), MODEL_ERROR_CAP)
 
     def plan(self) -> Plan:
         """Plan the whole run from the profile: the best candidate for the objective, the

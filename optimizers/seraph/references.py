@@ -49,6 +49,16 @@ def references_path(steps_per_env: int = 0) -> Path:
     return REFERENCES_PATH if steps_per_env <= 0 else REFERENCES_PATH.with_name(f"references-spe{steps_per_env}.json")
 
 
+def reference_slot_lengths(env_id: str) -> tuple[int, ...]:
+    """The slot lengths with committed reference runs of ``env_id`` (``references-spe<N>.json``)."""
+    lengths = []
+    for path in REFERENCES_PATH.parent.glob("references-spe*.json"):
+        n = path.stem.removeprefix("references-spe")
+        if n.isdigit() and env_id in load_references(path):
+            lengths.append(int(n))
+    return tuple(sorted(lengths))
+
+
 def load_references(path: Path | None = None, *, steps_per_env: int = 0) -> dict[str, dict[str, Any]]:
     """The measured references per env id (empty if the file is missing), from ``path``
     or else from the file of ``steps_per_env`` (:func:`references_path`)."""

@@ -192,7 +192,7 @@ class SeraphRequest:
         if self.steps_per_env is not None:
             return workload_for(self.env_id, self.max_steps, self.architecture, self.steps_per_env)
         layout = self.layout()
-        batches = (layout.batch,) if layout.at_baseline else ()
+        batches = (layout.batch,) if layout.at_baseline else layout.batches
         return workload_for(self.env_id, self.max_steps, self.architecture, layout.steps_per_env, batches)
 
     def to_dict(self) -> dict[str, Any]:

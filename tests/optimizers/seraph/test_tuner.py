@@ -445,3 +445,15 @@ def test_a_bad_baseline_config_flag_is_one_line_naming_it(home, capsys):
                     "--baseline-config", "actors=2,memory=1769,batch=4000,steps_per_env=4001"], capsys)
     assert rc == 2 and "--baseline-config: steps_per_env: must be at most batch / actors = 2000" in cap.err
     assert "Traceback" not in cap.err
+
+
+def test_the_model_error_the_plan_holds_changes_to_is_capped(monkeypatch):
+    """A leave-one-out error above the cap measures a pilot of too few shapes, not the model:
+    the plan holds a change to the cap (the raw figure stays in the fit error)."""
+    from optimizers.seraph.do_no_harm import MODEL_ERROR_CAP
+
+    planner = _planner()
+    monkeypatch.setitem(planner.profile_perf.fit_error, "iteration_s_mdape_leave_one_out", 1.06)
+    assert planner.model_error() == MODEL_ERROR_CAP == 0.25
+    monkeypatch.setitem(planner.profile_perf.fit_error, "iteration_s_mdape_leave_one_out", 0.07)
+    assert planner.model_error() == 0.07
