@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 BENCH_LOCK = "/tmp/trainwise-bench.lock"
@@ -68,6 +69,13 @@ def set_torch_threads(n: int) -> dict[str, int]:
     except RuntimeError:  # already set, or parallel work already started
         pass
     return {"intra_op": torch.get_num_threads(), "inter_op": torch.get_num_interop_threads()}
+
+
+def repo_path(path: Any) -> str:
+    """``path`` relative to the repository when it lies inside it (result files name no machine's paths)."""
+    root = Path(__file__).resolve().parents[1]
+    resolved = Path(path).resolve()
+    return str(resolved.relative_to(root)) if resolved.is_relative_to(root) else str(path)
 
 
 def ratio(numerator: float | None, denominator: float | None) -> float | None:

@@ -142,6 +142,7 @@ def run_simulated(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
     from optimizers.intune.agent import MaskedDQN
+    from benchmarks._common import repo_path
     from optimizers.intune.pretrain import PRETRAINED
 
     torch.set_num_threads(1)
@@ -175,7 +176,7 @@ def run_simulated(args: argparse.Namespace) -> dict[str, Any]:
     }
     out: dict[str, Any] = {
         "benchmark": "ingestion-simulated",
-        "agent": str(agent_path),
+        "agent": repo_path(agent_path),
         "agent_info": agent.info,
         "protocol": {"seed": seed, "trials": trials, "calibration_error": cal_err, "measurement_noise": 0.03},
         "cases": cases,
