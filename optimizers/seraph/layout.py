@@ -91,29 +91,41 @@ class LayoutChoice:
         }
 
 
-def reference_runs(env_id: str, batch: int, steps_per_env: int) -> LayoutRuns | None:
-    """The measured runs of ``env_id`` at exactly this layout (any function count up to the
-    slot count trains the same), or None."""
+def _layout_entry(env_id: str, steps_per_env: int) -> dict[str, Any] | None:
+    """The committed references of ``env_id`` measured at slots of ``steps_per_env``, or None."""
     from optimizers.seraph.references import load_references
 
     entry = load_references(steps_per_env=steps_per_env).get(env_id)
     if entry is None or int(entry.get("steps_per_env", 0) or 0) != steps_per_env:
         return None
-    steps = tuple(float(r["env_steps"]) for r in entry.get("runs", []) if int(r["batch"]) == batch)
+    return entry
+
+
+def _runs_by_batch(entry: dict[str, Any]) -> dict[int, list[float]]:
+    """An entry's env steps to the target, per batch."""
+    runs: dict[int, list[float]] = {}
+    for r in entry.get("runs", []):
+        runs.setdefault(int(r["batch"]), []).append(float(r["env_steps"]))
+    return runs
+
+
+def reference_runs(env_id: str, batch: int, steps_per_env: int) -> LayoutRuns | None:
+    """The measured runs of ``env_id`` at exactly this layout (any function count up to the
+    slot count trains the same), or None."""
+    entry = _layout_entry(env_id, steps_per_env)
+    steps = tuple(_runs_by_batch(entry).get(batch, ())) if entry else ()
     return LayoutRuns(batch, steps_per_env, steps, entry["source"]) if steps else None
 
 
 def _slot_runs(env_id: str, steps_per_env: int, batches: tuple[int, ...]) -> LayoutRuns | None:
     """The runs of the slot layout's pilot batch: the reference batch with the fewest median
     env steps, or the largest one tied with it, and the runs of every tied batch pooled."""
-    from optimizers.seraph.references import load_references
     from optimizers.seraph.stats import steps_tied_batches
 
-    entry = load_references(steps_per_env=steps_per_env).get(env_id)
-    if entry is None or int(entry.get("steps_per_env", 0) or 0) != steps_per_env:
+    entry = _layout_entry(env_id, steps_per_env)
+    if entry is None:
         return None
-    runs = {b: [float(r["env_steps"]) for r in entry.get("runs", []) if int(r["batch"]) == b] for b in batches}
-    runs = {b: r for b, r in runs.items() if r}
+    runs = {b: r for b, r in _runs_by_batch(entry).items() if b in batches}
     if not runs:
         return None
     tied = steps_tied_batches({b: statistics.median(r) for b, r in runs.items()}, runs)
@@ -122,10 +134,9 @@ def _slot_runs(env_id: str, steps_per_env: int, batches: tuple[int, ...]) -> Lay
 
 
 def _referenced_batches(env_id: str, steps_per_env: int) -> tuple[int, ...]:
-    from optimizers.seraph.references import load_references
-
-    entry = load_references(steps_per_env=steps_per_env).get(env_id) or {}
-    return tuple(sorted({int(r["batch"]) for r in entry.get("runs", [])}))
+    """The batches with reference runs of ``env_id`` at slots of ``steps_per_env``."""
+    entry = _layout_entry(env_id, steps_per_env)
+    return tuple(sorted(_runs_by_batch(entry))) if entry else ()
 
 
 def choose_layout(env_id: str, baseline: BaselineConfig, slot_steps: int, slot_batches: tuple[int, ...]) -> LayoutChoice:
