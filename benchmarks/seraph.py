@@ -38,7 +38,9 @@ from typing import Any
 from optimizers.seraph.models import RunShape
 from optimizers.seraph.profiling import DEFAULT_STEPS_PER_ENV
 
-TARGETS = {"CartPole-v1": 475.0, "LunarLander-v3": 200.0, "Pendulum-v1": -200.0}
+TARGETS = {"CartPole-v1": 475.0, "LunarLander-v3": 200.0, "Pendulum-v1": -200.0, "Acrobot-v1": -100.0}
+#: benchmark envs with no committed reference runs: Seraph plans them from its pilot alone
+WITHOUT_REFERENCES = ("Acrobot-v1",)
 GRID_FULL = [RunShape(a, m, b) for a in (1, 4, 16) for m in (885, 1769, 3008) for b in (512, 1024, 2048, 4000)]
 GRID_QUICK = [RunShape(a, 1769, b) for a in (1, 8) for b in (512, 1024, 4000)] + [RunShape(1, 885, 512)]
 # LunarLander runs are long: the grid is the shapes the cost and speed objectives can
@@ -93,7 +95,9 @@ def _seraph(
     }
 
 
-METHODS = ("static", "seraph", "memory_sweep", "optuna", "grid")
+# static_repeat: the static default once more on each seed, after Seraph: two runs of the very
+# same trajectory, whose cost ratio is the modelled clock's run-to-run noise
+METHODS = ("static", "seraph", "static_repeat", "memory_sweep", "optuna", "grid")
 
 
 def run_env(
@@ -135,6 +139,9 @@ def run_env(
                 for cached in (False, True) if cached_twins else (False,):
                     _log(f"{env} seed {seed}: seraph {objective}{' (cached profile)' if cached else ''}")
                     runs.append({"seed": seed, **_seraph(env, seed, objective, target, max_steps, cached)})
+        if "static_repeat" in methods:
+            _log(f"{env} seed {seed}: static default again")
+            runs.append({"seed": seed, **run_static(workload, target_reward=target, seed=seed), "method": "static_repeat"})
         if "memory_sweep" not in methods and "optuna" not in methods:
             continue
         pilot_cost = next((r["pilot_cost_usd"] for r in runs if r["method"] == "seraph_cost" and r["seed"] == seed), None)
@@ -176,11 +183,22 @@ def _oracle_steps(env_result: dict[str, Any], config: dict[str, int]) -> float |
     return statistics.median(steps) if steps else None
 
 
+def _per_seed_ratios(runs: list[dict[str, Any]], method: str, key: str) -> list[float]:
+    """``method``'s figure over the static default's on the same seed, per seed."""
+    static = {r["seed"]: r[key] for r in runs if r["method"] == "static_default" and r.get(key)}
+    return [r[key] / static[r["seed"]] for r in runs if r["method"] == method and r["seed"] in static]
+
+
 def _per_seed_ratio(runs: list[dict[str, Any]], method: str, key: str) -> float | None:
     """The median over seeds of ``method``'s figure over the static default's on the same seed."""
-    static = {r["seed"]: r[key] for r in runs if r["method"] == "static_default" and r.get(key)}
-    ratios = [r[key] / static[r["seed"]] for r in runs if r["method"] == method and r["seed"] in static]
+    ratios = _per_seed_ratios(runs, method, key)
     return statistics.median(ratios) if ratios else None
+
+
+def _per_seed_range(runs: list[dict[str, Any]], method: str, key: str) -> list[float] | None:
+    """The smallest and largest of ``method``'s per-seed ratios to the static default."""
+    ratios = _per_seed_ratios(runs, method, key)
+    return [min(ratios), max(ratios)] if ratios else None
 
 
 def _steps_error(runs: list[dict[str, Any]]) -> float | None:
@@ -225,6 +243,15 @@ def summarise(env_result: dict[str, Any]) -> dict[str, Any]:
         bars["tuning_overhead_net_share_of_saving"] = net / saved if saved > 0 else None
         bars["tuning_overhead_bar_met_gross"] = saved > 0 and gross < 0.1 * saved
         bars["tuning_overhead_bar_met_net"] = saved > 0 and net < 0.1 * saved
+    if st and sc:
+        # what Seraph itself adds beyond training (clock-free of the training's noise), and the
+        # noise floor: the same trajectory run twice
+        bars["cost_objective_net_tuning_cost_share_of_static"] = sc["median_net_tuning_cost_usd_modelled"] / st["median_cost_usd_modelled"]
+        bars["cost_objective_env_steps_vs_static"] = sc["median_env_steps"] / st["median_env_steps"]
+    if st and by.get("static_repeat"):
+        bars["static_repeat_cost_ratio_vs_static"] = by["static_repeat"]["median_cost_usd_modelled"] / st["median_cost_usd_modelled"]
+        bars["static_repeat_median_per_seed_cost_ratio"] = _per_seed_ratio(runs, "static_repeat", "cost_usd")
+        bars["static_repeat_per_seed_cost_ratio_range"] = _per_seed_range(runs, "static_repeat", "cost_usd")
     if st and ss:
         bars["speed_objective_time_ratio_vs_static"] = ss["median_lambda_time_s_modelled"] / st["median_lambda_time_s_modelled"]
         bars["speed_objective_bar_met"] = bars["speed_objective_time_ratio_vs_static"] < 1.0

@@ -118,8 +118,23 @@ def rollout_summary(batch: InvokeBatch) -> dict[str, Any]:
         "mean_duration_ms": float(np.mean([b.duration_ms for b in ok])) if ok else None,
         "max_duration_ms": float(max(b.duration_ms for b in ok)) if ok else None,
         "billing_label": bills[0].label if bills else None,
+        "handler_cpu_share": handler_cpu_share(batch),
         "measured_wall_s": batch.wall_s,
         "lambda_s": batch.lambda_s,
         "lambda_s_label": batch.lambda_s_label,
         "concurrency": batch.concurrency,
     }
+
+
+def handler_cpu_share(batch: InvokeBatch) -> float | None:
+    """The handlers' CPU time over their duration, both as the handlers measured them
+    (``timings.cpu_ms`` / ``timings.total_ms``), summed over the batch's successful calls;
+    None when no call reported them. About 1 for a rollout that keeps one CPU busy, well
+    under 1 for one that waits (on I/O, or on a loaded host), above 1 for several threads."""
+    cpu = total = 0.0
+    for inv in batch.invocations:
+        timings = (inv.result or {}).get("timings") if inv.billing.error is None else None
+        if isinstance(timings, dict) and timings.get("total_ms"):
+            cpu += float(timings.get("cpu_ms", 0.0))
+            total += float(timings["total_ms"])
+    return cpu / total if total > 0 else None

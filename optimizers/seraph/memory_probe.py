@@ -36,6 +36,10 @@ probed (``PerformanceModel._k``), which is what a plateau means.
 The probe's rollouts come from the untrained policy and are not trained on: their
 time and cost are tuning overhead, reported as such.
 
+For the cost objective most of the probe cannot pay: when the pilot's first rollouts keep
+one CPU busy on one thread, one vCPU is the cheapest size (:func:`cost_probe_sizes`), and
+the probe shrinks to the baseline's own size, or to nothing (:func:`no_probe`).
+
 Clock: on the modelled clock (local emulator) the probe's span is, per wave, the
 makespan of the sizes run concurrently (the slowest size's cold plus warm call),
 summed over the waves: what they would take on Lambda. On a measured backend the
@@ -65,6 +69,8 @@ from serverless.invocation import LAMBDA_MB_PER_VCPU  # one full vCPU
 PROBE_STEPS = 256  # env steps of the warm call: long enough to dwarf the per-call overhead
 PROBE_COLD_STEPS = 32  # env steps of the cold call, which only starts the sandbox and warms the handler
 PLATEAU_GAIN = 0.10  # a larger size is probed only while the last one gained at least this per step
+#: A handler's CPU time over its duration that marks a rollout CPU-bound on one thread.
+CPU_BOUND_SHARE = (0.8, 1.1)
 _PROBE_SEED_OFFSET = 1_000_000  # probe rollouts draw env seeds apart from any training iteration's
 
 
@@ -180,6 +186,33 @@ def probe_memory_sizes(
         waves_s.append(max(spans))
     probe = _summary(rows, waves_s, skipped, labels == {"modelled"}, ledger, steps, cold_steps)
     return charge_learner_wait(probe, beside_s=0.0)
+
+
+def cost_probe_sizes(cpu_share: float | None, sweep: list[int], baseline_mb: int) -> list[int] | None:
+    """The sizes a cost-objective profile still probes once the pilot's first rollouts showed
+    how they use the CPU, or None to probe the whole ``sweep``.
+
+    Lambda gives a function CPU in proportion to its memory, one vCPU at 1,769 MB. A rollout
+    that keeps one CPU busy on one thread (its handlers' CPU time 80-110% of their duration,
+    :data:`CPU_BOUND_SHARE`) runs proportionally slower below one vCPU, at the same price per
+    env step, so the learner only waits longer; above one vCPU it has no second thread to use
+    what the price buys. For the cost objective one vCPU is then the cheapest size, and the
+    probe would only confirm it: it probes the baseline's size alone (nothing when that is one
+    vCPU, which the pilot measures). A rollout that waits (I/O, a loaded host) or runs threads
+    may be cheaper elsewhere, and gets the whole sweep."""
+    lo, hi = CPU_BOUND_SHARE
+    if cpu_share is None or not lo <= cpu_share <= hi:
+        return None
+    return [m for m in sweep if m == baseline_mb and m != LAMBDA_MB_PER_VCPU]
+
+
+def no_probe(skipped: list[int], reason: str, *, learner_usd_per_s: float, modelled: bool) -> dict[str, Any]:
+    """The probe's result when it probes no size: the same fields, nothing spent."""
+    return charge_learner_wait({
+        "rows": [], "observations": [], "env_steps": 0, "skipped_sizes": skipped, "skipped_reason": reason,
+        "span_s": 0.0, "span_label": "no size probed", "overlaps_pilot": modelled, "function_cost_usd": 0.0,
+        "learner_usd_per_s": learner_usd_per_s, "cost_label": "modelled from price table",
+    }, beside_s=0.0)
 
 
 def probe_waves(memory_sizes: list[int]) -> list[list[int]]:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from optimizers.seraph.memory_probe import charge_learner_wait, probe_memory_sizes
+from optimizers.seraph.memory_probe import charge_learner_wait, cost_probe_sizes, no_probe, probe_memory_sizes
 from optimizers.seraph.models import Observation, RunShape
 from optimizers.seraph.noise_scale import NoiseScaleTracker
 from optimizers.seraph.space import DEFAULT_MEMORY_SWEEP
@@ -74,11 +74,14 @@ def batches_for(workload: "Workload") -> tuple[int, ...]:
 PILOT_ACTORS = (16, 16, 8, 8, 4, 2, 1, 1)
 #: How often the pilot visits its first function count: cold, then warm (see :func:`pilot_schedule`).
 PILOT_VISITS_PER_COUNT = 2
+#: The fewest iterations the pilot runs: the performance model fits no fewer rows, and a
+#: cost-objective profile may have no probe rows (:func:`optimizers.seraph.memory_probe.cost_probe_sizes`).
+PILOT_MIN_ITERATIONS = 3
 #: The fewest env steps one pilot function runs (the tuner's own search allows 32).
 PILOT_MIN_STEPS_PER_ACTOR = 32
 
 
-def pilot_schedule(batch: int, steps_per_env: int = 0) -> list[RunShape]:
+def pilot_schedule(batch: int, steps_per_env: int = 0, min_actors: int = 1) -> list[RunShape]:
     """The shapes the pilot visits, one per iteration, in order, all at 1,769 MB and ``batch``.
 
     Concurrency is swept downward from 16 functions (the first, cold, visit warms every
@@ -95,14 +98,22 @@ def pilot_schedule(batch: int, steps_per_env: int = 0) -> list[RunShape]:
     warm visit at the same shape adds no new point to the fit while it costs the learner VM
     an iteration at a shape the plan may not keep (CartPole: 8, 8, 4, 2, 1; LunarLander at
     the static default's layout, one slot of 2,000 per function: 2, 2, 1).
+    ``min_actors`` keeps the pilot at or above that many functions: the tuner sets it to the
+    baseline's count when the pilot trains at the baseline's layout, where fewer functions
+    would run the baseline's slots one after another, each iteration dearer than the
+    baseline's (LunarLander's static default: 2, 2, 2, the baseline's own first iterations).
+    The search then does not plan fewer functions than the pilot visited
+    (:func:`optimizers.seraph.tuner.search_space_for`). A schedule shorter than
+    :data:`PILOT_MIN_ITERATIONS` repeats its first count.
     The memory sizes are measured by the memory probe, the learner at other batches by
     :func:`time_learner_updates`, not here.
     """
     cap = max(1, batch // max(PILOT_MIN_STEPS_PER_ACTOR, steps_per_env))
-    counts = [min(a, cap) for a in PILOT_ACTORS]
+    counts = [min(max(a, min_actors), cap) for a in PILOT_ACTORS]
     first = counts[0]
     visits = {a: PILOT_VISITS_PER_COUNT if a == first else 1 for a in counts}
     kept = [a for i, a in enumerate(counts) if counts[:i].count(a) < visits[a]]
+    kept += [first] * (PILOT_MIN_ITERATIONS - len(kept))  # the performance model's fit needs three
     return [RunShape(a, BASE_MEMORY_MB, batch) for a in kept]
 
 
@@ -310,21 +321,56 @@ def _run_config(s: RunShape) -> Any:
     return RunConfig(actors=s.actors, memory_mb=s.memory_mb, batch=s.batch)
 
 
-def _probe_and_pilot(
-    workload: Workload, backend: Any, spec: Any, schedule: list[RunShape], memory_sweep: tuple[int, ...], progress: bool,
-) -> tuple[dict[str, Any], float, Any]:
-    """The memory probe (its result and measured wall time), then the pilot's training."""
+def _train_pilot(workload: Workload, backend: Any, spec: Any, schedule: list[RunShape], progress: bool) -> Any:
+    """The pilot's training: one iteration per shape of ``schedule``."""
     from serverless.trainer import train
 
-    t_probe = time.perf_counter()
-    probe = probe_memory_sizes(
-        workload.env_id, sorted({*memory_sweep, BASE_MEMORY_MB}), backend,
-        hidden=tuple(spec.ppo.hidden), seed=spec.seed, architecture=workload.architecture,
-    )
-    probe_wall_s = time.perf_counter() - t_probe
     ctl = SweepController(schedule, _run_config)
-    result = train(spec, backend=backend, controller=ctl, probe_noise_every=noise_probe_every(workload, 1), progress=progress)
-    return probe, probe_wall_s, result
+    return train(spec, backend=backend, controller=ctl, probe_noise_every=noise_probe_every(workload, 1), progress=progress)
+
+
+@dataclass(frozen=True)
+class ProbeOutcome:
+    """The memory probe as the pilot ran it: its result, its measured wall time, the sizes
+    the plan may use, and how much pilot time (Lambda clock) it ran beside."""
+
+    probe: dict[str, Any]
+    wall_s: float
+    sizes: list[int]  # the sizes the plan may use: the sweep, or one vCPU (+ the baseline's) when cut
+    beside_s: float
+    cut: bool = False
+
+
+def _probe_beside_pilot(
+    workload: Workload, backend: Any, spec: Any, pilot: Any, memory_sweep: tuple[int, ...], cost_baseline_mb: int | None,
+) -> ProbeOutcome:
+    """The memory probe, beside the pilot. For the cost objective (``cost_baseline_mb`` set)
+    it waits for the pilot's first iteration, whose rollouts say whether they keep one CPU
+    busy (:func:`~optimizers.seraph.memory_probe.cost_probe_sizes`): if so it probes at most
+    the baseline's size and runs beside the rest of the pilot; otherwise, and for the other
+    objectives, it probes the whole sweep beside the whole pilot."""
+    sweep = sorted({*memory_sweep, BASE_MEMORY_MB})
+    first = pilot.iterations[0]
+    cut = None if cost_baseline_mb is None else cost_probe_sizes(first.rollout.get("handler_cpu_share"), sweep, cost_baseline_mb)
+    hidden = tuple(spec.ppo.hidden)
+    t0 = time.perf_counter()
+    if cut is None:
+        probe = probe_memory_sizes(workload.env_id, sweep, backend, hidden=hidden, seed=spec.seed, architecture=workload.architecture)
+        return ProbeOutcome(probe, time.perf_counter() - t0, sweep, pilot.lambda_time_s)
+    if cut:
+        probe = probe_memory_sizes(workload.env_id, cut, backend, hidden=hidden, seed=spec.seed, architecture=workload.architecture)
+    else:
+        from serverless.pricing import PriceTable
+
+        probe = no_probe([], "", learner_usd_per_s=PriceTable.load().vm_cost(1.0), modelled=first.lambda_s_label == "modelled")
+    share = first.rollout["handler_cpu_share"]
+    probe["skipped_sizes"] = [m for m in sweep if m not in cut and m != BASE_MEMORY_MB]
+    probe["skipped_reason"] = (
+        f"cost objective, rollouts CPU-bound on one thread (handler CPU {share:.0%} of its duration): "
+        f"one vCPU ({BASE_MEMORY_MB} MB, measured by the pilot) is the cheapest size"
+    )
+    beside = max(0.0, pilot.lambda_time_s - float(first.iteration_lambda_s))  # decided after the first iteration
+    return ProbeOutcome(probe, time.perf_counter() - t0, sorted({BASE_MEMORY_MB, *cut}), beside, cut=True)
 
 
 def _learner_timing(workload: Workload, pilot: Any, seed: int) -> dict[str, Any]:
@@ -398,22 +444,28 @@ def run_pilot(
     backend: Any = None,
     checkpoint_dir: Path | None = None,
     progress: bool = False,
+    min_actors: int = 1,
+    cost_baseline_mb: int | None = None,
 ) -> Profile:
-    """Probe the memory sizes, run the pilot, time the learner, and build a profile from all three."""
+    """Run the pilot, probe the memory sizes beside it, time the learner, and build a profile
+    from all three. ``min_actors``: the fewest functions the pilot visits
+    (:func:`pilot_schedule`). ``cost_baseline_mb``: for the cost objective, the baseline's
+    memory size, which lets the probe stop at it (:func:`_probe_beside_pilot`)."""
     from serverless.backends import make_backend
 
-    schedule = pilot_schedule(pilot_batch(workload), workload.steps_per_env)
+    schedule = pilot_schedule(pilot_batch(workload), workload.steps_per_env, min_actors)
     spec = _pilot_spec(workload, backend_name, schedule, seed, checkpoint_dir)
     own_backend = backend is None
     if own_backend:
         backend = make_backend(backend_name)
     try:
-        probe, probe_wall_s, result = _probe_and_pilot(workload, backend, spec, schedule, memory_sweep, progress)
+        result = _train_pilot(workload, backend, spec, schedule, progress)
+        probed = _probe_beside_pilot(workload, backend, spec, result, memory_sweep, cost_baseline_mb)
     finally:
         if own_backend:
             backend.close()
     # on the modelled clock the probe ran beside the pilot: the learner waits only for its excess
-    probe = charge_learner_wait(probe, beside_s=result.lambda_time_s)
+    probe = {**charge_learner_wait(probed.probe, beside_s=probed.beside_s), "requested_sweep": list(memory_sweep)}
     timing = _learner_timing(workload, result, seed)
     observations = [*probe.pop("observations"), *(observation(r) for r in result.iterations), *_learner_rows(timing)]
     return Profile(
@@ -422,8 +474,8 @@ def run_pilot(
         hardware=hardware_fingerprint(),
         observations=observations,
         noise=_noise_from_records(result.iterations),
-        pilot=_pilot_summary(result, probe, probe_wall_s, timing, schedule, seed),
-        memory_sweep=list(memory_sweep),
+        pilot=_pilot_summary(result, probe, probed.wall_s, timing, schedule, seed),
+        memory_sweep=probed.sizes if probed.cut else list(memory_sweep),
     )
 
 
@@ -438,19 +490,34 @@ def profile_workload(
     backend_obj: Any = None,
     progress: bool = False,
     cache_root: Path | None = None,
+    min_actors: int = 1,
+    cost_baseline_mb: int | None = None,
 ) -> PilotOutcome:
-    """The cached profile for this workload/backend/machine, or a fresh pilot's."""
+    """The cached profile for this workload/backend/machine, or a fresh pilot's
+    (``min_actors`` and ``cost_baseline_mb``: see :func:`run_pilot`)."""
     t0 = time.perf_counter()
     if reuse:
         cached = load_profile(workload.key_dict(), backend, cache_root)
-        if cached is not None and cached.memory_sweep == list(memory_sweep):
+        if cached is not None and serves(cached, memory_sweep, cost_baseline_mb):
             return PilotOutcome(cached, reused=True, wall_s=time.perf_counter() - t0)
     prof = run_pilot(
         workload, backend, seed=seed, memory_sweep=memory_sweep, backend=backend_obj,
-        checkpoint_dir=checkpoint_dir, progress=progress,
+        checkpoint_dir=checkpoint_dir, progress=progress, min_actors=min_actors, cost_baseline_mb=cost_baseline_mb,
     )
     save_profile(prof, cache_root)
     return PilotOutcome(prof, reused=False, checkpoint_dir=checkpoint_dir, wall_s=time.perf_counter() - t0)
+
+
+def serves(cached: Profile, memory_sweep: tuple[int, ...], cost_baseline_mb: int | None) -> bool:
+    """Whether a cached profile serves a request for ``memory_sweep``: made for that sweep,
+    and, if its probe stopped at one vCPU for the cost objective, asked for by a
+    cost-objective run whose baseline size it covers."""
+    requested = cached.pilot.get("memory_probe", {}).get("requested_sweep", cached.memory_sweep)
+    if list(requested) != list(memory_sweep):
+        return False
+    if cached.memory_sweep == list(memory_sweep):
+        return True
+    return cost_baseline_mb is not None and cost_baseline_mb in cached.memory_sweep
 
 
 def workload_for(

@@ -35,13 +35,22 @@ from optimizers.seraph.request import SeraphRequest
 from optimizers.seraph.result import SeraphPlan, SeraphResult
 from optimizers.seraph.layout import LayoutChoice
 from optimizers.seraph.search import Constraints
-from optimizers.seraph.space import DEFAULT_MEMORY_SWEEP, SearchSpace
+from optimizers.seraph.space import DEFAULT_ACTOR_COUNTS, DEFAULT_MEMORY_SWEEP, SearchSpace
 
 
-def search_space_for(workload: Workload, memories: tuple[int, ...]) -> SearchSpace:
+def search_space_for(workload: Workload, memories: tuple[int, ...], min_actors: int = 1) -> SearchSpace:
     """The workload's search space. With env slots a function runs at least one slot: more
-    functions than ``batch // steps_per_env`` would change the slots, and so what is learned."""
-    return SearchSpace(memories=memories, batches=batches_for(workload), min_steps_per_actor=max(32, workload.steps_per_env))
+    functions than ``batch // steps_per_env`` would change the slots, and so what is learned.
+    ``min_actors``: the fewest functions the pilot visited; the search does not extrapolate
+    below them (:func:`optimizers.seraph.profiling.pilot_schedule`)."""
+    actors = tuple(a for a in DEFAULT_ACTOR_COUNTS if a >= min_actors) or (min_actors,)
+    return SearchSpace(actors=actors, memories=memories, batches=batches_for(workload),
+                       min_steps_per_actor=max(32, workload.steps_per_env))
+
+
+def pilot_min_actors(profile: Any) -> int:
+    """The fewest functions a profile's pilot visited (1 for a profile without a schedule)."""
+    return min((int(s["actors"]) for s in profile.pilot.get("schedule", [])), default=1)
 
 
 def prices_for(architecture: str, price_table: Path | None = None) -> Prices:
@@ -83,7 +92,7 @@ def make_planner(
     is always a candidate, scored at its layout (``layout`` holds its reference runs)."""
     from serverless.presets import preset_for
 
-    space = search_space_for(workload, tuple(pilot.profile.memory_sweep))
+    space = search_space_for(workload, tuple(pilot.profile.memory_sweep), pilot_min_actors(pilot.profile))
     ref = reference_for(workload.env_id, workload.max_steps, preset_for(workload.env_id).batch, workload.steps_per_env)
     return Planner(
         episode_steps=episode_time_limit(workload.env_id),
@@ -121,10 +130,15 @@ def profile(
     import serverless.presets  # noqa: F401  (imported before the clocks start: module import
     import serverless.pricing  # noqa: F401   time is not profiling or planning time)
 
-    sweep = tuple(sorted({*DEFAULT_MEMORY_SWEEP, request.baseline_config.memory_mb}))  # the baseline's size is probed
+    baseline = request.baseline_config
+    sweep = tuple(sorted({*DEFAULT_MEMORY_SWEEP, baseline.memory_mb}))  # the baseline's size is probed
+    # at the baseline's layout the pilot starts as the baseline runs, and does not go below its count
+    min_actors = baseline.actors if request.layout().at_baseline else 1
     return profile_workload(
         request.workload(), request.backend, reuse=reuse, seed=request.seed, checkpoint_dir=checkpoint_dir,
-        backend_obj=backend_obj, progress=progress, memory_sweep=sweep,
+        backend_obj=backend_obj, progress=progress, memory_sweep=sweep, min_actors=min_actors,
+        # the cost objective without a deadline may stop the memory probe at one vCPU
+        cost_baseline_mb=baseline.memory_mb if request.objective == "cost" and request.deadline_s is None else None,
     )
 
 

@@ -118,12 +118,16 @@ def test_fresh_only_runs_no_cached_profile_twins(monkeypatch):
 
 
 def test_every_benchmark_env_has_a_preset_and_slot_references_to_its_target():
-    from benchmarks.seraph import TARGETS
+    from benchmarks.seraph import TARGETS, WITHOUT_REFERENCES
     from optimizers.seraph.profiling import DEFAULT_STEPS_PER_ENV
     from optimizers.seraph.references import measured_reference
     from serverless.presets import has_preset
 
-    assert "Pendulum-v1" in TARGETS
+    assert "Pendulum-v1" in TARGETS and set(WITHOUT_REFERENCES) <= set(TARGETS)
+    for env in WITHOUT_REFERENCES:  # the benchmark's check of planning without references
+        assert has_preset(env) and measured_reference(env, DEFAULT_STEPS_PER_ENV) is None, env
     for env, target in TARGETS.items():
+        if env in WITHOUT_REFERENCES:
+            continue
         ref = measured_reference(env, DEFAULT_STEPS_PER_ENV)
         assert has_preset(env) and ref["steps_per_env"] == DEFAULT_STEPS_PER_ENV and ref["target_reward"] == target, env

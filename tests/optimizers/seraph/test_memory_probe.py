@@ -231,3 +231,28 @@ def test_refit_with_run_rows_at_another_size_keeps_every_probed_size():
     # 3,008 MB keeps the run's own measurement; 512 MB is scaled from 1,769 MB by the probe
     assert model.rollout_coef["k@3008"] == pytest.approx(25e-6, rel=0.05)
     assert model.rollout_coef["k@512"] == pytest.approx(model.rollout_coef["k@1769"] * 1769 / 512, rel=0.01)
+
+
+@pytest.mark.parametrize(
+    ("cpu_share", "baseline_mb", "expected"),
+    [
+        (0.95, 1769, []),  # CPU-bound on one thread, baseline at one vCPU: nothing left to probe
+        (0.95, 3008, [3008]),  # the baseline's own size is still scored from a measurement
+        (0.5, 1769, None),  # the handler waits: a smaller size may be cheaper, probe the sweep
+        (1.8, 1769, None),  # several threads: a larger size may pay, probe the sweep
+        (None, 1769, None),  # no timings reported: probe the sweep
+    ],
+)
+def test_the_cost_objective_probes_only_what_a_cpu_bound_rollout_leaves_open(cpu_share, baseline_mb, expected):
+    from optimizers.seraph.memory_probe import cost_probe_sizes
+
+    assert cost_probe_sizes(cpu_share, [512, 885, 1769, 3008, 5307], baseline_mb) == expected
+
+
+def test_an_empty_probe_costs_nothing_and_adds_no_time():
+    from optimizers.seraph.memory_probe import no_probe
+
+    probe = charge_learner_wait(no_probe([512, 3008], "why", learner_usd_per_s=2.5e-5, modelled=True), beside_s=1.0)
+    assert probe["rows"] == [] and probe["observations"] == []
+    assert probe["cost_usd"] == 0.0 and probe["lambda_time_s"] == 0.0
+    assert probe["skipped_sizes"] == [512, 3008]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from optimizers.seraph.models import Observation, PerformanceModel, RunShape
@@ -27,6 +29,9 @@ def test_the_pilot_sweeps_the_function_count_at_one_batch() -> None:
     assert [s.actors for s in pilot_schedule(1024, 128)] == [8, 8, 4, 2, 1]
     assert [s.actors for s in pilot_schedule(16384, 128)] == [16, 16, 8, 4, 2, 1]
     assert [s.actors for s in pilot_schedule(4000, 2000)] == [2, 2, 1]  # the static default layout
+    # at the baseline's layout the pilot does not go below the baseline's count: its own iterations
+    assert [s.actors for s in pilot_schedule(4000, 2000, min_actors=2)] == [2, 2, 2]
+    assert [s.actors for s in pilot_schedule(1024, 128, min_actors=4)] == [8, 8, 4]
 
 
 def test_the_pilot_batch_is_the_reference_batch_with_the_fewest_steps(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,7 +106,8 @@ def test_a_fresh_run_is_charged_the_whole_tuning_bill(tmp_path, monkeypatch) -> 
 
     monkeypatch.setenv("TRAINWISE_HOME", str(tmp_path / "home"))
     res = tune_and_train(
-        SeraphRequest("CartPole-v1", 475, objective="cost", max_steps=8192), reprofile=True, run_dir=tmp_path / "run",
+        # speed: the cost objective may stop the probe at one vCPU (test_the_cost_objective_...)
+        SeraphRequest("CartPole-v1", 475, objective="speed", max_steps=8192), reprofile=True, run_dir=tmp_path / "run",
     ).to_dict()
     a, ov, pilot = res["achieved"], res["tuning_overhead"], res["profile"]["pilot"]
     assert a["includes_pilot"] and a["env_steps"] == 8192
@@ -124,3 +130,57 @@ def test_the_gradient_noise_is_probed_only_when_the_search_has_batches_to_choose
 
     assert noise_probe_every(workload_for("CartPole-v1", None), 2) == 2
     assert noise_probe_every(workload_for("LunarLander-v3", None, steps_per_env=2000, batches=(4000,)), 2) == 0
+
+
+def _pilot_result(cpu_share: float) -> SimpleNamespace:
+    first = SimpleNamespace(rollout={"handler_cpu_share": cpu_share}, iteration_lambda_s=0.5, lambda_s_label="modelled")
+    return SimpleNamespace(iterations=[first, SimpleNamespace()], lambda_time_s=1.25)
+
+
+class _NoCalls:
+    name = "no-calls"
+
+    def invoke(self, events, memory_mb, concurrency=None):
+        raise AssertionError(f"the probe invoked a function at {memory_mb} MB")
+
+
+def test_the_cost_objective_stops_the_probe_at_one_vcpu_for_a_cpu_bound_rollout() -> None:
+    """A pilot whose first rollouts kept one CPU busy: the cost objective probes nothing more
+    (its baseline is at one vCPU), the plan may use one vCPU only, and nothing is charged."""
+    from optimizers.seraph.profiling import _probe_beside_pilot
+
+    workload = workload_for("CartPole-v1", None, steps_per_env=128)
+    spec = SimpleNamespace(ppo=SimpleNamespace(hidden=(64, 64)), seed=0)
+    out = _probe_beside_pilot(workload, _NoCalls(), spec, _pilot_result(0.97), (512, 1769, 3008), cost_baseline_mb=1769)
+    assert out.cut and out.sizes == [BASE_MEMORY_MB]
+    assert out.probe["rows"] == [] and out.probe["function_cost_usd"] == 0.0
+    assert out.probe["skipped_sizes"] == [512, 3008] and "CPU-bound" in out.probe["skipped_reason"]
+    assert out.beside_s == pytest.approx(0.75)  # the rest of the pilot, after the first iteration decided it
+
+
+def test_a_rollout_that_waits_gets_the_whole_sweep_even_for_the_cost_objective() -> None:
+    from optimizers.seraph.profiling import _probe_beside_pilot
+    from tests.optimizers.seraph.test_memory_probe import ScriptedBackend
+
+    workload = workload_for("CartPole-v1", None, steps_per_env=128)
+    spec = SimpleNamespace(ppo=SimpleNamespace(hidden=(64, 64)), seed=0)
+    backend = ScriptedBackend()
+    out = _probe_beside_pilot(workload, backend, spec, _pilot_result(0.4), (512, 1769, 3008), cost_baseline_mb=1769)
+    assert not out.cut and out.sizes == [512, 1769, 3008]
+    assert {m for m, _ in backend.calls} == {512, 1769, 3008}
+    assert out.beside_s == pytest.approx(1.25)  # started with the pilot
+
+
+def test_a_cut_profile_serves_only_cost_runs_whose_baseline_size_it_covers() -> None:
+    from optimizers.seraph.profiles import Profile
+    from optimizers.seraph.profiling import serves
+
+    sweep = (512, 1769, 3008)
+    cut = Profile(workload={}, backend="local", hardware="h", observations=[], noise={},
+                  pilot={"memory_probe": {"requested_sweep": list(sweep)}}, memory_sweep=[1769])
+    full = Profile(workload={}, backend="local", hardware="h", observations=[], noise={}, pilot={}, memory_sweep=list(sweep))
+    assert serves(cut, sweep, cost_baseline_mb=1769)
+    assert not serves(cut, sweep, cost_baseline_mb=None)  # speed or balance: needs every size
+    assert not serves(cut, sweep, cost_baseline_mb=3008)  # the baseline's size was not probed
+    assert serves(full, sweep, cost_baseline_mb=None) and serves(full, sweep, cost_baseline_mb=1769)
+    assert not serves(full, (512, 1769), cost_baseline_mb=None)  # another sweep

@@ -333,6 +333,19 @@ def test_the_default_workload_uses_env_slots_and_the_search_gives_each_function_
     assert search_space_for(workload_for("CartPole-v1", None, steps_per_env=0), (1769,)).min_steps_per_actor == 32
 
 
+def test_the_search_does_not_plan_fewer_functions_than_the_pilot_visited():
+    from types import SimpleNamespace
+
+    from optimizers.seraph.tuner import pilot_min_actors, search_space_for
+
+    at_baseline = SimpleNamespace(pilot={"schedule": [{"actors": 2, "memory_mb": 1769, "batch": 4000}] * 2})
+    assert pilot_min_actors(at_baseline) == 2
+    assert pilot_min_actors(SimpleNamespace(pilot={})) == 1
+    workload = workload_for("LunarLander-v3", None, steps_per_env=2000, batches=(4000,))
+    assert {s.actors for s in search_space_for(workload, (1769,), min_actors=2).shapes()} == {2}
+    assert {s.actors for s in search_space_for(workload, (1769,)).shapes()} == {1, 2}
+
+
 def test_the_static_default_runs_one_env_per_actor_whatever_the_workload(monkeypatch):
     from optimizers.baselines import rl_static
 
