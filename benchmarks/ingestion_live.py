@@ -115,8 +115,9 @@ def _model_of(calibration: Any) -> Any:
 
 
 def side_by_side(spec: Any, node: Any, chosen: dict[str, dict[str, int]], rounds: int) -> dict[str, dict[str, Any]]:
-    """Measure every chosen configuration in round-robin rounds; medians per name. A
-    configuration chosen under several names is measured once per round and shared."""
+    """Measure every chosen configuration in round-robin rounds, every other round in the
+    reverse order (against drift); medians per name. A configuration chosen under several
+    names is measured once per round and shared."""
     from ingestion.measure import MeasureWorker
     from optimizers.tuning import FINAL_PROTOCOL
 
@@ -126,7 +127,8 @@ def side_by_side(spec: Any, node: Any, chosen: dict[str, dict[str, int]], rounds
     runs: dict[tuple, list[Any]] = {k: [] for k in distinct}
     with MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb) as w:
         for r in range(rounds):
-            for k, config in distinct.items():
+            order = list(distinct.items()) if r % 2 == 0 else list(distinct.items())[::-1]
+            for k, config in order:
                 m = w.measure(config, **FINAL_PROTOCOL.as_kwargs())
                 runs[k].append(m)
                 names = ", ".join(n for n, c in chosen.items() if _key(c) == k)
@@ -148,6 +150,7 @@ def _summarise(ms: list[Any]) -> dict[str, Any]:
         "spread": (max(rates) - min(rates)) / median if median else None,
         "peak_rss_mb": max(m.peak_rss_mb for m in ms),
         "pipeline_rss_mb": max(float(m.extra.get("pipeline_rss_mb", 0.0)) for m in ms),
+        "oom": any(m.oom for m in ms),
         "label": "measured",
     }
 

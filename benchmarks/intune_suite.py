@@ -206,19 +206,13 @@ def live_optimizer(name: str, spec: Any, node: Any, budget_s: float, seed: int) 
 
 
 def side_by_side(spec: Any, node: Any, configs: dict[str, dict[str, int]], rounds: int) -> dict[str, dict[str, float]]:
-    """Each configuration measured ``rounds`` times in turn in one worker (final protocol); the
-    median rows/s and the largest peak memory of each."""
-    from ingestion.measure import MeasureWorker
-    from optimizers.tuning import FINAL_PROTOCOL
+    """Each distinct configuration measured ``rounds`` times in turn in one worker (final
+    protocol, :func:`benchmarks.ingestion_live.side_by_side`): the median rows/s and the
+    largest peak memory of each name; names that picked the same configuration share it."""
+    from benchmarks.ingestion_live import side_by_side as measure_side_by_side
 
-    samples: dict[str, list[Any]] = {k: [] for k in configs}
-    with MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb) as worker:
-        for r in range(rounds):
-            order = list(configs) if r % 2 == 0 else list(configs)[::-1]
-            for key in order:
-                samples[key].append(worker.measure(configs[key], **FINAL_PROTOCOL.as_kwargs()))
-    return {k: {"rows_per_s": statistics.median(m.rows_per_s for m in ms), "peak_mb": max(m.peak_rss_mb for m in ms),
-                "oom": any(m.oom for m in ms)} for k, ms in samples.items()}
+    final = measure_side_by_side(spec, node, configs, rounds)
+    return {k: {"rows_per_s": f["rows_per_s"], "peak_mb": f["peak_rss_mb"], "oom": f["oom"]} for k, f in final.items()}
 
 
 def live_pipeline(m: Any, data_root: Path, optimizers: list[str], seeds: int, budget_s: float, rounds: int,
@@ -244,8 +238,11 @@ def live_pipeline(m: Any, data_root: Path, optimizers: list[str], seeds: int, bu
             r = tune_pipeline(spec, node, chosen, time_budget_s=budget_s, seed=seed, final=None, progress=False,
                               calibration=_calibration(spec, node, budget_s))
             failed = sum(1 for h in r.search["history"] if h["oom"] or "failure" in h)
+            history = r.search["history"]
             tuned.append({"optimizer": opt, "seed": seed, "config": r.config, "trials": r.search["trials"],
-                          "failed": failed, "tuning_s": round(time.monotonic() - t0, 1)})
+                          "failed": failed, "tuning_s": round(time.monotonic() - t0, 1),
+                          "search_s": round(history[-1]["elapsed_s"], 1) if history else 0.0,
+                          "stopped_by": r.search["stopped_by"]})
             picks[f"{opt}/{seed}"] = r.config
             log(f"{m.name}: {opt} seed {seed}: {r.config} in {tuned[-1]['tuning_s']} s, {r.search['trials']} trials")
     final = side_by_side(spec, node, picks, rounds)

@@ -19,6 +19,8 @@ optimizer is one module plus one ``INGESTION_OPTIMIZERS.register(...)``
 
 from __future__ import annotations
 
+import time
+
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
@@ -126,8 +128,10 @@ def _intune(req: OptimizerRequest) -> Optimizer:
         raise UserError(f"optimizer 'intune' is not available in this build ({exc})") from exc
     if req.time_budget_s is None:
         raise UserError("optimizer 'intune' needs a time budget (time_budget_s)")
-    return make_intune_optimizer(req.spec, req.node, time_budget_s=req.time_budget_s, seed=req.seed,
-                                 calibration=req.load_calibration())
+    started = time.monotonic()
+    calibration = req.load_calibration()  # a calibration made here spends the same budget
+    left = max(1.0, req.time_budget_s - (time.monotonic() - started))
+    return make_intune_optimizer(req.spec, req.node, time_budget_s=left, seed=req.seed, calibration=calibration)
 
 
 def _plumber(req: OptimizerRequest) -> Optimizer:

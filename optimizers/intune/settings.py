@@ -25,7 +25,8 @@ class InTuneSettings:
     ``failure_penalty`` (a factor on the predicted throughput of a configuration that a learnt
     failure rule matches once; matched by two failures, it is masked). End: ``confirm_top``
     configurations within ``confirm_band`` measured again, a near-tie within ``settle_band``
-    settled. ``finetune_steps`` gradient steps per live transition; ``memory_margin`` of the RAM
+    settled by up to ``settle_rounds`` more paired measurements of the top two, while they fit
+    in the budget (a noisy pipeline's near-tie is where a pick goes wrong). ``finetune_steps`` gradient steps per live transition; ``memory_margin`` of the RAM
     budget the model's memory prediction must stay under.
     """
 
@@ -47,6 +48,7 @@ class InTuneSettings:
     confirm_top: int = 3
     confirm_band: float = 0.10
     settle_band: float | None = 0.10
+    settle_rounds: int = 3
     finetune_steps: int = 4
     memory_margin: float = 0.85
 
@@ -55,7 +57,7 @@ class InTuneSettings:
             value = getattr(self, name)
             if not 0 < value <= 1:
                 raise UserError(f"InTune setting {name} must be in (0, 1], got {value}")
-        for name in ("max_steps", "patience", "branch"):
+        for name in ("max_steps", "patience", "branch", "settle_rounds"):
             if getattr(self, name) < 1:
                 raise UserError(f"InTune setting {name} must be at least 1, got {getattr(self, name)}")
 

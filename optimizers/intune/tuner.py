@@ -41,7 +41,13 @@
    the mean of those *paired* measurements only. If the two best of them are within
    ``settle_band`` (10%), they are measured once more each in the reverse order (A, B, ... B, A:
    a linear drift cancels) when that fits in the budget; the search stops early enough to leave
-   room for the confirmation and this settle (``_stop_reason``).
+   room for the confirmation and this settle (``_stop_reason``). While they stay that close and
+   the budget has room, up to ``settle_rounds`` (3) such pairs are measured, each in the order
+   opposite to the one before: a search that stopped early spends what is left where a noisy
+   pipeline's pick goes wrong, instead of returning early.
+8. **Time budget**: every check of what still fits assumes the next measurement takes as long as
+   the longest recent one, and a confirmation that no longer fits is not started, so a run ends
+   within its budget.
 """
 
 from __future__ import annotations
@@ -182,7 +188,8 @@ class InTuneOptimizer:
         self.confirm_order: list[tuple] = []
         #: Measurements taken back to back in the confirmation and settle (per configuration).
         self.paired: dict[tuple, list[float]] = {}
-        self.settle: list[Config] | None = None  # the settle's queue, once decided (may be empty)
+        self.settle: list[Config] = []  # the current settle round's queue
+        self.settle_rounds = 0  # settle rounds decided so far
         self.samples: dict[tuple, list[float]] = {}
         self.refit_factors: list[float] = []
         self.expanded: dict[tuple, int] = {}
@@ -215,11 +222,12 @@ class InTuneOptimizer:
         if self.start_queue:
             return self.start_queue.pop(0)
         if self.confirm_queue is not None:
-            if self.confirm_queue:
+            if self.confirm_queue and self._fits():
                 return self.confirm_queue.pop(0)
-            if self.settle is None:
-                self.settle = self._settle_queue()
-            return self.settle.pop(0) if self.settle else self._finish(self.confirm_reason)
+            if not self.settle and self.settle_rounds < self.settings.settle_rounds:
+                self.settle = self._settle_queue()  # another pair while the top two are near-tied
+                self.settle_rounds += 1
+            return self.settle.pop(0) if self.settle else self._finish(self.confirm_reason)  # budgeted as a pair
         reason = self._stop_reason(now)
         if reason:
             return self._escape_or_finish(reason)
@@ -543,10 +551,17 @@ class InTuneOptimizer:
         return near[0] if near else None
 
     def _expected_s(self) -> float:
-        """How long the next measurement takes: the median of the recent ones, leaving out the
-        first (it pays the measuring process's start-up)."""
+        """How long the next measurement may take, for the time budget's checks: the longest of
+        the recent ones, leaving out the first (it pays the measuring process's start-up). The
+        longest, not the typical: a measurement that starts must end within the budget."""
         recent = self.durations[1:][-7:] or self.durations
-        return float(np.median(recent))
+        return float(max(recent))
+
+    def _fits(self, measurements: int = 1) -> bool:
+        """Whether ``measurements`` more fit in the part of the budget kept for them."""
+        if self.time_budget_s is None or self.t0 is None or not self.durations:
+            return True
+        return self.clock() - self.t0 + measurements * self._expected_s() <= CONFIRM_SHARE * self.time_budget_s
 
     def _fit_rms(self) -> float:
         """RMS log error of the current belief over the live measurements (inf with none)."""
@@ -655,8 +670,9 @@ class InTuneOptimizer:
 
     def _settle_queue(self) -> list[Config]:
         """If the two best confirmed configurations are within ``settle_band`` of each other by
-        their paired measurements: each once more, in the reverse of the confirmation's order, if
-        both measurements fit in the budget. Otherwise nothing."""
+        their paired measurements: each once more, if both measurements fit in the budget;
+        otherwise nothing. The first round goes in the reverse of the confirmation's order, and
+        each later round reverses the one before (so drift favours neither)."""
         ranked = self._paired_ranking()
         if not self.settings.settle_band or len(ranked) < 2 or ranked[1][1] < ranked[0][1] * (1.0 - self.settings.settle_band):
             return []
@@ -667,6 +683,8 @@ class InTuneOptimizer:
         pair = [ranked[0][0], ranked[1][0]]
         order = {k: i for i, k in enumerate(self.confirm_order)}
         pair.sort(key=lambda k: -order.get(k, 0))  # reverse of the confirmation's order
+        if self.settle_rounds % 2 == 1:
+            pair.reverse()
         return [dict(k) for k in pair]
 
     def _finish(self, reason: str) -> None:
@@ -706,7 +724,8 @@ class InTuneOptimizer:
             "failure_rules": self.failures.report(),
             "confirmed": [{"config": dict(k), "rows_per_s_samples": v, "paired_samples": self.paired.get(k, [])}
                           for k, v in self.samples.items() if len(v) > 1],
-            "settled": bool(self.settle is not None and any(len(v) > 1 for v in self.paired.values())),
+            "settled": bool(self.settle_rounds and any(len(v) > 1 for v in self.paired.values())),
+            "settle_rounds": self.settle_rounds,
             "refit_factors": self.refit_factors,
             "stopped_by": self.finished,
             "best_config": None if best is None else best[0],

@@ -43,7 +43,7 @@ def _searched(opt: InTuneOptimizer, a_x: float, b_x: float) -> tuple[dict, dict]
 
 
 def test_a_near_tie_is_settled_in_reverse_order_and_decided_by_paired_measurements():
-    opt = _opt(confirm_band=0.3)  # both candidates confirmed despite a's lucky search measurement
+    opt = _opt(confirm_band=0.3, settle_rounds=1)  # both confirmed despite a's lucky search measurement
     a, b = _searched(opt, 160.0, 125.0)  # a: a lucky search measurement, minutes before the end
     opt.tell(a, _m(110.0))
     assert opt.ask() == b
@@ -60,6 +60,33 @@ def test_a_near_tie_is_settled_in_reverse_order_and_decided_by_paired_measuremen
     assert opt.best[0] == b
     report = opt.report()
     assert report["settled"] and {tuple(c["paired_samples"]) for c in report["confirmed"]} == {(110.0, 112.0), (120.0, 118.0)}
+
+
+def test_a_near_tie_that_stays_near_is_settled_again_in_the_opposite_order():
+    opt = _opt(confirm_band=0.3, settle_rounds=2)
+    a, b = _searched(opt, 160.0, 125.0)
+    opt.tell(a, _m(110.0))
+    assert opt.ask() == b
+    opt.tell(b, _m(115.0))
+    for expected, x in ((b, 114.0), (a, 111.0), (a, 112.0), (b, 113.0)):  # b, a, then a, b
+        assert opt.ask() == expected
+        opt.tell(expected, _m(x))
+    assert opt.ask() is None and opt.report()["settle_rounds"] == 2  # no third round: its limit
+    assert opt.paired == {Masker.key(a): [110.0, 111.0, 112.0], Masker.key(b): [115.0, 114.0, 113.0]}
+    assert opt.best[0] == b
+
+
+def test_settle_rounds_stop_once_the_two_are_told_apart():
+    opt = _opt(confirm_band=0.3, settle_rounds=3)
+    a, b = _searched(opt, 160.0, 125.0)
+    opt.tell(a, _m(110.0))
+    opt.ask()
+    opt.tell(b, _m(118.0))
+    assert opt.ask() == b
+    opt.tell(b, _m(140.0))
+    assert opt.ask() == a
+    opt.tell(a, _m(100.0))  # paired means 105 against 129: apart, no second round
+    assert opt.ask() is None and opt.best[0] == b
 
 
 def test_no_settle_when_the_confirmation_is_not_a_near_tie():
