@@ -80,7 +80,8 @@ def test_intune_optimizer_improves_on_the_simulator_and_stays_safe(tmp_path, mon
     ticks = iter(range(10**9))
     opt = make_intune_optimizer(space, node, time_budget_s=60, calibration=truth, settings=InTuneSettings(max_steps=12),
                                 clock=lambda: 0.1 * next(ticks))
-    result = run(opt, lambda c: simulate(truth, c, node), max_trials=20)
+    # 12 search steps, 3 confirmations and up to 3 settle pairs: at most 21 trials
+    result = run(opt, lambda c: simulate(truth, c, node), max_trials=30)
     assert result.trials and all(space.is_valid(t.config) for t in result.trials)
     assert not any(t.measurement.oom for t in result.trials)
     assert result.best.rows_per_s >= simulate(truth, space.initial(), node).rows_per_s
