@@ -215,6 +215,12 @@ def side_by_side(spec: Any, node: Any, configs: dict[str, dict[str, int]], round
     return {k: {"rows_per_s": f["rows_per_s"], "peak_mb": f["peak_rss_mb"], "oom": f["oom"]} for k, f in final.items()}
 
 
+def _trial_log(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A tuning run's trials, in order, as the result file keeps them (what a pick is traced to)."""
+    return [{"config": h["config"], "rows_per_s": round(h["rows_per_s"]), "elapsed_s": round(h["elapsed_s"], 1),
+             **({"failure": h.get("failure") or "oom"} if h["oom"] or "failure" in h else {})} for h in history]
+
+
 def live_pipeline(m: Any, data_root: Path, optimizers: list[str], seeds: int, budget_s: float, rounds: int,
                   grid: bool, log: Callable[[str], None]) -> list[dict[str, Any]]:
     """One pipeline, measured: grid (optional), every optimizer and seed, then side by side."""
@@ -242,7 +248,7 @@ def live_pipeline(m: Any, data_root: Path, optimizers: list[str], seeds: int, bu
             tuned.append({"optimizer": opt, "seed": seed, "config": r.config, "trials": r.search["trials"],
                           "failed": failed, "tuning_s": round(time.monotonic() - t0, 1),
                           "search_s": round(history[-1]["elapsed_s"], 1) if history else 0.0,
-                          "stopped_by": r.search["stopped_by"]})
+                          "stopped_by": r.search["stopped_by"], "history": _trial_log(history)})
             picks[f"{opt}/{seed}"] = r.config
             log(f"{m.name}: {opt} seed {seed}: {r.config} in {tuned[-1]['tuning_s']} s, {r.search['trials']} trials")
     final = side_by_side(spec, node, picks, rounds)

@@ -51,3 +51,6 @@ def test_the_measured_path_tunes_and_scores_side_by_side(tmp_path):
     assert hill["trials"] >= 1 and hill["rows_per_s"] > 0 and hill["vs_grid"] is None
     assert hill["vs_autotune"] == pytest.approx(hill["rows_per_s"] / hill["autotune_rows_per_s"])
     assert any("hillclimb seed 0" in line for line in lines)
+    assert len(hill["history"]) == hill["trials"]  # every trial on record, in order, so a pick can be traced
+    assert [h["elapsed_s"] for h in hill["history"]] == sorted(h["elapsed_s"] for h in hill["history"])
+    assert hill["config"] in [h["config"] for h in hill["history"]]
