@@ -153,9 +153,12 @@ def sim_run(name: str, case: SimCase, s: SimSettings) -> dict[str, Any]:
                 "tuning_s": t[0], "peak_mb": 0.0, "oom": True}
     config, _ = recommendation(opt, result)
     final = case.member.simulate(case.truth, config, case.node)
+    history = [{"config": tr.config, "rows_per_s": tr.measurement.rows_per_s, "elapsed_s": tr.elapsed_s,
+                "oom": tr.measurement.oom} for tr in result.trials]
     return {"config": config, "rows_per_s": final.rows_per_s, "trials": len(result.trials), "failed": failed,
-            "tuning_s": round(t[0], 1), "peak_mb": round(memory_mb(case.truth, config)[0], 1), "oom": final.oom,
-            "stopped_by": getattr(opt, "finished", None) or result.stopped_by}
+            "tuning_s": round(t[0], 1), "search_s": round(result.trials[-1].elapsed_s, 1),
+            "peak_mb": round(memory_mb(case.truth, config)[0], 1), "oom": final.oom,
+            "stopped_by": getattr(opt, "finished", None) or result.stopped_by, "history": _trial_log(history)}
 
 
 def simulate_suite(names: list[str], optimizers: list[str], seeds: int, s: SimSettings,
@@ -272,6 +275,56 @@ def _stats(values: list[float]) -> dict[str, float]:
             "spread": (max(values) - min(values)) / med if med else 0.0}
 
 
+def _key(config: dict[str, int]) -> tuple:
+    return tuple(sorted(config.items()))
+
+
+def pooled_samples(runs: list[dict[str, Any]]) -> dict[str, dict[tuple, list[float]]]:
+    """Per pipeline, every search measurement of each configuration in every run's trials (the
+    good configurations are measured by several optimizers and seeds, so their pooled median is
+    steadier than any one run's measurement)."""
+    samples: dict[str, dict[tuple, list[float]]] = {}
+    for r in runs:
+        for h in r.get("history") or []:
+            if "failure" not in h:
+                samples.setdefault(r["pipeline"], {}).setdefault(_key(h["config"]), []).append(h["rows_per_s"])
+    return samples
+
+
+def reach_s(run: dict[str, Any], levels: dict[tuple, float], target: float) -> float | None:
+    """When a run first measured a configuration whose pooled level is at least ``target`` (its
+    time to a good configuration), counted from the start of tuning (its set-up, such as a
+    calibration, included), or None if it never did."""
+    setup_s = max(0.0, run["tuning_s"] - run.get("search_s", run["tuning_s"]))
+    for h in run.get("history") or []:
+        if "failure" not in h and levels.get(_key(h["config"]), 0.0) >= target:
+            return round(setup_s + float(h["elapsed_s"]), 1)
+    return None
+
+
+def time_to_quality(runs: list[dict[str, Any]], share: float = 0.95, min_samples: int = 3) -> dict[str, Any]:
+    """Per pipeline and optimizer, how soon each run first measured a configuration within
+    ``1 - share`` of the best known one, judged by pooled search measurements
+    (:func:`pooled_samples`, a configuration's level is their median): the best known level is
+    the highest level among the configurations measured at least ``min_samples`` times. Runs
+    without a trial history (AUTOTUNE) are left out."""
+    out: dict[str, Any] = {}
+    for pipeline, per in pooled_samples(runs).items():
+        levels = {k: statistics.median(v) for k, v in per.items()}
+        steady = [levels[k] for k, v in per.items() if len(v) >= min_samples]
+        if not steady:
+            continue
+        target = share * max(steady)
+        for opt in sorted({r["optimizer"] for r in runs if r["pipeline"] == pipeline and r.get("history")}):
+            times = [reach_s(r, levels, target) for r in runs
+                     if r["pipeline"] == pipeline and r["optimizer"] == opt and r.get("history")]
+            reached = [t for t in times if t is not None]
+            out.setdefault(pipeline, {})[opt] = {"reached": len(reached), "runs": len(times),
+                                                 "median_s": statistics.median(reached) if reached else None,
+                                                 "max_s": max(reached) if reached else None}
+    return {"share": share, "min_samples": min_samples, "per_pipeline": out}
+
+
 def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Per pipeline x optimizer and overall (all, held-out): ratios to the grid and AUTOTUNE,
     with their median, min, max and spread over seeds; tuning time, trials, failures, memory."""
@@ -297,7 +350,8 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     headroom = {p: statistics.median(r["grid_best_rows_per_s"] / max(r["autotune_rows_per_s"], 1e-9)
                                      for r in runs if r["pipeline"] == p and r["grid_best_rows_per_s"])
                 for p in per if any(r["grid_best_rows_per_s"] for r in runs if r["pipeline"] == p)}
-    return {"per_pipeline": per, "overall": overall, "headroom_grid_vs_autotune": headroom}
+    return {"per_pipeline": per, "overall": overall, "headroom_grid_vs_autotune": headroom,
+            "time_to_quality": time_to_quality(runs)}
 
 
 def table(summary: dict[str, Any], label: str) -> str:
@@ -339,6 +393,21 @@ def matrix(summary: dict[str, Any], label: str) -> str:
     return "\n".join(lines)
 
 
+def reach_table(summary: dict[str, Any], label: str) -> str:
+    """Pipelines x optimizers: the median time (s, set-up included) to a configuration within
+    ``1 - share`` of the best known one, and how many runs got there (``time_to_quality``)."""
+    ttq = summary["time_to_quality"]
+    per = ttq["per_pipeline"]
+    opts = sorted({o for p in per.values() for o in p}, key=lambda o: OPTIMIZERS.index(o) if o in OPTIMIZERS else len(OPTIMIZERS))
+    lines = [f"| s to within {1 - ttq['share']:.0%} of the best known, median (runs there) [{label}] | "
+             + " | ".join(opts) + " |", "|---|" + "---|" * len(opts)]
+    for pipeline, row in per.items():
+        cells = [("-" if f is None else f"{f['median_s']:.0f} ({f['reached']}/{f['runs']})" if f["median_s"] is not None
+                  else f"never (0/{f['runs']})") for f in (row.get(o) for o in opts)]
+        lines.append(f"| {pipeline} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     from core.errors import UserError
     from ingestion.pipelines import NAMES
@@ -371,6 +440,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table(result["summary"], result["label"]))
     print()
     print(matrix(result["summary"], result["label"]))
+    print()
+    print(reach_table(result["summary"], result["label"]))
     if args.json_out:
         from core.results import write_json
 

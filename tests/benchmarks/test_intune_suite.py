@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.intune_suite import SimSettings, main, sim_case, sim_oracle, simulate_suite, summarise, table
+from benchmarks.intune_suite import (SimSettings, main, reach_table, sim_case, sim_oracle, simulate_suite, summarise, table,
+                                    time_to_quality)
 from ingestion.pipelines import member
 
 
@@ -16,7 +17,7 @@ def test_simulated_runs_are_scored_against_the_grid_and_autotune():
         assert 0.0 <= r["vs_grid"] <= 1.0 + 1e-9  # nothing beats the noise-free grid on the truth
         assert r["tuning_s"] <= 45.0 + 1e-9
     hill = next(r for r in runs if r["optimizer"] == "hillclimb")
-    assert hill["trials"] == 45 // 4.5
+    assert hill["trials"] == 45 // 4.5 and len(hill["history"]) == hill["trials"]
     auto = next(r for r in runs if r["optimizer"] == "autotune")
     assert auto["vs_autotune"] == pytest.approx(1.0)
     summary = summarise(runs)
@@ -54,3 +55,37 @@ def test_the_measured_path_tunes_and_scores_side_by_side(tmp_path):
     assert len(hill["history"]) == hill["trials"]  # every trial on record, in order, so a pick can be traced
     assert [h["elapsed_s"] for h in hill["history"]] == sorted(h["elapsed_s"] for h in hill["history"])
     assert hill["config"] in [h["config"] for h in hill["history"]]
+
+
+def _run(optimizer, seed, trials, tuning_s=None):
+    """A result row with a trial history: ``trials`` is [(config value, rows/s or None for a
+    failed trial, elapsed s)]."""
+    history = [{"config": {"x": c}, "rows_per_s": x or 0, "elapsed_s": t, **({} if x else {"failure": "oom"})}
+               for c, x, t in trials]
+    search_s = trials[-1][2] if trials else 0.0
+    return {"pipeline": "p", "optimizer": optimizer, "seed": seed, "history": history, "search_s": search_s,
+            "tuning_s": search_s if tuning_s is None else tuning_s}
+
+
+def test_time_to_quality_judges_configurations_by_their_pooled_level_and_counts_the_set_up():
+    runs = [
+        # config 2 is the best by its pooled median (100, 100, 100, 300 -> 100); config 3 measured
+        # 180 once (a lucky measurement of a 90-level configuration) but never three times
+        _run("a", 0, [(1, 50, 5.0), (2, 100, 10.0)]),
+        _run("a", 1, [(3, 180, 4.0), (2, 100, 8.0)], tuning_s=28.0),  # 20 s of set-up before its search
+        _run("b", 0, [(1, 52, 4.0), (3, 90, 8.0), (2, 300, 12.0)]),
+        _run("b", 1, [(1, 48, 4.0), (3, 85, 9.0)]),
+        _run("b", 2, [(2, 100, 6.0), (1, None, 7.0)]),
+        {"pipeline": "p", "optimizer": "autotune", "seed": 0, "tuning_s": 0.0},  # no history: left out
+    ]
+    ttq = time_to_quality(runs, share=0.95)["per_pipeline"]["p"]
+    assert set(ttq) == {"a", "b"}
+    assert ttq["a"] == {"reached": 2, "runs": 2, "median_s": 19.0, "max_s": 28.0}  # 10 s, and 20 + 8 s
+    assert ttq["b"] == {"reached": 2, "runs": 3, "median_s": 9.0, "max_s": 12.0}  # 12 s, 6 s; seed 1 never
+    assert "never" not in reach_table({"time_to_quality": time_to_quality(runs)}, "measured")
+
+
+def test_time_to_quality_needs_a_steadily_measured_configuration():
+    runs = [_run("a", 0, [(1, 50, 5.0), (2, 100, 10.0)]), _run("a", 1, [(1, 60, 5.0)])]
+    assert time_to_quality(runs, min_samples=3)["per_pipeline"] == {}  # nothing measured 3 times
+    assert time_to_quality(runs, min_samples=2)["per_pipeline"]["p"]["a"]["median_s"] == 5.0
