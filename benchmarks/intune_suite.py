@@ -156,7 +156,7 @@ def sim_run(name: str, case: SimCase, s: SimSettings) -> dict[str, Any]:
     history = [{"config": tr.config, "rows_per_s": tr.measurement.rows_per_s, "elapsed_s": tr.elapsed_s,
                 "oom": tr.measurement.oom} for tr in result.trials]
     return {"config": config, "rows_per_s": final.rows_per_s, "trials": len(result.trials), "failed": failed,
-            "tuning_s": round(t[0], 1), "search_s": round(result.trials[-1].elapsed_s, 1),
+            "tuning_s": round(t[0], 1), "search_s": round(history[-1]["elapsed_s"], 1) if history else 0.0,
             "peak_mb": round(memory_mb(case.truth, config)[0], 1), "oom": final.oom,
             "stopped_by": getattr(opt, "finished", None) or result.stopped_by, "history": _trial_log(history)}
 
@@ -308,6 +308,10 @@ def time_to_quality(runs: list[dict[str, Any]], share: float = 0.95, min_samples
     (:func:`pooled_samples`, a configuration's level is their median): the best known level is
     the highest level among the configurations measured at least ``min_samples`` times. Runs
     without a trial history (AUTOTUNE) are left out."""
+    traced: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for r in runs:
+        if r.get("history"):
+            traced.setdefault(r["pipeline"], {}).setdefault(r["optimizer"], []).append(r)
     out: dict[str, Any] = {}
     for pipeline, per in pooled_samples(runs).items():
         levels = {k: statistics.median(v) for k, v in per.items()}
@@ -315,9 +319,8 @@ def time_to_quality(runs: list[dict[str, Any]], share: float = 0.95, min_samples
         if not steady:
             continue
         target = share * max(steady)
-        for opt in sorted({r["optimizer"] for r in runs if r["pipeline"] == pipeline and r.get("history")}):
-            times = [reach_s(r, levels, target) for r in runs
-                     if r["pipeline"] == pipeline and r["optimizer"] == opt and r.get("history")]
+        for opt, opt_runs in sorted(traced[pipeline].items()):
+            times = [reach_s(r, levels, target) for r in opt_runs]
             reached = [t for t in times if t is not None]
             out.setdefault(pipeline, {})[opt] = {"reached": len(reached), "runs": len(times),
                                                  "median_s": statistics.median(reached) if reached else None,
@@ -371,11 +374,15 @@ def table(summary: dict[str, Any], label: str) -> str:
     return "\n".join(lines)
 
 
+def _in_suite_order(optimizers: set[str]) -> list[str]:
+    """Optimizer names in the order of ``OPTIMIZERS`` (a table's columns), any others after them."""
+    return sorted(optimizers, key=lambda o: (o not in OPTIMIZERS, OPTIMIZERS.index(o) if o in OPTIMIZERS else 0))
+
+
 def matrix(summary: dict[str, Any], label: str) -> str:
     """Pipelines x optimizers: the median ratio to the grid's best (the lowest seed's in brackets),
     then the overall rows; the headroom column is the grid's best over AUTOTUNE."""
-    opts = sorted({o for per in summary["per_pipeline"].values() for o in per}, key=lambda o: (o not in OPTIMIZERS,
-                                                                                              OPTIMIZERS.index(o) if o in OPTIMIZERS else 0))
+    opts = _in_suite_order({o for per in summary["per_pipeline"].values() for o in per})
     lines = [f"| vs grid best, median (min) [{label}] | " + " | ".join(opts) + " | grid / AUTOTUNE |",
              "|---|" + "---|" * (len(opts) + 1)]
 
@@ -398,13 +405,19 @@ def reach_table(summary: dict[str, Any], label: str) -> str:
     ``1 - share`` of the best known one, and how many runs got there (``time_to_quality``)."""
     ttq = summary["time_to_quality"]
     per = ttq["per_pipeline"]
-    opts = sorted({o for p in per.values() for o in p}, key=lambda o: OPTIMIZERS.index(o) if o in OPTIMIZERS else len(OPTIMIZERS))
+    opts = _in_suite_order({o for p in per.values() for o in p})
     lines = [f"| s to within {1 - ttq['share']:.0%} of the best known, median (runs there) [{label}] | "
              + " | ".join(opts) + " |", "|---|" + "---|" * len(opts)]
+
+    def cell(f: dict[str, Any] | None) -> str:
+        if f is None:
+            return "-"
+        if f["median_s"] is None:
+            return f"never (0/{f['runs']})"
+        return f"{f['median_s']:.0f} ({f['reached']}/{f['runs']})"
+
     for pipeline, row in per.items():
-        cells = [("-" if f is None else f"{f['median_s']:.0f} ({f['reached']}/{f['runs']})" if f["median_s"] is not None
-                  else f"never (0/{f['runs']})") for f in (row.get(o) for o in opts)]
-        lines.append(f"| {pipeline} | " + " | ".join(cells) + " |")
+        lines.append(f"| {pipeline} | " + " | ".join(cell(row.get(o)) for o in opts) + " |")
     return "\n".join(lines)
 
 
