@@ -26,7 +26,11 @@ class InTuneSettings:
     failure rule matches once; matched by two failures, it is masked). End: ``confirm_top``
     configurations within ``confirm_band`` measured again, a near-tie within ``settle_band``
     settled by up to ``settle_rounds`` more paired measurements of the top two, while they fit
-    in the budget (a noisy pipeline's near-tie is where a pick goes wrong). ``finetune_steps`` gradient steps per live transition; ``memory_margin`` of the RAM
+    in the budget (a noisy pipeline's near-tie is where a pick goes wrong). When those
+    configurations all share one CPU split, the best measured configuration of another split is
+    confirmed with them if it measured within ``confirm_split_band`` of the best (``None``: off):
+    the split is the decision that moves throughput most, and one noisy search measurement must
+    not settle it. ``finetune_steps`` gradient steps per live transition; ``memory_margin`` of the RAM
     budget the model's memory prediction must stay under.
     """
 
@@ -47,6 +51,7 @@ class InTuneSettings:
     failure_penalty: float = 0.5
     confirm_top: int = 3
     confirm_band: float = 0.10
+    confirm_split_band: float | None = 0.25
     settle_band: float | None = 0.10
     settle_rounds: int = 3
     finetune_steps: int = 4
@@ -57,6 +62,10 @@ class InTuneSettings:
             value = getattr(self, name)
             if not 0 < value <= 1:
                 raise UserError(f"InTune setting {name} must be in (0, 1], got {value}")
+        for name in ("confirm_split_band", "settle_band"):
+            value = getattr(self, name)
+            if value is not None and not 0 < value < 1:
+                raise UserError(f"InTune setting {name} must be in (0, 1) or None (off), got {value}")
         for name in ("max_steps", "patience", "branch", "settle_rounds"):
             if getattr(self, name) < 1:
                 raise UserError(f"InTune setting {name} must be at least 1, got {getattr(self, name)}")

@@ -32,7 +32,8 @@
 6. **Confirm, then stop**: when it stops (stall with no escape left, ``max_steps``, or the next
    step would not fit in ``finish_share`` of the time budget), it measures once more the
    ``confirm_top`` (3) best configurations that measured within ``confirm_band`` of the best,
-   as many as fit in the rest of the budget. Its recommendation (``best``) is the best by the
+   and, if those share one CPU split, the best configuration of another split that measured
+   within ``confirm_split_band`` (25%), as many as fit in the rest of the budget. Its recommendation (``best``) is the best by the
    mean of each configuration's measurements, so one lucky short measurement does not decide.
 7. **Settle a near-tie**: the confirmation measures its candidates back to back, so those
    measurements are paired in time (a drift of the machine hits them alike), while a search
@@ -624,7 +625,8 @@ class InTuneOptimizer:
             # leave room for the confirmation and the settle after the next step, once there is
             # something to confirm (with fewer than three configurations measured, search on)
             ran = sum(1 for m in self.visited.values() if not m.oom)
-            reserve = 0 if ran < 3 else self.settings.confirm_top + (SETTLE_MEASUREMENTS if self.settings.settle_band else 0)
+            reserve = 0 if ran < 3 else (self.settings.confirm_top + bool(self.settings.confirm_split_band)
+                                         + (SETTLE_MEASUREMENTS if self.settings.settle_band else 0))
             if reserve and now - self.t0 + expected * (1 + reserve) > CONFIRM_SHARE * self.time_budget_s:
                 return "time budget (kept for the confirmation)"
         if self.steps >= self.settings.max_steps:
@@ -650,9 +652,7 @@ class InTuneOptimizer:
         best = self.best
         if self.confirm_queue is not None or best is None:
             return self._finish(reason)
-        floor = best[1].rows_per_s * (1.0 - self.settings.confirm_band)
-        ranked = sorted((kv for kv in self.visited.items() if not kv[1].oom), key=lambda kv: -kv[1].rows_per_s)
-        queue = [dict(k) for k, m in ranked[: self.settings.confirm_top] if m.rows_per_s >= floor]
+        queue = self._confirm_candidates(best[1].rows_per_s)
         if self.time_budget_s is not None and self.t0 is not None and self.durations:
             left = CONFIRM_SHARE * self.time_budget_s - (self.clock() - self.t0)
             queue = queue[: max(0, int(left // self._expected_s()))]
@@ -661,6 +661,27 @@ class InTuneOptimizer:
         self.confirm_queue, self.confirm_reason = queue[1:], reason
         self.confirm_order = [Masker.key(c) for c in queue]
         return queue[0]
+
+    def _split(self, config: Mapping[str, int]) -> tuple:
+        """A configuration's CPU split: the values of its CPU knobs."""
+        return tuple(config[k.name] for k in self.space.cpu_knobs)
+
+    def _confirm_candidates(self, best_x: float) -> list[Config]:
+        """What the confirmation measures again, best first: the ``confirm_top`` best configurations
+        that measured within ``confirm_band`` of ``best_x``; if those share one CPU split, also the
+        best configuration of another split that measured within ``confirm_split_band``. Which
+        split wins is the decision that moves throughput most; a split that measured 10-25% lower
+        in one search measurement may still be the better one (a measurement moves about 10%)."""
+        ranked = sorted((kv for kv in self.visited.items() if not kv[1].oom), key=lambda kv: -kv[1].rows_per_s)
+        floor = best_x * (1.0 - self.settings.confirm_band)
+        keys = [k for k, m in ranked[: self.settings.confirm_top] if m.rows_per_s >= floor]
+        band = self.settings.confirm_split_band
+        splits = {self._split(dict(k)) for k in keys}
+        if band and len(splits) == 1:
+            other = next((k for k, m in ranked if self._split(dict(k)) not in splits), None)
+            if other is not None and self.visited[other].rows_per_s >= best_x * (1.0 - band):
+                keys.append(other)
+        return [dict(k) for k in keys]
 
     def _paired_ranking(self) -> list[tuple[tuple, float]]:
         """Configurations with confirmation (or settle) measurements, best first by the mean of
