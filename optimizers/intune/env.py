@@ -150,7 +150,11 @@ class Masker:
     def __init__(self, space: KnobSpace, node: Node, belief: PipelineModel, memory_margin: float = 0.85):
         self.space, self.node, self.belief, self.memory_margin = space, node, belief, memory_margin
         self.forbidden: set[tuple] = set()  # configurations seen to fail (out of memory, rejected)
-        self.memory_scale = 1.0  # measured / modelled memory, learnt from live measurements
+        #: Measured over modelled memory above the model's base (what buffers and elements in
+        #: flight hold), learnt from live measurements (:meth:`learn_memory`).
+        self.memory_scale = 1.0
+        #: Configurations that ran out of memory: one holding at least as much is masked too.
+        self.memory_failed: list[dict[str, int]] = []
         #: A learnt predicate: True for a configuration expected to fail (the tuner's failure rules).
         self.predicts_failure: Callable[[Mapping[str, int]], bool] | None = None
 
@@ -159,8 +163,25 @@ class Masker:
             return False
         if self.predicts_failure is not None and self.predicts_failure(config):
             return False
+        if any(all(config[k] >= v for k, v in failed.items()) for failed in self.memory_failed):
+            return False
         mem, _ = memory_mb(self.belief, config)
-        return mem * self.memory_scale <= self.memory_margin * self.node.ram_budget_mb
+        base = self.belief.base_mb
+        return base + (mem - base) * self.memory_scale <= self.memory_margin * self.node.ram_budget_mb
+
+    def learn_memory(self, config: Mapping[str, int], peak_mb: float, *, failed: bool) -> None:
+        """Learn from a measurement's peak memory (for a configuration that ran out of memory: the
+        limit it hit). The part above the model's base is scaled so the model holds at least what
+        was measured. A configuration that ran out of memory is also remembered: memory grows with
+        every knob's value (threads, buffers, batch, cycle), so a configuration at least as large in
+        every knob runs out too. That holds when the model has no memory per element at all (a
+        calibration that could not size the elements), where a scale has nothing to act on."""
+        if failed:
+            self.memory_failed.append(dict(config))
+        mem, _ = memory_mb(self.belief, config)
+        variable = mem - self.belief.base_mb
+        if variable > 1.0 and peak_mb > self.belief.base_mb:
+            self.memory_scale = max(self.memory_scale, (peak_mb - self.belief.base_mb) / variable)
 
     @staticmethod
     def key(config: Mapping[str, int]) -> tuple:
@@ -178,7 +199,8 @@ class Masker:
 
     def mask(self, config: Mapping[str, int], exclude: Iterable[tuple] = ()) -> np.ndarray:
         excluded = set(exclude)
-        cache_key = (self.key(config), len(self.forbidden), self.memory_scale, frozenset(excluded))
+        cache_key = (self.key(config), len(self.forbidden), len(self.memory_failed), self.memory_scale,
+                     frozenset(excluded))
         cached = getattr(self, "_cache", None)
         if cached is not None and cached[0] == cache_key:
             return cached[1].copy()

@@ -522,17 +522,15 @@ class InTuneOptimizer:
 
     def _learn_failure(self, config: Mapping[str, int], m: Measurement) -> None:
         """Learn from a measurement: a failed configuration is masked for good; a failure for
-        memory scales the memory model up (so configurations holding as much are masked too);
-        any other failure feeds the failure rules (:mod:`optimizers.intune.failures`). A run that
-        measured more memory than modelled scales the memory model as well."""
-        from ingestion.simulator import memory_mb
-
+        memory masks every configuration at least as large in every knob and scales the memory
+        model up (:meth:`Masker.learn_memory`); any other failure feeds the failure rules
+        (:mod:`optimizers.intune.failures`). A run that measured more memory than modelled scales
+        the memory model as well."""
         reason = m.extra.get("failure") if m.oom else None
         if m.oom:
             self.masker.forbidden.add(Masker.key(config))
         if m.peak_rss_mb > 0 and (not m.oom or is_memory_failure(reason)):
-            modelled = memory_mb(self.belief, config)[0]
-            self.masker.memory_scale = max(self.masker.memory_scale, m.peak_rss_mb / max(modelled, 1e-9))
+            self.masker.learn_memory(config, m.peak_rss_mb, failed=m.oom)
         if not is_memory_failure(reason):
             self.failures.add(config, failed=m.oom)
 

@@ -5,6 +5,8 @@ its best one."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -92,6 +94,22 @@ def test_memory_failures_scale_the_memory_model_instead_of_forming_rules():
     big = {**opt.best[0], "shuffle_buffer": max(space.knob("shuffle_buffer").values)}
     assert not opt.masker.safe(big)
     assert not opt.best[1].oom
+
+
+def test_a_memory_failure_masks_what_holds_as_much_when_the_model_cannot_size_memory():
+    m, node, space, truth, belief = _case("shuffle-heavy", 2)
+    # a calibration that could not size the elements: the model's memory is its base alone
+    blind = replace(belief, stages=tuple(replace(st, bytes_per_row=0.0) for st in belief.stages))
+    start = {**space.initial(), "shuffle_buffer": max(space.knob("shuffle_buffer").values)}
+    assert m.simulate(truth, start, node).oom
+    opt, result = _tune(m, node, space, truth, blind, start=start)
+    assert result.trials[0].measurement.oom  # the start fails; the search goes on
+    assert len(result.trials) >= 10 and not opt.best[1].oom
+    assert opt.masker.safe(space.initial())
+    larger = {k: max(v, space.knob(k).values[-1] if k == "prefetch" else v) for k, v in start.items()}
+    assert not opt.masker.safe(larger)
+    later = [t.config for t in result.trials[1:]]
+    assert not any(all(c[k] >= v for k, v in start.items()) for c in later)
 
 
 @pytest.mark.slow
