@@ -230,7 +230,7 @@ def live_pipeline(m: Any, data_root: Path, optimizers: list[str], seeds: int, bu
     from ingestion.node import this_machine
     from ingestion.pipelines import suite_node
     from optimizers.baselines.autotune import autotune_config
-    from optimizers.tuning import tune_pipeline
+    from optimizers.tuning import NoRunningConfiguration, tune_pipeline
 
     node = suite_node(this_machine().vcpus)
     spec = m.spec(m.generate(data_root / m.name, 0), node)
@@ -244,22 +244,29 @@ def live_pipeline(m: Any, data_root: Path, optimizers: list[str], seeds: int, bu
         for seed in range(seeds):
             t0 = time.monotonic()
             chosen = live_optimizer(opt, spec, node, budget_s, seed)
-            r = tune_pipeline(spec, node, chosen, time_budget_s=budget_s, seed=seed, final=None, progress=False,
-                              calibration=_calibration(spec, node, budget_s))
-            failed = sum(1 for h in r.search["history"] if h["oom"] or "failure" in h)
-            history = r.search["history"]
-            tuned.append({"optimizer": opt, "seed": seed, "config": r.config, "trials": r.search["trials"],
-                          "failed": failed, "tuning_s": round(time.monotonic() - t0, 1),
+            try:
+                r = tune_pipeline(spec, node, chosen, time_budget_s=budget_s, seed=seed, final=None, progress=False,
+                                  calibration=_calibration(spec, node, budget_s))
+            except NoRunningConfiguration as exc:  # a run that found nothing is a result: it scores 0
+                config, history, stopped_by, error = None, exc.history, "found no configuration that runs", str(exc)
+            else:
+                config, history, stopped_by, error = r.config, r.search["history"], r.search["stopped_by"], None
+                picks[f"{opt}/{seed}"] = config
+            tuned.append({"optimizer": opt, "seed": seed, "config": config, "trials": len(history),
+                          "failed": sum(1 for h in history if h["oom"] or "failure" in h),
+                          "tuning_s": round(time.monotonic() - t0, 1),
                           "search_s": round(history[-1]["elapsed_s"], 1) if history else 0.0,
-                          "stopped_by": r.search["stopped_by"], "history": _trial_log(history)})
-            picks[f"{opt}/{seed}"] = r.config
-            log(f"{m.name}: {opt} seed {seed}: {r.config} in {tuned[-1]['tuning_s']} s, {r.search['trials']} trials")
+                          "stopped_by": stopped_by, "history": _trial_log(history), **({"error": error} if error else {})})
+            log(f"{m.name}: {opt} seed {seed}: {config} in {tuned[-1]['tuning_s']} s, {len(history)} trials"
+                + (f" ({error})" if error else ""))
     final = side_by_side(spec, node, picks, rounds)
+    nothing = {"rows_per_s": 0.0, "peak_mb": 0.0, "oom": True}
     ref = final.get("grid", {}).get("rows_per_s")
     auto = final["autotune"]["rows_per_s"]
     rows = [{"pipeline": m.name, "role": m.role, "seed": 0, "optimizer": "autotune", "config": picks["autotune"],
              "trials": 1, "failed": 0, "tuning_s": 0.0, **final["autotune"]}]
-    rows += [{"pipeline": m.name, "role": m.role, **t, **final[f"{t['optimizer']}/{t['seed']}"]} for t in tuned]
+    rows += [{"pipeline": m.name, "role": m.role, **t, **final.get(f"{t['optimizer']}/{t['seed']}", nothing)}
+             for t in tuned]
     for row in rows:
         row.update(grid_best_rows_per_s=ref, autotune_rows_per_s=auto, vs_autotune=row["rows_per_s"] / max(auto, 1e-9),
                    vs_grid=None if not ref else row["rows_per_s"] / ref)

@@ -198,7 +198,7 @@ def tune_pipeline(
         tuning_s = time.monotonic() - start
         if result.best_config is None or result.best is None or result.best.oom:
             reasons = sorted({str(t.measurement.extra.get("failure")) for t in result.trials if t.measurement.oom})
-            raise UserError(
+            raise NoRunningConfiguration(_trial_history(result), 
                 f"optimizer {name!r} found no configuration that runs within the node's memory budget "
                 f"({node.ram_budget_mb:,.0f} MB) in {tuning_s:.0f} s ({len(result.trials)} trials; failures: "
                 f"{'; '.join(reasons)[:500] or 'none'}); fix the pipeline, or raise the time budget or the node's RAM"
@@ -239,13 +239,27 @@ def _search_summary(
         "time_budget_s": time_budget_s,
         **controls,
         "failed_trials": _failures(result.trials),
-        "history": [
-            {"config": t.config, "rows_per_s": t.measurement.rows_per_s, "peak_rss_mb": t.measurement.peak_rss_mb,
-             "oom": t.measurement.oom, "label": t.measurement.label, "elapsed_s": t.elapsed_s, **t.measurement.cores,
-             **({"failure": t.measurement.extra["failure"]} if "failure" in t.measurement.extra else {})}
-            for t in result.trials
-        ],
+        "history": _trial_history(result),
     }
+
+
+def _trial_history(result: SearchResult) -> list[dict[str, Any]]:
+    """Every trial of a search, in order: configuration, measurement and failure reason."""
+    return [
+        {"config": t.config, "rows_per_s": t.measurement.rows_per_s, "peak_rss_mb": t.measurement.peak_rss_mb,
+         "oom": t.measurement.oom, "label": t.measurement.label, "elapsed_s": t.elapsed_s, **t.measurement.cores,
+         **({"failure": t.measurement.extra["failure"]} if "failure" in t.measurement.extra else {})}
+        for t in result.trials
+    ]
+
+
+class NoRunningConfiguration(UserError):
+    """An optimizer's search ended without a configuration that runs; ``history`` holds its trials
+    (in :func:`_trial_history`'s form), so a benchmark can report the run instead of losing it."""
+
+    def __init__(self, history: list[dict[str, Any]], message: str):
+        super().__init__(message)
+        self.history = history
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,32 @@ def test_the_measured_path_tunes_and_scores_side_by_side(tmp_path):
     assert hill["config"] in [h["config"] for h in hill["history"]]
 
 
+def test_a_live_run_that_finds_nothing_is_scored_zero_not_lost(tmp_path, monkeypatch):
+    """One optimizer's run ends without a configuration that runs: the benchmark keeps its trials
+    and scores it 0 instead of stopping (the tuning and the side-by-side are stubbed: no timing)."""
+    import benchmarks.intune_suite as suite
+    import optimizers.tuning as tuning
+
+    failed = [{"config": {"cycle": 1, "read": 2, "parse": 1, "prefetch": 1}, "rows_per_s": 0.0, "oom": True,
+               "elapsed_s": 4.0, "failure": "memory limit"}]
+
+    def no_configuration(spec, node, optimizer, **kw):
+        raise tuning.NoRunningConfiguration(failed, "optimizer 'hillclimb' found no configuration that runs")
+
+    monkeypatch.setattr(tuning, "tune_pipeline", no_configuration)
+    monkeypatch.setattr(suite, "side_by_side", lambda spec, node, picks, rounds: {
+        k: {"rows_per_s": 100.0, "peak_mb": 500.0, "oom": False} for k in picks})
+    rows = suite.live_pipeline(member("clicks-csv"), tmp_path, ["autotune", "hillclimb"], seeds=2, budget_s=8.0,
+                               rounds=1, grid=False, log=lambda line: None)
+    hill = [r for r in rows if r["optimizer"] == "hillclimb"]
+    assert [r["seed"] for r in hill] == [0, 1]
+    for r in hill:
+        assert r["config"] is None and r["rows_per_s"] == 0.0 and r["vs_autotune"] == 0.0 and r["oom"]
+        assert r["trials"] == 1 and r["failed"] == 1 and "found no configuration" in r["error"]
+    summary = summarise(rows)["per_pipeline"]["clicks-csv"]["hillclimb"]
+    assert summary["failed"] == 2
+
+
 def _run(optimizer, seed, trials, tuning_s=None):
     """A result row with a trial history: ``trials`` is [(config value, rows/s or None for a
     failed trial, elapsed s)]."""
