@@ -551,9 +551,16 @@ class InTuneOptimizer:
 
     def _expected_s(self) -> float:
         """How long the next measurement may take, for the time budget's checks: the longest of
-        the recent ones, leaving out the first (it pays the measuring process's start-up). The
-        longest, not the typical: a measurement that starts must end within the budget."""
-        recent = self.durations[1:][-7:] or self.durations
+        the recent ones, leaving out the first (it pays the measuring process's start-up) and any
+        that followed a failed one (a failure restarts the measuring process, and the next
+        measurement pays its start-up again) unless the last measurement failed. The longest, not
+        the typical: a measurement that starts must end within the budget."""
+        failed = [h["oom"] for h in self.history]
+        if failed and failed[-1]:
+            recent = self.durations[1:]
+        else:
+            recent = [d for i, d in enumerate(self.durations) if i > 0 and not (i <= len(failed) and failed[i - 1])]
+        recent = recent[-7:] or self.durations
         return float(max(recent))
 
     def _fits(self, measurements: int = 1) -> bool:
@@ -622,9 +629,7 @@ class InTuneOptimizer:
                 return "time budget"
             # leave room for the confirmation and the settle after the next step, once there is
             # something to confirm (with fewer than three configurations measured, search on)
-            ran = sum(1 for m in self.visited.values() if not m.oom)
-            reserve = 0 if ran < 3 else (self.settings.confirm_top + bool(self.settings.confirm_split_band)
-                                         + (SETTLE_MEASUREMENTS if self.settings.settle_band else 0))
+            reserve = self._confirm_reserve()
             if reserve and now - self.t0 + expected * (1 + reserve) > CONFIRM_SHARE * self.time_budget_s:
                 return "time budget (kept for the confirmation)"
         if self.steps >= self.settings.max_steps:
@@ -632,6 +637,17 @@ class InTuneOptimizer:
         if self.no_improve >= self.settings.patience:
             return f"no improvement in {self.settings.patience} live steps"
         return None
+
+    def _confirm_reserve(self) -> int:
+        """Measurements to keep for the end: the confirmation of what would be confirmed now
+        (``_confirm_candidates``) and, if that is two or more, a settle pair. None while fewer than
+        three configurations ran (search on). Kept to what is needed, so a short budget is not
+        spent waiting on a confirmation of near-ties that do not exist."""
+        best = self.best
+        if best is None or sum(1 for m in self.visited.values() if not m.oom) < 3:
+            return 0
+        confirm = len(self._confirm_candidates(best[1].rows_per_s))
+        return confirm + (SETTLE_MEASUREMENTS if self.settings.settle_band and confirm >= 2 else 0)
 
     def _escape_or_finish(self, reason: str) -> Config | None:
         """On a stall, propose an escape (``_escape``) if there is one; otherwise confirm and finish."""

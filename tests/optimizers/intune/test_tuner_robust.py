@@ -112,6 +112,30 @@ def test_a_memory_failure_masks_what_holds_as_much_when_the_model_cannot_size_me
     assert not any(all(c[k] >= v for k, v in start.items()) for c in later)
 
 
+def test_a_short_budget_after_a_failed_start_is_searched_not_kept_for_a_confirmation():
+    """60 s, the start runs out of memory, and the next measurement pays the measuring process's
+    restart (10 s against 4.2 s): the time kept for the end is what the confirmation needs now,
+    and the restart is not taken for how long every measurement lasts."""
+    m, node, space, truth, belief = _case("shuffle-heavy", 2)
+    blind = replace(belief, stages=tuple(replace(st, bytes_per_row=0.0) for st in belief.stages))
+    start = {**space.initial(), "shuffle_buffer": max(space.knob("shuffle_buffer").values)}
+    t, last_failed = [0.0], [False]
+
+    def evaluate(config):
+        t[0] += 7.0 if config == start else (10.0 if last_failed[0] else 4.2)
+        out = m.simulate(truth, config, node)
+        last_failed[0] = out.oom
+        return out
+
+    opt = InTuneOptimizer(space, node, blind, MaskedDQN(DQNConfig(), seed=0), MODEL_ONLY, start=start,
+                          time_budget_s=60.0, clock=lambda: t[0])
+    result = run(opt, evaluate, time_budget_s=60.0, clock=lambda: t[0])
+    assert result.trials[0].measurement.oom
+    # the budget is used (search, then the confirmation of what is near-tied) and kept
+    assert 0.8 * 60.0 <= result.trials[-1].elapsed_s <= 60.0
+    assert len([h for h in opt.history if not h.get("repeat")]) >= 5
+
+
 @pytest.mark.slow
 def test_it_uses_its_budget_while_the_model_misses_and_stops_early_when_sure():
     m, node, space, truth, belief = _case("text-hash", 8, error=0.5)
