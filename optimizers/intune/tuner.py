@@ -47,8 +47,10 @@
    opposite to the one before: a search that stopped early spends what is left where a noisy
    pipeline's pick goes wrong, instead of returning early.
 8. **Time budget**: every check of what still fits assumes the next measurement takes as long as
-   the longest recent one, and a confirmation that no longer fits is not started, so a run ends
-   within its budget.
+   the longest recent one (one that paid the measuring worker's restart after a failure counts
+   only while the last measurement failed), the search keeps for the end only what the
+   confirmation of the current near-ties needs (``_confirm_reserve``), and a confirmation that no
+   longer fits is not started, so a run ends within its budget.
 """
 
 from __future__ import annotations
