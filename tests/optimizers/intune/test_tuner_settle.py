@@ -117,26 +117,28 @@ def test_the_model_level_follows_the_first_live_measurement():
     assert opt.refit_factors[1:] == [1.0] * (len(opt.refit_factors) - 1)  # the level only
 
 
-def _split_case(opt: InTuneOptimizer) -> tuple[dict, dict, dict]:
-    """Two configurations of one CPU split (a, b) and one of another split (c), none the start."""
+def _split_searched(opt: InTuneOptimizer, b_x: float, c_x: float) -> tuple[dict, dict, dict]:
+    """The start measured at 80, then two configurations of one CPU split (a at 130, b at ``b_x``)
+    and one of another split (c at ``c_x``), none the start; then the confirmation started (it
+    proposes a first)."""
+    opt.start_queue = []
+    opt.tell(opt.ask(), _m(80.0))
     split = opt._split
     near = [c for c in opt._within_moves(opt.start, 2) if split(c) != split(opt.start)]
     a = near[0]
     b = next(c for c in near[1:] if split(c) == split(a))
     c = next(c for c in near if split(c) not in (split(a), split(opt.start)))
+    for config, x in ((a, 130.0), (b, b_x), (c, c_x)):
+        opt.tell(config, _m(x))
+    assert opt._confirm_or_finish("scripted") == a
     return a, b, c
 
 
 @pytest.mark.parametrize("c_search, confirmed", [(105.0, True), (90.0, False)])
 def test_the_best_of_another_cpu_split_is_confirmed_when_it_measured_close(c_search, confirmed):
     opt = _opt()
-    opt.start_queue = []
-    opt.tell(opt.ask(), _m(80.0))
-    a, b, c = _split_case(opt)
-    for config, x in ((a, 130.0), (b, 125.0), (c, c_search)):
-        opt.tell(config, _m(x))
     # a and b share a split; c, another split, measured 19% below a (within 25%) or 31% below
-    assert opt._confirm_or_finish("scripted") == a
+    a, b, c = _split_searched(opt, 125.0, c_search)
     queue = [Masker.key(x) for x in opt.confirm_queue]
     assert queue == ([Masker.key(b), Masker.key(c)] if confirmed else [Masker.key(b)])
     if confirmed:  # measured back to back, the other split is the better one
@@ -149,11 +151,6 @@ def test_the_best_of_another_cpu_split_is_confirmed_when_it_measured_close(c_sea
 def test_no_other_split_is_added_when_the_confirmation_holds_two_or_it_is_off():
     for settings, c_search in (({}, 126.0), ({"confirm_split_band": None}, 105.0)):
         opt = _opt(**settings)
-        opt.start_queue = []
-        opt.tell(opt.ask(), _m(80.0))
-        a, b, c = _split_case(opt)
-        for config, x in ((a, 130.0), (b, 120.0), (c, c_search)):
-            opt.tell(config, _m(x))
-        assert opt._confirm_or_finish("scripted") == a
+        a, b, c = _split_searched(opt, 120.0, c_search)
         expected = {Masker.key(b), Masker.key(c)} if c_search > 120.0 else {Masker.key(b)}
         assert {Masker.key(x) for x in opt.confirm_queue} == expected
