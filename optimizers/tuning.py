@@ -198,7 +198,7 @@ def tune_pipeline(
         tuning_s = time.monotonic() - start
         if result.best_config is None or result.best is None or result.best.oom:
             reasons = sorted({str(t.measurement.extra.get("failure")) for t in result.trials if t.measurement.oom})
-            raise NoRunningConfiguration(_trial_history(result), 
+            raise NoRunningConfiguration(_trial_history(result),
                 f"optimizer {name!r} found no configuration that runs within the node's memory budget "
                 f"({node.ram_budget_mb:,.0f} MB) in {tuning_s:.0f} s ({len(result.trials)} trials; failures: "
                 f"{'; '.join(reasons)[:500] or 'none'}); fix the pipeline, or raise the time budget or the node's RAM"

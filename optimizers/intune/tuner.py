@@ -122,6 +122,11 @@ def model_best(
     return current, "steepest ascent on the calibrated simulator"
 
 
+def cpu_split(space: KnobSpace, config: Mapping[str, int]) -> tuple:
+    """A configuration's CPU split: the values of its CPU knobs."""
+    return tuple(config[k.name] for k in space.cpu_knobs)
+
+
 def start_candidates(
     model: PipelineModel, space: KnobSpace, node: Node, masker: Masker, *, band: float = START_BAND,
     count: int = START_SPLITS, exhaustive_limit: int = 4000,
@@ -139,7 +144,7 @@ def start_candidates(
     for x, c in scored:
         if x < floor or len(chosen) >= count:
             break
-        chosen.setdefault(tuple(c[k.name] for k in space.cpu_knobs), c)
+        chosen.setdefault(cpu_split(space, c), c)
     return list(chosen.values())
 
 
@@ -679,8 +684,7 @@ class InTuneOptimizer:
         return queue[0]
 
     def _split(self, config: Mapping[str, int]) -> tuple:
-        """A configuration's CPU split: the values of its CPU knobs."""
-        return tuple(config[k.name] for k in self.space.cpu_knobs)
+        return cpu_split(self.space, config)
 
     def _confirm_candidates(self, best_x: float) -> list[Config]:
         """What the confirmation measures again, best first: the ``confirm_top`` best configurations
