@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from optimizers.seraph.models import RunShape
-from optimizers.seraph.profiling import DEFAULT_STEPS_PER_ENV
+from optimizers.seraph.pilot import DEFAULT_STEPS_PER_ENV
 
 TARGETS = {"CartPole-v1": 475.0, "LunarLander-v3": 200.0, "Pendulum-v1": -200.0, "Acrobot-v1": -100.0}
 #: benchmark envs with no committed reference runs: Seraph plans them from its pilot alone
@@ -105,12 +105,12 @@ def run_env(
     grid_shapes: list[RunShape] | None = None, remeasure: list[RunShape] = (), steps_per_env: int = DEFAULT_STEPS_PER_ENV,
     cached_twins: bool = True,
 ) -> dict[str, Any]:
-    from optimizers.baselines.rl_grid import oracle, run_grid
-    from optimizers.baselines.rl_memory_sweep import run_memory_sweep
-    from optimizers.baselines.rl_optuna import run_optuna
-    from optimizers.baselines.rl_static import run_static
-    from optimizers.seraph.profiling import workload_for
-    from optimizers.seraph.tuner import search_space_for
+    from optimizers.rl_baselines.grid import oracle, run_grid
+    from optimizers.rl_baselines.memory_sweep import run_memory_sweep
+    from optimizers.rl_baselines.optuna_search import run_optuna
+    from optimizers.rl_baselines.static import run_static
+    from optimizers.seraph.pilot import workload_for
+    from optimizers.seraph.steps import search_space_for
     from serverless.backends import make_backend
 
     target = TARGETS[env]
@@ -316,7 +316,7 @@ def _load_grid(path: Path, env: str, seeds: list[int]) -> tuple[list[dict[str, A
 
 def oracle_candidates(grid: list[dict[str, Any]], top: int) -> list[RunShape]:
     """The union of the grid's ``top`` best shapes for cost and for speed."""
-    from optimizers.baselines.rl_grid import ranked_shapes
+    from optimizers.rl_baselines.grid import ranked_shapes
 
     shapes: list[RunShape] = []
     for objective in ("cost", "speed"):
@@ -328,7 +328,7 @@ def oracle_candidates(grid: list[dict[str, Any]], top: int) -> list[RunShape]:
 
 
 def _use_grid(res: dict[str, Any], grid: list[dict[str, Any]], source: str, top: int, out_of_sample: bool = False) -> None:
-    from optimizers.baselines.rl_grid import oracle
+    from optimizers.rl_baselines.grid import oracle
 
     res["grid"] = grid
     res["grid_source"] = source

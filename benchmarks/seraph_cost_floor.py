@@ -51,7 +51,7 @@ def _shape(text: str) -> RunShape:
 
 
 def _load_profile(path: Path) -> Any:
-    from optimizers.seraph.profiles import Profile
+    from optimizers.seraph.workload_profile import Profile
 
     try:
         profile = Profile.from_dict(json.loads(path.read_text()))
@@ -66,8 +66,8 @@ def _load_profile(path: Path) -> Any:
 def analyse(profile: Any, static: RunShape = STATIC_DEFAULT, bar: float = 0.7) -> dict[str, Any]:
     """Per-step modelled costs of the static default, the search space's cheapest shape and
     the floor, with the env-step share each would need to meet ``bar``."""
-    from optimizers.seraph.profiling import Workload
-    from optimizers.seraph.tuner import prices_for, search_space_for
+    from optimizers.seraph.pilot import Workload
+    from optimizers.seraph.steps import prices_for, search_space_for
 
     workload = Workload(**{k: profile.workload[k] for k in WORKLOAD_KEYS})
     cost = CostModel(PerformanceModel.fit(profile.observations), prices_for(workload.architecture))

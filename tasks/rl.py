@@ -50,7 +50,7 @@ def profile_rl_workload(workload: dict[str, Any], backend: str, seed: int = 0) -
     """Run Seraph's pilot (short real training that sweeps memory sizes, concurrency and
     batch) and return the profile as JSON. Prefect's cache decides whether to profile,
     so Seraph's own file cache is bypassed here (``reuse=False``) and refreshed."""
-    from optimizers.seraph.profiling import profile_workload, workload_for
+    from optimizers.seraph.pilot import profile_workload, workload_for
 
     w = workload_for(workload["env_id"], workload["max_steps"], workload["architecture"],
                      workload["steps_per_env"], tuple(workload["batches"]))
@@ -119,7 +119,7 @@ def train_rl_on_functions(planned: SeraphPlan, progress_key: str) -> SeraphResul
 def train_rl_baseline(baseline: str, request: SeraphRequest) -> dict[str, Any]:
     """Train the same workload to the same target at a fixed baseline configuration
     (no profiling, no re-tuning), so the report compares Seraph with a real run."""
-    from optimizers.baselines.rl_static import run_static
+    from optimizers.rl_baselines.static import run_static
     from serverless.backends import make_backend
 
     if baseline != "static":

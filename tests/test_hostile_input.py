@@ -3,7 +3,7 @@ one-line error naming the field or flag; never a traceback, never a half-written
 
 Covered: the workload YAML loader (optimizers.spec), the arguments of every CLI command
 (trainwise.cli.main), knob spaces (ingestion.knobs), saved Seraph profiles
-(optimizers.seraph.profiles) and price tables (serverless.pricing). Checkpoints are
+(optimizers.seraph.workload_profile) and price tables (serverless.pricing). Checkpoints are
 covered through the trainer's public resume path in tests/serverless/test_checkpoint_hostile.py.
 
 The CLI properties replace each command's job (training, tuning, measuring, the flows) with
@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from core.errors import UserError
 from ingestion.knobs import Knob, KnobSpace
-from optimizers.seraph.profiles import Profile, load_profile, profile_path
+from optimizers.seraph.workload_profile import Profile, load_profile, profile_path
 from optimizers.spec import WorkloadSpec, load_spec, parse_spec
 from serverless.pricing import PriceTable
 

@@ -24,12 +24,12 @@ from typing import Any
 _EXPORTS = {
     "OBJECTIVES": "objectives", "Objective": "objectives", "make_objective": "objectives",
     "render_pareto_png": "pareto_plot",
-    "Profile": "profiles",
-    "PilotOutcome": "profiling", "Workload": "profiling", "workload_for": "profiling",
+    "Profile": "workload_profile",
+    "PilotOutcome": "pilot", "Workload": "pilot", "workload_for": "pilot",
     "RequestError": "request", "SeraphRequest": "request",
     "SeraphPlan": "result", "SeraphResult": "result",
     "Constraints": "search",
-    "plan": "tuner", "profile": "tuner", "train": "tuner", "tune_and_train": "tuner",
+    "plan": "steps", "profile": "steps", "train": "steps", "tune_and_train": "steps",
 }
 __all__ = sorted(_EXPORTS)
 

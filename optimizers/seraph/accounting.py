@@ -14,7 +14,7 @@ import numpy as np
 
 from optimizers.seraph.models import Observation
 from optimizers.seraph.planner import Plan, Planner
-from optimizers.seraph.profiling import PilotOutcome
+from optimizers.seraph.pilot import PilotOutcome
 from optimizers.seraph.records import view
 
 LABEL = "modelled (local Lambda emulator clock and price table)"

@@ -104,6 +104,6 @@ class BaselineConfig:
         return cls(**values)
 
 
-#: RLlib's PPO defaults as functions (``optimizers.baselines.rl_static``): 2 x 1,769 MB, batch
+#: RLlib's PPO defaults as functions (``optimizers.rl_baselines.static``): 2 x 1,769 MB, batch
 #: 4,000, one env per function.
 STATIC_DEFAULT_CONFIG = BaselineConfig(actors=2, memory_mb=1769, batch=4000, steps_per_env=2000)

@@ -12,7 +12,7 @@ cannot answer. The candidates:
   env) over the env's batch set, and every other slot length with committed reference runs
   for the env (``data/references-spe<N>.json``) over the batches those runs cover; each at
   its reference batch with the fewest env steps to the target, or the largest batch tied
-  with it (:func:`~optimizers.seraph.profiling.pilot_batch`'s rule).
+  with it (:func:`~optimizers.seraph.pilot.pilot_batch`'s rule).
 
 Seraph leaves the baseline's layout only for a candidate whose reference runs reached the
 target in fewer env steps, where the rank-sum test tells the two sets of runs apart (p <

@@ -65,7 +65,7 @@ class Observation:
     ``rollout_only`` rows come from the memory probe (invocations without a learner
     update): they inform the rollout and billed fits, not the learner's.
     ``learner_only`` rows time the learner's update alone at a batch (the profile's
-    learner timing, :func:`optimizers.seraph.profiling.time_learner_updates`): they
+    learner timing, :func:`optimizers.seraph.pilot.time_learner_updates`): they
     inform the learner fit only.
     """
 

@@ -29,8 +29,8 @@ from optimizers.seraph.do_no_harm import MODEL_ERROR_CAP, BaselineVerdict, keep_
 from optimizers.seraph.models import CostModel, Observation, PerformanceModel, Prices, ProgressModel, RunShape
 from optimizers.seraph.noise_scale import NoiseScaleTracker
 from optimizers.seraph.objectives import Objective
-from optimizers.seraph.profiles import Profile
-from optimizers.seraph.profiling import BASE_MEMORY_MB as PILOT_MEMORY_MB
+from optimizers.seraph.workload_profile import Profile
+from optimizers.seraph.pilot import BASE_MEMORY_MB as PILOT_MEMORY_MB
 from optimizers.seraph.reference_points import Reference
 from optimizers.seraph.search import Candidate, Constraints, SearchOutcome, choose, front_scale, score_shapes
 from optimizers.seraph.space import SearchSpace

@@ -22,7 +22,7 @@ from optimizers.seraph.objectives import OBJECTIVES, Objective
 
 if TYPE_CHECKING:  # the models load numpy and scipy; the CLI imports this module to build its help
     from optimizers.seraph.layout import LayoutChoice
-    from optimizers.seraph.profiling import Workload
+    from optimizers.seraph.pilot import Workload
     from optimizers.seraph.search import Constraints
 
 #: The smallest step cap a request may set: a pilot alone runs several thousand steps.
@@ -174,7 +174,7 @@ class SeraphRequest:
         """The rollout layout the run pilots and trains at (:mod:`optimizers.seraph.layout`):
         the one the request fixes, else the baseline's unless references show better."""
         from optimizers.seraph.layout import choose_layout, fixed_layout
-        from optimizers.seraph.profiling import batches_for, pilot_batch, workload_for
+        from optimizers.seraph.pilot import batches_for, pilot_batch, workload_for
 
         base = self.baseline_config
         if self.steps_per_env is not None:
@@ -187,7 +187,7 @@ class SeraphRequest:
         """The workload a profile is about (env, PPO preset, step cap, architecture, layout).
         At the baseline's layout the search keeps the baseline's batch: another batch there
         has no measured steps to the target."""
-        from optimizers.seraph.profiling import workload_for
+        from optimizers.seraph.pilot import workload_for
 
         if self.steps_per_env is not None:
             return workload_for(self.env_id, self.max_steps, self.architecture, self.steps_per_env)

@@ -16,7 +16,7 @@ from typing import Any
 from optimizers.seraph.accounting import LABEL
 from optimizers.seraph.models import RunShape
 from optimizers.seraph.planner import Plan, Planner
-from optimizers.seraph.profiling import PilotOutcome
+from optimizers.seraph.pilot import PilotOutcome
 from optimizers.seraph.request import SeraphRequest
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.seraph import _use_grid, oracle_candidates
-from optimizers.baselines.rl_grid import oracle, ranked_shapes
+from optimizers.rl_baselines.grid import oracle, ranked_shapes
 from optimizers.seraph.models import RunShape
 
 
@@ -92,7 +92,7 @@ def test_env_steps_against_the_oracle_are_reported_beside_the_clocked_ratios(tmp
 
 def test_fresh_only_runs_no_cached_profile_twins(monkeypatch):
     import benchmarks.seraph as bench
-    from optimizers.baselines import rl_static
+    from optimizers.rl_baselines import static as rl_static
 
     calls = []
 
@@ -119,7 +119,7 @@ def test_fresh_only_runs_no_cached_profile_twins(monkeypatch):
 
 def test_every_benchmark_env_has_a_preset_and_slot_references_to_its_target():
     from benchmarks.seraph import TARGETS, WITHOUT_REFERENCES
-    from optimizers.seraph.profiling import DEFAULT_STEPS_PER_ENV
+    from optimizers.seraph.pilot import DEFAULT_STEPS_PER_ENV
     from optimizers.seraph.references import measured_reference
     from serverless.presets import has_preset
 

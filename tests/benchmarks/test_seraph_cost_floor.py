@@ -5,10 +5,10 @@ import json
 import pytest
 
 from benchmarks import seraph_cost_floor
-from optimizers.seraph import profiles
-from optimizers.seraph.profiles import Profile
-from optimizers.seraph.profiling import workload_for
-from tests.optimizers.seraph.test_profiles import synthetic_observations
+from optimizers.seraph import workload_profile as profiles
+from optimizers.seraph.workload_profile import Profile
+from optimizers.seraph.pilot import workload_for
+from tests.optimizers.seraph.test_workload_profile import synthetic_observations
 
 
 def _profile_file(tmp_path):

@@ -60,7 +60,7 @@ def test_a_negative_slot_length_is_refused(capsys):
 
 
 def test_the_committed_pendulum_references_cover_its_searched_batches_with_slots():
-    from optimizers.seraph.profiling import batches_for, workload_for
+    from optimizers.seraph.pilot import batches_for, workload_for
     from optimizers.seraph.reference_points import reference_for
 
     workload = workload_for("Pendulum-v1", None)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from optimizers.seraph.models import Observation, RunShape
-from optimizers.seraph.profiles import Profile, save_profile
-from optimizers.seraph.profiling import batches_for, pilot_batch, pilot_schedule, workload_for
+from optimizers.seraph.workload_profile import Profile, save_profile
+from optimizers.seraph.pilot import batches_for, pilot_batch, pilot_schedule, workload_for
 from optimizers.seraph.search import TIE_TOLERANCE
 from trainwise.cli import main
 from core.paths import hardware_fingerprint
@@ -150,9 +150,9 @@ def test_unknown_env_fails_cleanly(home, capsys):
 
 def _planner(objective="cost", constraints=None):
     from optimizers.seraph.objectives import make_objective
-    from optimizers.seraph.profiling import PilotOutcome
+    from optimizers.seraph.pilot import PilotOutcome
     from optimizers.seraph.search import Constraints
-    from optimizers.seraph.tuner import make_planner
+    from optimizers.seraph.steps import make_planner
 
     workload = workload_for("CartPole-v1", None)
     return make_planner(
@@ -271,7 +271,7 @@ def _actor_planner(runs_4, steps_per_env=0):
     from optimizers.seraph.planner import Planner
     from optimizers.seraph.reference_points import Reference
     from optimizers.seraph.search import Constraints
-    from optimizers.seraph.tuner import prices_for
+    from optimizers.seraph.steps import prices_for
 
     workload = workload_for("CartPole-v1", None, steps_per_env=steps_per_env)
     base_runs = [(1, b, e) for b in (512, 1024) for e in (19_500, 20_000, 20_500, 21_000, 21_500, 20_250, 20_750, 20_500)]
@@ -323,7 +323,7 @@ def test_with_env_slots_the_detection_lag_is_one_episode_per_slot_whatever_the_a
 
 def test_the_default_workload_uses_env_slots_and_the_search_gives_each_function_a_slot():
     from optimizers.seraph.request import DEFAULT_STEPS_PER_ENV, SeraphRequest
-    from optimizers.seraph.tuner import search_space_for
+    from optimizers.seraph.steps import search_space_for
 
     workload = workload_for("CartPole-v1", None)
     assert workload.steps_per_env == DEFAULT_STEPS_PER_ENV == SeraphRequest("CartPole-v1", 475).workload().steps_per_env
@@ -336,7 +336,7 @@ def test_the_default_workload_uses_env_slots_and_the_search_gives_each_function_
 def test_the_search_does_not_plan_fewer_functions_than_the_pilot_visited():
     from types import SimpleNamespace
 
-    from optimizers.seraph.tuner import pilot_min_actors, search_space_for
+    from optimizers.seraph.steps import pilot_min_actors, search_space_for
 
     at_baseline = SimpleNamespace(pilot={"schedule": [{"actors": 2, "memory_mb": 1769, "batch": 4000}] * 2})
     assert pilot_min_actors(at_baseline) == 2
@@ -347,7 +347,7 @@ def test_the_search_does_not_plan_fewer_functions_than_the_pilot_visited():
 
 
 def test_the_static_default_runs_one_env_per_actor_whatever_the_workload(monkeypatch):
-    from optimizers.baselines import rl_static
+    from optimizers.rl_baselines import static as rl_static
 
     seen = {}
 
@@ -420,9 +420,9 @@ def test_the_baseline_is_always_a_candidate_scored_at_its_own_layout():
     from optimizers.seraph.baseline import STATIC_DEFAULT_CONFIG
     from optimizers.seraph.layout import choose_layout
     from optimizers.seraph.objectives import make_objective
-    from optimizers.seraph.profiling import PilotOutcome
+    from optimizers.seraph.pilot import PilotOutcome
     from optimizers.seraph.search import Constraints
-    from optimizers.seraph.tuner import make_planner
+    from optimizers.seraph.steps import make_planner
 
     workload = workload_for("CartPole-v1", None)
     layout = choose_layout("CartPole-v1", STATIC_DEFAULT_CONFIG, workload.steps_per_env, batches_for(workload))

@@ -16,14 +16,14 @@
   learner never sees it.
 
 Because the pilot is real training, its policy need not be thrown away: the tuner
-resumes the real run from the pilot's checkpoint (see ``optimizers.seraph.tuner.train``), so the
+resumes the real run from the pilot's checkpoint (see ``optimizers.seraph.steps.train``), so the
 profiling overhead is the memory probe, the learner timing and the price of running the
 pilot's 5-8 iterations at sub-optimal shapes, not of that many wasted iterations. The pilot keeps one batch
 because changing the batch during training costs env steps to the target (measured on
 CartPole, seeds 3-12, each seed's steps over its run from scratch at 4 x 1,769 MB x
 1,024, median: 1.28x for the earlier pilot that visited batches of 512-2,048, 1.16x for
 the same batches at 4 functions, 0.95x for a pilot that varied only the function count;
-``benchmarks/seraph_pilot_effect.py``, docs/seraph.md). The profile itself is cached (``profiles.py``) and a second tuning of
+``benchmarks/seraph_pilot_effect.py``, docs/seraph.md). The profile itself is cached (``workload_profile.py``) and a second tuning of
 the same workload skips all three.
 """
 
@@ -38,7 +38,7 @@ from optimizers.seraph.memory_probe import charge_learner_wait, cost_probe_sizes
 from optimizers.seraph.models import Observation, RunShape
 from optimizers.seraph.noise_scale import NoiseScaleTracker
 from optimizers.seraph.space import DEFAULT_MEMORY_SWEEP
-from optimizers.seraph.profiles import Profile, load_profile, save_profile
+from optimizers.seraph.workload_profile import Profile, load_profile, save_profile
 from optimizers.seraph.records import observation, view
 from optimizers.seraph.defaults import DEFAULT_STEPS_PER_ENV
 from core.paths import hardware_fingerprint
@@ -103,7 +103,7 @@ def pilot_schedule(batch: int, steps_per_env: int = 0, min_actors: int = 1) -> l
     would run the baseline's slots one after another, each iteration dearer than the
     baseline's (LunarLander's static default: 2, 2, 2, the baseline's own first iterations).
     The search then does not plan fewer functions than the pilot visited
-    (:func:`optimizers.seraph.tuner.search_space_for`). A schedule shorter than
+    (:func:`optimizers.seraph.steps.search_space_for`). A schedule shorter than
     :data:`PILOT_MIN_ITERATIONS` repeats its first count.
     The memory sizes are measured by the memory probe, the learner at other batches by
     :func:`time_learner_updates`, not here.

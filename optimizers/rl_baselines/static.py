@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from optimizers.baselines.rl_common import train_shape
+from optimizers.rl_baselines.common import train_shape
 from optimizers.seraph.baseline import STATIC_DEFAULT_CONFIG
-from optimizers.seraph.profiling import Workload
+from optimizers.seraph.pilot import Workload
 
 STATIC_DEFAULT = STATIC_DEFAULT_CONFIG.shape
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import statistics
 from typing import Any, Iterable
 
-from optimizers.baselines.rl_common import train_shape
+from optimizers.rl_baselines.common import train_shape
 from optimizers.seraph.models import RunShape
 from optimizers.seraph.objectives import OBJECTIVES, scale_of
-from optimizers.seraph.profiling import Workload
+from optimizers.seraph.pilot import Workload
 
 
 def run_grid(

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from optimizers.seraph.models import Observation, PerformanceModel, RunShape
-from optimizers.seraph.profiling import (
+from optimizers.seraph.pilot import (
     BASE_MEMORY_MB,
     batches_for,
     beside_rollouts,
@@ -126,7 +126,7 @@ def test_a_fresh_run_is_charged_the_whole_tuning_bill(tmp_path, monkeypatch) -> 
 
 
 def test_the_gradient_noise_is_probed_only_when_the_search_has_batches_to_choose_between() -> None:
-    from optimizers.seraph.profiling import noise_probe_every
+    from optimizers.seraph.pilot import noise_probe_every
 
     assert noise_probe_every(workload_for("CartPole-v1", None), 2) == 2
     assert noise_probe_every(workload_for("LunarLander-v3", None, steps_per_env=2000, batches=(4000,)), 2) == 0
@@ -147,7 +147,7 @@ class _NoCalls:
 def test_the_cost_objective_stops_the_probe_at_one_vcpu_for_a_cpu_bound_rollout() -> None:
     """A pilot whose first rollouts kept one CPU busy: the cost objective probes nothing more
     (its baseline is at one vCPU), the plan may use one vCPU only, and nothing is charged."""
-    from optimizers.seraph.profiling import _probe_beside_pilot
+    from optimizers.seraph.pilot import _probe_beside_pilot
 
     workload = workload_for("CartPole-v1", None, steps_per_env=128)
     spec = SimpleNamespace(ppo=SimpleNamespace(hidden=(64, 64)), seed=0)
@@ -159,7 +159,7 @@ def test_the_cost_objective_stops_the_probe_at_one_vcpu_for_a_cpu_bound_rollout(
 
 
 def test_a_rollout_that_waits_gets_the_whole_sweep_even_for_the_cost_objective() -> None:
-    from optimizers.seraph.profiling import _probe_beside_pilot
+    from optimizers.seraph.pilot import _probe_beside_pilot
     from tests.optimizers.seraph.test_memory_probe import ScriptedBackend
 
     workload = workload_for("CartPole-v1", None, steps_per_env=128)
@@ -172,8 +172,8 @@ def test_a_rollout_that_waits_gets_the_whole_sweep_even_for_the_cost_objective()
 
 
 def test_a_cut_profile_serves_only_cost_runs_whose_baseline_size_it_covers() -> None:
-    from optimizers.seraph.profiles import Profile
-    from optimizers.seraph.profiling import serves
+    from optimizers.seraph.workload_profile import Profile
+    from optimizers.seraph.pilot import serves
 
     sweep = (512, 1769, 3008)
     cut = Profile(workload={}, backend="local", hardware="h", observations=[], noise={},

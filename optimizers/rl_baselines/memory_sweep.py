@@ -15,12 +15,12 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from optimizers.baselines.rl_common import train_after_tuning
-from optimizers.baselines.rl_static import STATIC_DEFAULT
+from optimizers.rl_baselines.common import train_after_tuning
+from optimizers.rl_baselines.static import STATIC_DEFAULT
 from optimizers.seraph.models import RunShape
 from optimizers.seraph.objectives import OBJECTIVES, scale_of
 from optimizers.seraph.space import DEFAULT_MEMORY_SWEEP
-from optimizers.seraph.profiling import Workload
+from optimizers.seraph.pilot import Workload
 
 
 def _events(workload: Workload, shape: RunShape, seed: int) -> list[dict[str, Any]]:

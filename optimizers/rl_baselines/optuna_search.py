@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from optimizers.baselines.rl_common import probe_shapes, train_after_tuning
+from optimizers.rl_baselines.common import probe_shapes, train_after_tuning
 from optimizers.seraph.models import RunShape
 from optimizers.seraph.objectives import OBJECTIVES
 from optimizers.seraph.space import SearchSpace
-from optimizers.seraph.profiling import Workload
+from optimizers.seraph.pilot import Workload
 
 
 def run_optuna(

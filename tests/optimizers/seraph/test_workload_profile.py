@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from optimizers.seraph import profiles
+from optimizers.seraph import workload_profile as profiles
 from optimizers.seraph.models import Observation, PerformanceModel, RunShape
-from optimizers.seraph.profiles import Profile, load_profile, profile_path, save_profile
+from optimizers.seraph.workload_profile import Profile, load_profile, profile_path, save_profile
 
 WORKLOAD = {"env_id": "CartPole-v1", "ppo": {"lr": 3e-4}, "architecture": "x86_64"}
 

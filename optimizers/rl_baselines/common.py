@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from optimizers.seraph.models import RunShape
-from optimizers.seraph.profiling import SweepController, Workload
+from optimizers.seraph.pilot import SweepController, Workload
 from optimizers.seraph.records import view
 
 

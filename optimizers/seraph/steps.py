@@ -1,6 +1,6 @@
 """Seraph's steps: profile, plan, train; and ``tune_and_train``, which composes them.
 
-* :func:`profile` (request) -> :class:`~optimizers.seraph.profiling.PilotOutcome`: the
+* :func:`profile` (request) -> :class:`~optimizers.seraph.pilot.PilotOutcome`: the
   workload's profile, from the cache or from a fresh pilot run (real training, with a
   checkpoint when a run directory is given);
 * :func:`plan` (profile, request) -> :class:`~optimizers.seraph.result.SeraphPlan`: the
@@ -29,7 +29,7 @@ from optimizers.seraph.controller import SeraphController
 from optimizers.seraph.models import Prices, RunShape
 from optimizers.seraph.objectives import Objective
 from optimizers.seraph.planner import Planner
-from optimizers.seraph.profiling import PilotOutcome, Workload, batches_for, noise_probe_every, profile_workload
+from optimizers.seraph.pilot import PilotOutcome, Workload, batches_for, noise_probe_every, profile_workload
 from optimizers.seraph.reference_points import reference_for
 from optimizers.seraph.request import SeraphRequest
 from optimizers.seraph.result import SeraphPlan, SeraphResult
@@ -42,7 +42,7 @@ def search_space_for(workload: Workload, memories: tuple[int, ...], min_actors: 
     """The workload's search space. With env slots a function runs at least one slot: more
     functions than ``batch // steps_per_env`` would change the slots, and so what is learned.
     ``min_actors``: the fewest functions the pilot visited; the search does not extrapolate
-    below them (:func:`optimizers.seraph.profiling.pilot_schedule`)."""
+    below them (:func:`optimizers.seraph.pilot.pilot_schedule`)."""
     actors = tuple(a for a in DEFAULT_ACTOR_COUNTS if a >= min_actors) or (min_actors,)
     return SearchSpace(actors=actors, memories=memories, batches=batches_for(workload),
                        min_steps_per_actor=max(32, workload.steps_per_env))
