@@ -60,13 +60,13 @@ def _seraph(
     ``cached=False``: profile afresh (the pilot is the start of training; its cost counts).
     ``cached=True``: reuse the profile the fresh run just stored (a second tuning of the
     same workload): no pilot, training from scratch with the plan."""
-    from optimizers.seraph import SeraphRequest, tune_and_train
+    from optimizers.seraph import SeraphJob, SeraphRequest, tune_and_train
 
     request = SeraphRequest(
         env, target, objective=objective, seed=seed, max_steps=max_steps, steps_per_env=steps_per_env
     )
     with tempfile.TemporaryDirectory() as tmp:
-        res = tune_and_train(request, reprofile=not cached, run_dir=Path(tmp)).to_dict()
+        res = tune_and_train(SeraphJob.of(request), reprofile=not cached, run_dir=Path(tmp)).to_dict()
     a = res["achieved"]
     ov = res["tuning_overhead"]
     return {
@@ -110,7 +110,7 @@ def run_env(
     from optimizers.rl_baselines.optuna_search import run_optuna
     from optimizers.rl_baselines.static import run_static
     from optimizers.seraph.pilot import workload_for
-    from optimizers.seraph.steps import search_space_for
+    from optimizers.seraph.job import search_space_for
     from serverless.backends import make_backend
 
     target = TARGETS[env]

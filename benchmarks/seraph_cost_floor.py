@@ -67,7 +67,7 @@ def analyse(profile: Any, static: RunShape = STATIC_DEFAULT, bar: float = 0.7) -
     """Per-step modelled costs of the static default, the search space's cheapest shape and
     the floor, with the env-step share each would need to meet ``bar``."""
     from optimizers.seraph.pilot import Workload
-    from optimizers.seraph.steps import prices_for, search_space_for
+    from optimizers.seraph.job import prices_for, search_space_for
 
     workload = Workload(**{k: profile.workload[k] for k in WORKLOAD_KEYS})
     cost = CostModel(PerformanceModel.fit(profile.observations), prices_for(workload.architecture))

@@ -1,5 +1,6 @@
-"""Seraph: profile an RL workload (cached) -> plan -> train on functions from exactly that
-plan, re-tuning as it goes (and any baselines) -> report."""
+"""Seraph: the steps ``trainwise rl tune`` runs, as tasks: profile the RL workload (cached
+under the profile's key) -> plan -> train on functions from exactly that plan, re-tuning as
+it goes (and any baselines) -> report."""
 
 from __future__ import annotations
 
@@ -12,14 +13,34 @@ from tasks.caching import call_cached
 from tasks.report import render_report
 from tasks.rl import (
     plan_rl_configuration,
+    profile_key_of,
     profile_rl_workload,
     render_seraph_section,
     train_rl_baseline,
     train_rl_on_functions,
-    workload_of,
 )
 from core.paths import new_run_dir
+from optimizers.seraph.job import SeraphJob
+from optimizers.seraph.pilot import PilotOutcome, serves
 from optimizers.spec import load_spec
+
+
+def _profile(job: SeraphJob, out: Path, ttl_hours: float, refresh: bool) -> PilotOutcome:
+    """The job's profile, as the CLI's ``profile`` step gets it (the pilot's checkpoint in
+    this run's folder). A profile from Prefect's cache is another run's: reused, with no
+    checkpoint here; one that does not serve this job's probe (another objective's stop)
+    is measured again."""
+    kwargs = {"job": job, "profile_key": profile_key_of(job), "checkpoint_dir": str(out / "seraph" / "checkpoint"),
+              "reuse": not refresh}
+    what = f"Seraph {job.workload.env_id}/{job.request.backend}"
+    outcome, hit = call_cached(profile_rl_workload, what=what, ttl_hours=ttl_hours, refresh=refresh, **kwargs)
+    pilot = PilotOutcome.from_dict(outcome)
+    if not hit:
+        return pilot
+    if serves(pilot.profile, job.pilot.memory_sweep, job.pilot.cost_stop_mb):
+        return pilot.as_reused()
+    outcome, _ = call_cached(profile_rl_workload, what=what, ttl_hours=ttl_hours, refresh=True, **kwargs)
+    return PilotOutcome.from_dict(outcome)
 
 
 @flow(name="seraph", log_prints=True)
@@ -32,20 +53,12 @@ def seraph(config: str = "configs/demo.yaml", run_dir: str | None = None, refres
     out = Path(run_dir) if run_dir else new_run_dir("seraph")
     get_run_logger().info("seraph: %s to reward %s on the %s backend, objective %s", rl.env_id, rl.target_reward, rl.backend, rl.objective)
 
-    profile, cached = call_cached(
-        profile_rl_workload,
-        what=f"Seraph {rl.env_id}/{rl.backend}",
-        ttl_hours=spec.cache.profile_ttl_hours,
-        refresh=refresh_profiles,
-        workload=workload_of(rl),
-        backend=rl.backend,
-        seed=rl.seed,
-    )
-    request = rl.request()
-    planned = plan_rl_configuration(profile, request)
+    job = SeraphJob.of(rl.request())
+    pilot = _profile(job, out, spec.cache.profile_ttl_hours, refresh_profiles)
+    planned = plan_rl_configuration(job, pilot)
     trained = train_rl_on_functions(planned, progress_key=f"{spec.name}-seraph-progress")
-    baselines = [train_rl_baseline(b, request) for b in rl.baselines]
-    section = render_seraph_section(spec.name, profile, planned, trained, cached, str(out), baselines)
+    baselines = [train_rl_baseline(b, job) for b in rl.baselines]
+    section = render_seraph_section(spec.name, planned, trained, str(out), baselines)
 
     if run_dir is not None:  # a branch of optimize: hand the section up
         return {"section": section, "run_dir": str(out)}

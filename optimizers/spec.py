@@ -42,12 +42,15 @@ class _Strict(BaseModel):
 
 
 class RLSpec(_Strict):
-    """The RL job Seraph tunes: what to train, to which reward, optimising what."""
+    """The RL job Seraph tunes: what to train, to which reward, optimising what.
+
+    Types are checked here; values by :class:`~optimizers.seraph.request.SeraphRequest`
+    (:meth:`request`), whose errors :func:`parse_spec` names as ``rl.<field>``."""
 
     env_id: str = Field("CartPole-v1", description="a Gymnasium environment id")
     target_reward: float = Field(description="mean episode return at which training counts as done")
     max_steps: int | None = Field(
-        None, ge=1_000, description="environment steps after which training gives up (default: 3x the env preset's)"
+        None, description="environment steps after which training gives up (default: 3x the env preset's)"
     )
     backend: str = Field("local", description="where rollout functions run: a function backend Seraph's tuner "
                          "runs on (serverless.backends.BACKENDS: the local Lambda emulator or Ray; checked by "
@@ -56,17 +59,17 @@ class RLSpec(_Strict):
                               "ARCHITECTURES; checked by SeraphRequest)")
     objective: str = Field("cost", description="a Seraph objective (optimizers.seraph.objectives.OBJECTIVES): "
                            "least cost, least time, or a weighted balance")
-    weight: float = Field(0.5, ge=0.0, le=1.0, description="balanced objective: the weight of cost (1 - weight goes to time)")
-    deadline_s: float | None = Field(None, gt=0, description="constraint: finish within this many seconds")
-    budget_usd: float | None = Field(None, gt=0, description="constraint: spend at most this many dollars")
+    weight: float = Field(0.5, description="balanced objective: the weight of cost (1 - weight goes to time)")
+    deadline_s: float | None = Field(None, description="constraint: finish within this many seconds")
+    budget_usd: float | None = Field(None, description="constraint: spend at most this many dollars")
     retune: bool = Field(True, description="re-plan the configuration during training (dynamic re-tuning)")
-    replan_every: int = Field(3, ge=1, description="re-plan every this many training iterations")
+    replan_every: int = Field(3, description="re-plan every this many training iterations")
     baselines: list[Literal["static"]] = Field(
         default_factory=list,
         description="fixed configurations also trained to the target, for comparison "
         "(static: RLlib's PPO defaults mapped to functions, 2 actors x 1,769 MB, batch 4,000)",
     )
-    seed: int = Field(0, ge=0)
+    seed: int = 0
     baseline_config: str | None = Field(
         None,
         description="the configuration you would otherwise run, 'actors=A,memory=M,batch=B[,steps_per_env=N]' "
@@ -79,36 +82,14 @@ class RLSpec(_Strict):
         "throttle=0.1,seed=1' (serverless.backends.faults.FaultSpec)",
     )
 
-    @field_validator("inject_faults")
-    @classmethod
-    def _fault_spec(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        from serverless.backends.faults import FaultSpec
-
-        try:
-            return FaultSpec.parse(v).describe()
-        except UserError as exc:
-            raise ValueError(str(exc).removeprefix("fault spec: ")) from None
-
-    @field_validator("objective")
-    @classmethod
-    def _known_objective(cls, v: str) -> str:
-        from optimizers.seraph.objectives import OBJECTIVES
-
-        try:
-            OBJECTIVES.get(v)
-        except UserError as exc:
-            raise ValueError(str(exc)) from None
-        return v
-
     def request(self) -> Any:
-        """This job as a :class:`~optimizers.seraph.request.SeraphRequest` (its checks run)."""
-        from optimizers.seraph.request import SeraphRequest
+        """This job as a :class:`~optimizers.seraph.request.SeraphRequest`: the request's checks
+        are the only checks of these fields (a failed one is a ``RequestError`` naming the field)."""
+        from optimizers.seraph.request import SeraphRequest, parse_baseline_config
 
         fields = ("env_id", "target_reward", "objective", "weight", "deadline_s", "budget_usd", "backend",
                   "architecture", "seed", "max_steps", "replan_every", "retune")
-        extra = {} if self.baseline_config is None else {"baseline_config": self.baseline_config}
+        extra = {} if self.baseline_config is None else {"baseline_config": parse_baseline_config(self.baseline_config)}
         return SeraphRequest(**{f: getattr(self, f) for f in fields}, faults=self.inject_faults, **extra)
 
     @field_validator("env_id")
@@ -247,6 +228,10 @@ def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] |
     return current
 
 
+#: The ``rl:`` field that sets a request field, where the names differ.
+_RL_FIELD_OF_REQUEST = {"faults": "inject_faults"}
+
+
 def parse_spec(data: Any, source: str = "workload") -> WorkloadSpec:
     """Validate already-parsed YAML/JSON; raise UserError naming every bad field."""
     if not isinstance(data, dict):
@@ -262,7 +247,8 @@ def parse_spec(data: Any, source: str = "workload") -> WorkloadSpec:
         try:  # Seraph's own checks, the same as the CLI's and Python's
             spec.rl.request()
         except RequestError as exc:
-            raise UserError(f"{source}: invalid workload spec: " + str(exc.named(f"rl.{exc.field}"))) from None
+            name = _RL_FIELD_OF_REQUEST.get(exc.field, exc.field)
+            raise UserError(f"{source}: invalid workload spec: " + str(exc.named(f"rl.{name}"))) from None
     return spec
 
 

@@ -1,77 +1,85 @@
-"""Seraph tasks: profile an RL workload, search a configuration, train on functions,
-and the report section. Thin wrappers over ``optimizers.seraph``'s steps
-(``profile`` -> ``plan`` -> ``train``), which take and return its typed request, plan
-and result.
+"""Seraph tasks: profile an RL workload, plan, train on functions, and the report section.
+Thin wrappers over ``optimizers.seraph``'s steps, called with the arguments
+``tune_and_train`` (the CLI's ``rl tune``) gives them: ``profile(job)`` -> ``plan(job,
+profile)`` -> ``train(plan)``, on the :class:`~optimizers.seraph.job.SeraphJob` the flow
+builds once.
 
-The profile is the only cached step (its cache key: workload, backend, hardware,
-this module's task code; see :mod:`tasks.caching`); it travels as the profile's JSON.
-Planning is cheap and always re-run, so a changed objective or constraint never needs
-a new profile. Training is never cached: it is the thing being measured. The plan the
-train task receives is the plan task's own output; nothing profiles or plans twice.
+The profile is the only step Prefect caches, under the profile's own key
+(:attr:`~optimizers.seraph.workload_profile.Profile.key`, the key of Seraph's file cache:
+workload, backend, hardware, profile version). Training resumes from the pilot's
+checkpoint exactly when this flow run ran the pilot, as in the CLI; a profile from either
+cache trains from a fresh policy. Planning is cheap and always re-run. Training is never
+cached: it is the thing being measured.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from prefect import get_run_logger, task
-from prefect.cache_policies import NO_CACHE
+from prefect.cache_policies import NO_CACHE, CachePolicy
+from prefect.context import TaskRunContext
 
-from tasks.caching import PROFILE_CACHE_POLICY
 from tasks.progress import Progress, ReportingBackend
 from tasks.report import fmt, md_table, section, table_artifact
 from tasks.retry import EXTERNAL_RETRIES
 from core.errors import UserError
-from optimizers.seraph.request import SeraphRequest
+from optimizers.seraph.job import SeraphJob
+from optimizers.seraph.pilot import PilotOutcome
 from optimizers.seraph.result import SeraphPlan, SeraphResult
-from optimizers.spec import RLSpec
 
 
-def workload_of(rl: RLSpec) -> dict[str, Any]:
-    """The part of the RL spec a profile depends on (its cache key), as Seraph defines
-    it: env (with its PPO preset), step cap and priced architecture, plus the backend
-    passed separately. Target reward, seed, objective and constraints are left out:
-    changing them re-plans, it does not re-profile. The rollout layout (slot length and the
-    batches searched at it) comes from the request's layout choice (optimizers.seraph.layout)."""
-    w = rl.request().workload()
-    return {"env_id": rl.env_id, "max_steps": rl.max_steps, "architecture": rl.architecture,
-            "steps_per_env": w.steps_per_env, "batches": list(w.batches)}
+@dataclass
+class ProfileKey(CachePolicy):
+    """Prefect's cache key for a profile task: the profile's own key (its ``profile_key`` input)."""
+
+    def compute_key(
+        self, task_ctx: TaskRunContext, inputs: dict[str, Any], flow_parameters: dict[str, Any], **kwargs: Any,
+    ) -> str:
+        return str(inputs["profile_key"])
+
+
+def profile_key_of(job: SeraphJob) -> str:
+    """The key of the profile ``job`` plans with (the key Seraph's file cache stores it under)."""
+    from optimizers.seraph.workload_profile import profile_key
+
+    return profile_key(job.workload.key_dict(), job.request.backend)
 
 
 @task(
     name="profile-rl-workload",
-    cache_policy=PROFILE_CACHE_POLICY - "seed",  # Seraph's profiles do not depend on the seed
+    cache_policy=ProfileKey(),
     result_serializer="json",
     persist_result=True,
     **EXTERNAL_RETRIES,
 )
-def profile_rl_workload(workload: dict[str, Any], backend: str, seed: int = 0) -> dict[str, Any]:
-    """Run Seraph's pilot (short real training that sweeps memory sizes, concurrency and
-    batch) and return the profile as JSON. Prefect's cache decides whether to profile,
-    so Seraph's own file cache is bypassed here (``reuse=False``) and refreshed."""
-    from optimizers.seraph.pilot import profile_workload, workload_for
+def profile_rl_workload(job: SeraphJob, profile_key: str, checkpoint_dir: str, reuse: bool = True) -> dict[str, Any]:
+    """Seraph's ``profile`` step for the job, as ``rl tune`` calls it: the file cache when
+    ``reuse``, else a pilot (short real training that probes memory sizes, concurrency and
+    batch) whose final checkpoint goes to ``checkpoint_dir``. Returns the outcome as JSON;
+    ``profile_key`` is the cache key (:func:`profile_key_of`)."""
+    from optimizers import seraph
 
-    w = workload_for(workload["env_id"], workload["max_steps"], workload["architecture"],
-                     workload["steps_per_env"], tuple(workload["batches"]))
-    prof = profile_workload(w, backend, reuse=False, seed=seed).profile
+    pilot = seraph.profile(job, reuse=reuse, checkpoint_dir=Path(checkpoint_dir))
+    prof = pilot.profile
+    if prof.key != profile_key:
+        raise RuntimeError(f"profile key {prof.key} is not the task's cache key {profile_key}")
     get_run_logger().info(
-        "profiled %s on %s: %d pilot iterations, %s env steps", w.env_id, backend, len(prof.observations), prof.pilot.get("env_steps")
+        "profile %s of %s on %s: %s, %d observations, %s pilot env steps", prof.key, job.workload.env_id,
+        job.request.backend, "reused" if pilot.reused else "measured", len(prof.observations), prof.pilot.get("env_steps"),
     )
-    return prof.as_dict()
+    return pilot.to_dict()
 
 
 @task(name="search-rl-configuration", cache_policy=NO_CACHE)
-def plan_rl_configuration(profile: dict[str, Any], request: SeraphRequest) -> SeraphPlan:
-    """Score every (actors, memory, batch) shape with the models fitted to the profile
-    and pick one for the objective under the constraints (all figures modelled).
-
-    The profile task measured the profile apart from this run (its pilot left no
-    checkpoint here), so the plan treats it as reused: training starts from scratch at
-    the planned shape, and the pilot's cost belongs to the profile task."""
+def plan_rl_configuration(job: SeraphJob, pilot: PilotOutcome) -> SeraphPlan:
+    """Seraph's ``plan`` step: score every (actors, memory, batch) shape with the models
+    fitted to the profile and pick one for the objective under the constraints."""
     from optimizers import seraph
 
-    planned = seraph.plan(seraph.PilotOutcome(seraph.Profile.from_dict(profile), reused=True), request)
+    planned = seraph.plan(job, pilot)
     plan = planned.to_dict()
     get_run_logger().info("plan (%s): %s; predicted %s", plan["objective"], plan["config"], plan["predicted"])
     if not planned.feasible:
@@ -88,9 +96,9 @@ def train_rl_on_functions(planned: SeraphPlan, progress_key: str) -> SeraphResul
     from optimizers import seraph
     from serverless.backends import make_backend
 
-    request = planned.request
+    request = planned.job.request
     progress = Progress(progress_key, f"Seraph: training {request.env_id} to {request.target_reward:g}")
-    cap = request.workload().max_steps
+    cap = planned.job.workload.max_steps
     target = float(request.target_reward)
 
     def on_batch(env_steps: int, mean_return: float | None) -> None:
@@ -116,7 +124,7 @@ def train_rl_on_functions(planned: SeraphPlan, progress_key: str) -> SeraphResul
 
 
 @task(name="train-rl-baseline", **EXTERNAL_RETRIES)
-def train_rl_baseline(baseline: str, request: SeraphRequest) -> dict[str, Any]:
+def train_rl_baseline(baseline: str, job: SeraphJob) -> dict[str, Any]:
     """Train the same workload to the same target at a fixed baseline configuration
     (no profiling, no re-tuning), so the report compares Seraph with a real run."""
     from optimizers.rl_baselines.static import run_static
@@ -124,9 +132,10 @@ def train_rl_baseline(baseline: str, request: SeraphRequest) -> dict[str, Any]:
 
     if baseline != "static":
         raise UserError(f"unknown RL baseline {baseline!r}; allowed: static")
-    backend = make_backend(request.backend, faults=request.faults)  # the same faults as Seraph's run
+    request = job.request
+    backend = make_backend(request.backend, faults=job.faults)  # the same faults as Seraph's run
     try:
-        out = run_static(request.workload(), target_reward=request.target_reward, seed=request.seed, backend_obj=backend)
+        out = run_static(job.workload, target_reward=request.target_reward, seed=request.seed, backend_obj=backend)
     finally:
         backend.close()
     get_run_logger().info("baseline %s: reached=%s in %s env steps", baseline, out.get("reached"), out.get("env_steps"))
@@ -136,15 +145,18 @@ def train_rl_baseline(baseline: str, request: SeraphRequest) -> dict[str, Any]:
 @task(name="render-seraph-section", cache_policy=NO_CACHE)
 def render_seraph_section(
     name: str,
-    profile: dict[str, Any],
     planned: SeraphPlan,
     result: SeraphResult,
-    profile_cached: bool,
     run_dir: str,
     baselines: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Plots (reward vs time and cost, Pareto front), table artifacts and the markdown."""
-    rl, plan, trained = planned.request.to_dict(), planned.to_dict(), result.to_dict()
+    """Plots (reward vs time and cost, Pareto front), table artifacts, the markdown, and
+    ``seraph/result.json``: the JSON ``trainwise rl tune --json-out`` writes."""
+    from core.results import write_json
+
+    rl, plan, trained = planned.job.request.to_dict(), planned.to_dict(), result.to_dict()
+    profile, profile_cached = planned.pilot.profile.as_dict(), planned.pilot.reused
+    write_json(Path(run_dir) / "seraph" / "result.json", trained)
     achieved = trained.get("achieved") or {}
     plots = _plots(rl, plan, trained, Path(run_dir) / "seraph")
     compare = _compare_rows(plan, achieved, baselines or [])

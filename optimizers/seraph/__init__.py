@@ -3,13 +3,15 @@
 Library entry points (no Prefect here; ``tasks/`` wraps them), composed by the CLI and
 the ``seraph`` flow:
 
-* :func:`profile` (request) -> :class:`PilotOutcome`: the workload's profile (cached per
+* :class:`SeraphJob`: built once from a :class:`SeraphRequest` (``SeraphJob.of(request)``),
+  everything the request implies (layout, workload, pilot, prices, reference, faults);
+* :func:`profile` (job) -> :class:`PilotOutcome`: the workload's profile (cached per
   workload, backend and machine);
-* :func:`plan` (profile, request) -> :class:`SeraphPlan`: the chosen shape with predicted
+* :func:`plan` (job, profile) -> :class:`SeraphPlan`: the chosen shape with predicted
   figures and the Pareto front;
 * :func:`train` (plan) -> :class:`SeraphResult`: training from that shape to the target,
   with re-tuning;
-* :func:`tune_and_train` (request) -> :class:`SeraphResult`: the three in one (what
+* :func:`tune_and_train` (job) -> :class:`SeraphResult`: the three in one (what
   ``trainwise rl tune`` runs);
 * :data:`OBJECTIVES`: the registry of objectives (``cost``, ``speed``, ``balanced``).
 """
@@ -29,6 +31,7 @@ _EXPORTS = {
     "RequestError": "request", "SeraphRequest": "request",
     "SeraphPlan": "result", "SeraphResult": "result",
     "Constraints": "search",
+    "SeraphJob": "job",
     "plan": "steps", "profile": "steps", "train": "steps", "tune_and_train": "steps",
 }
 __all__ = sorted(_EXPORTS)

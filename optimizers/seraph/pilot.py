@@ -279,6 +279,20 @@ class PilotOutcome:
     checkpoint_dir: Path | None = None
     wall_s: float = 0.0  # measured time this run spent getting the profile
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"profile": self.profile.as_dict(), "reused": self.reused, "wall_s": self.wall_s,
+                "checkpoint_dir": None if self.checkpoint_dir is None else str(self.checkpoint_dir)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PilotOutcome":
+        ckpt = data.get("checkpoint_dir")
+        return cls(Profile.from_dict(data["profile"]), reused=bool(data["reused"]),
+                   checkpoint_dir=None if ckpt is None else Path(ckpt), wall_s=float(data.get("wall_s", 0.0)))
+
+    def as_reused(self) -> "PilotOutcome":
+        """The same profile as a later run sees it: reused, with no checkpoint of this run's."""
+        return PilotOutcome(self.profile, reused=True)
+
 
 def _noise_from_records(records: list[Any]) -> dict[str, Any]:
     tracker = NoiseScaleTracker()
@@ -305,7 +319,7 @@ def _pilot_spec(workload: Workload, backend_name: str, schedule: list[RunShape],
         env_id=workload.env_id,
         target_reward=1e30,  # the pilot never stops early (the trainer wants a finite target)
         max_steps=sum(s.batch for s in schedule),
-        run=_run_config(schedule[0]),
+        run=run_config(schedule[0]),
         ppo=ppo,
         seed=seed,
         backend=backend_name,
@@ -315,7 +329,8 @@ def _pilot_spec(workload: Workload, backend_name: str, schedule: list[RunShape],
     )
 
 
-def _run_config(s: RunShape) -> Any:
+def run_config(s: RunShape) -> Any:
+    """The trainer's :class:`~serverless.trainer.RunConfig` for a run shape."""
     from serverless.trainer import RunConfig
 
     return RunConfig(actors=s.actors, memory_mb=s.memory_mb, batch=s.batch)
@@ -325,7 +340,7 @@ def _train_pilot(workload: Workload, backend: Any, spec: Any, schedule: list[Run
     """The pilot's training: one iteration per shape of ``schedule``."""
     from serverless.trainer import train
 
-    ctl = SweepController(schedule, _run_config)
+    ctl = SweepController(schedule, run_config)
     return train(spec, backend=backend, controller=ctl, probe_noise_every=noise_probe_every(workload, 1), progress=progress)
 
 

@@ -11,19 +11,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from core.errors import UserError
 from serverless.architectures import ARCHITECTURES
 from serverless.backends import check_tunable_backend
 from optimizers.seraph.baseline import STATIC_DEFAULT_CONFIG, BaselineConfig, BaselineConfigError
-from optimizers.seraph.defaults import DEFAULT_STEPS_PER_ENV
 from optimizers.seraph.objectives import OBJECTIVES, Objective
-
-if TYPE_CHECKING:  # the models load numpy and scipy; the CLI imports this module to build its help
-    from optimizers.seraph.layout import LayoutChoice
-    from optimizers.seraph.pilot import Workload
-    from optimizers.seraph.search import Constraints
 
 #: The smallest step cap a request may set: a pilot alone runs several thousand steps.
 MIN_MAX_STEPS = 1000
@@ -129,12 +123,6 @@ class SeraphRequest:
     def _check_baseline_config(self) -> str | None:
         if isinstance(self.baseline_config, BaselineConfig):
             return None
-        if isinstance(self.baseline_config, str):  # the text form (workload YAML, from_dict)
-            try:
-                object.__setattr__(self, "baseline_config", BaselineConfig.parse(self.baseline_config))
-            except BaselineConfigError as exc:
-                return str(exc)
-            return None
         return f"must be 'actors=A,memory=M,batch=B[,steps_per_env=N]', got {self.baseline_config!r}"
 
     def _check_seed(self) -> str | None:
@@ -165,36 +153,6 @@ class SeraphRequest:
     def objective_obj(self) -> Objective:
         return OBJECTIVES.make(self.objective, self.weight)
 
-    def constraints(self) -> "Constraints":
-        from optimizers.seraph.search import Constraints
-
-        return Constraints(self.deadline_s, self.budget_usd)
-
-    def layout(self) -> "LayoutChoice":
-        """The rollout layout the run pilots and trains at (:mod:`optimizers.seraph.layout`):
-        the one the request fixes, else the baseline's unless references show better."""
-        from optimizers.seraph.layout import choose_layout, fixed_layout
-        from optimizers.seraph.pilot import batches_for, pilot_batch, workload_for
-
-        base = self.baseline_config
-        if self.steps_per_env is not None:
-            fixed = workload_for(self.env_id, self.max_steps, self.architecture, self.steps_per_env)
-            return fixed_layout(self.env_id, base, self.steps_per_env, pilot_batch(fixed))
-        slots = workload_for(self.env_id, self.max_steps, self.architecture, DEFAULT_STEPS_PER_ENV)
-        return choose_layout(self.env_id, base, DEFAULT_STEPS_PER_ENV, batches_for(slots))
-
-    def workload(self) -> "Workload":
-        """The workload a profile is about (env, PPO preset, step cap, architecture, layout).
-        At the baseline's layout the search keeps the baseline's batch: another batch there
-        has no measured steps to the target."""
-        from optimizers.seraph.pilot import workload_for
-
-        if self.steps_per_env is not None:
-            return workload_for(self.env_id, self.max_steps, self.architecture, self.steps_per_env)
-        layout = self.layout()
-        batches = (layout.batch,) if layout.at_baseline else layout.batches
-        return workload_for(self.env_id, self.max_steps, self.architecture, layout.steps_per_env, batches)
-
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "baseline_config": self.baseline_config.as_dict()}
 
@@ -207,4 +165,16 @@ class SeraphRequest:
         base = data.get("baseline_config")
         if isinstance(base, dict):
             data = {**data, "baseline_config": BaselineConfig(**base)}
+        elif isinstance(base, str):
+            data = {**data, "baseline_config": parse_baseline_config(base)}
         return cls(**data)
+
+
+def parse_baseline_config(text: str) -> BaselineConfig:
+    """The text form of a baseline configuration (``--baseline-config``, ``rl.baseline_config``,
+    :meth:`SeraphRequest.from_dict`), parsed; a bad one is a :class:`RequestError` on
+    ``baseline_config``."""
+    try:
+        return BaselineConfig.parse(text)
+    except BaselineConfigError as exc:
+        raise RequestError("baseline_config", str(exc)) from None

@@ -49,7 +49,7 @@ def _demo() -> dict:
         (lambda d: d["rl"].update(objective="cheapest"), "rl.objective", "allowed: cost, speed, balanced"),
         (lambda d: d["rl"].update(target_reword=100), "rl.target_reword", "allowed fields here"),
         (lambda d: d["rl"].update(env_id="NoSuchEnv-v0"), "rl.env_id", "unknown Gymnasium environment"),
-        (lambda d: d["rl"].update(max_steps=10), "rl.max_steps", "greater than or equal to 1000"),
+        (lambda d: d["rl"].update(max_steps=10), "rl.max_steps", "must be at least 1000 env steps"),
         (lambda d: d["rl"].update(backend="gpu"), "rl.backend", "unknown function backend 'gpu'; allowed: local, ray"),
         (lambda d: d["rl"].update(backend="lambda"), "rl.backend", "'lambda' runs `rl train` only"),
         (lambda d: d["rl"].update(architecture="mips"), "rl.architecture", "allowed: x86_64, arm64"),

@@ -25,7 +25,7 @@ from trainwise.cli import finite_float
 
 def register(rl_sub: argparse._SubParsersAction) -> None:
     from optimizers.seraph.objectives import OBJECTIVES
-    from optimizers.seraph.request import DEFAULT_STEPS_PER_ENV
+    from optimizers.seraph.defaults import DEFAULT_STEPS_PER_ENV
     from trainwise.cli import add_inject_faults, add_json_out
 
     p = rl_sub.add_parser(
@@ -70,10 +70,10 @@ FLAGS = {"env_id": "--env", "retune": "--no-retune", "faults": "--inject-faults"
 
 def build_request(args: argparse.Namespace) -> Any:
     """The flags as a Seraph request, checked (env included); errors name the flag."""
-    from optimizers.seraph.request import RequestError, SeraphRequest
+    from optimizers.seraph.request import RequestError, SeraphRequest, parse_baseline_config
 
-    extra = {} if args.baseline_config is None else {"baseline_config": args.baseline_config}
     try:
+        extra = {} if args.baseline_config is None else {"baseline_config": parse_baseline_config(args.baseline_config)}
         request = SeraphRequest(
             env_id=args.env, target_reward=args.target_reward, objective=args.objective, weight=args.weight,
             deadline_s=args.deadline_s, budget_usd=args.budget_usd, backend=args.backend,
@@ -86,50 +86,51 @@ def build_request(args: argparse.Namespace) -> Any:
     return request
 
 
-def _print_plan(plan: dict[str, Any]) -> None:
+def _print_plan(planned: Any) -> None:
+    """The plan on stderr: the chosen shape and why, predicted figures, the Pareto front."""
     out = sys.stderr
-    print(f"Seraph plan ({plan['objective']}): {plan['message']}", file=out)
-    layout, base = plan.get("layout") or {}, plan.get("baseline")
-    if plan.get("references") == "none":
+    plan = planned.plan
+    print(f"Seraph plan ({plan.objective.name}): {planned.message}", file=out)
+    layout = planned.job.layout
+    if layout.references == "none":
         print("  references: none (no measured reference runs for this env: planning from the pilot alone)", file=out)
-    if layout:
-        print(f"  layout: {layout['reason']}", file=out)
-    if base:
-        print(f"  baseline: {base['chosen']} ({base['reason']})", file=out)
-    pred = plan.get("predicted")
-    if pred:
+    print(f"  layout: {layout.reason}", file=out)
+    if plan.verdict is not None:
+        print(f"  baseline: {plan.verdict.chosen} ({plan.verdict.reason})", file=out)
+    best = plan.outcome.best
+    if best is not None:
         print(
-            f"  predicted (modelled): {pred['iterations']} iterations, {pred['env_steps']} env steps, "
-            f"{pred['time_s']:.1f} s, ${pred['cost_usd']:.5f}",
+            f"  predicted (modelled): {best.iterations} iterations, {best.env_steps} env steps, "
+            f"{best.time_s:.1f} s, ${best.cost_usd:.5f}",
             file=out,
         )
     print("  Pareto front (modelled time s, cost USD):", file=out)
-    for c in plan["pareto_front"]:
+    for c in plan.outcome.front:
+        s = c.shape
         print(
-            f"    {c['actors']:>4} actors x {c['memory_mb']:>5} MB, batch {c['batch']:>5}: "
-            f"{c['predicted_time_s']:9.1f} s  ${c['predicted_cost_usd']:.5f}",
+            f"    {s.actors:>4} actors x {s.memory_mb:>5} MB, batch {s.batch:>5}: "
+            f"{c.time_s:9.1f} s  ${c.cost_usd:.5f}",
             file=out,
         )
 
 
 def handle(args: argparse.Namespace) -> dict[str, Any]:
     request = build_request(args)
-    from optimizers.seraph import tune_and_train
+    from optimizers.seraph import SeraphJob, tune_and_train
 
     png = args.png
     if png is None and args.json_out is not None:
         png = Path(args.json_out).with_suffix(".pareto.png")
-    result = tune_and_train(
-        request, reprofile=args.reprofile, plan_only=args.plan_only, png_path=png, progress=True,
-    ).to_dict()
-    _print_plan(result["plan"])
-    if not result["plan"]["feasible"] and not args.plan_only:
-        raise UserError(result["plan"]["message"])
-    if "achieved" in result:
-        a = result["achieved"]
+    job = SeraphJob.of(request)
+    result = tune_and_train(job, reprofile=args.reprofile, plan_only=args.plan_only, png_path=png, progress=True)
+    _print_plan(result.planned)
+    if not result.planned.feasible and not args.plan_only:
+        raise UserError(result.planned.message)
+    if result.achieved is not None:
+        a = result.achieved
         print(
             f"achieved: reached={a['reached']} in {a['env_steps']} env steps; modelled Lambda time "
             f"{a['lambda_time_s']:.1f} s, modelled cost ${a['cost_usd']:.5f}; measured local wall {a['wall_s']:.1f} s",
             file=sys.stderr,
         )
-    return result
+    return result.to_dict()

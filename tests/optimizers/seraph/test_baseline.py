@@ -38,9 +38,9 @@ def test_bad_text_is_one_line_naming_the_field(text, field, hint):
 def test_the_request_takes_the_text_and_names_its_field():
     from optimizers.seraph.request import RequestError, SeraphRequest
 
-    req = SeraphRequest("CartPole-v1", 475, baseline_config="actors=4,memory=1769,batch=2048")
+    req = SeraphRequest.from_dict({"env_id": "CartPole-v1", "target_reward": 475, "baseline_config": "actors=4,memory=1769,batch=2048"})
     assert req.baseline_config == BaselineConfig(4, 1769, 2048, 512)
     assert SeraphRequest.from_dict(req.to_dict()) == req
     with pytest.raises(RequestError) as info:
-        SeraphRequest("CartPole-v1", 475, baseline_config="actors=2,batch=4000")
+        SeraphRequest.from_dict({"env_id": "CartPole-v1", "target_reward": 475, "baseline_config": "actors=2,batch=4000"})
     assert str(info.value) == "baseline_config: memory_mb: missing in 'actors=2,batch=4000'; needed: actors, memory, batch"

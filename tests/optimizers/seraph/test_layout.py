@@ -38,6 +38,7 @@ def test_every_slot_length_with_committed_references_is_a_candidate():
     layout (rank-sum p < 0.05); slots of 128 do not: Seraph takes the longer slots, and the
     search keeps to the batches their runs cover."""
     from optimizers.seraph.references import reference_slot_lengths
+    from optimizers.seraph.job import SeraphJob
     from optimizers.seraph.request import SeraphRequest
 
     assert {128, 1024, 2000} <= set(reference_slot_lengths("Pendulum-v1"))
@@ -45,5 +46,5 @@ def test_every_slot_length_with_committed_references_is_a_candidate():
     assert not layout.at_baseline and layout.steps_per_env == 1024 and layout.batch in (1024, 2048)
     assert layout.p_value < 0.05 and layout.slot_runs.median < layout.baseline_runs.median
     assert layout.batches == (1024, 2048)
-    workload = SeraphRequest("Pendulum-v1", -200).workload()
+    workload = SeraphJob.of(SeraphRequest("Pendulum-v1", -200)).workload
     assert (workload.steps_per_env, workload.batches) == (1024, (1024, 2048))

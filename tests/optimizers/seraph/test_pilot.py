@@ -102,12 +102,12 @@ def test_learner_work_beside_the_rollouts_adds_only_what_does_not_fit() -> None:
 def test_a_fresh_run_is_charged_the_whole_tuning_bill(tmp_path, monkeypatch) -> None:
     """Achieved time and cost = the run's ledger (the pilot's training included: the run
     resumes from it) + the memory probe and the learner timing + planning."""
-    from optimizers.seraph import SeraphRequest, tune_and_train
+    from optimizers.seraph import SeraphJob, SeraphRequest, tune_and_train
 
     monkeypatch.setenv("TRAINWISE_HOME", str(tmp_path / "home"))
     res = tune_and_train(
         # speed: the cost objective may stop the probe at one vCPU (test_the_cost_objective_...)
-        SeraphRequest("CartPole-v1", 475, objective="speed", max_steps=8192), reprofile=True, run_dir=tmp_path / "run",
+        SeraphJob.of(SeraphRequest("CartPole-v1", 475, objective="speed", max_steps=8192)), reprofile=True, run_dir=tmp_path / "run",
     ).to_dict()
     a, ov, pilot = res["achieved"], res["tuning_overhead"], res["profile"]["pilot"]
     assert a["includes_pilot"] and a["env_steps"] == 8192

@@ -72,11 +72,11 @@ def test_plan_only_uses_cached_profile_and_writes_plan_and_png(home, capsys):
 
 
 def test_speed_plan_is_no_slower_than_cost_plan(home):
-    from optimizers.seraph import SeraphRequest, tune_and_train
+    from optimizers.seraph import SeraphJob, SeraphRequest, tune_and_train
 
     save_profile(_synthetic_profile(workload_for("CartPole-v1", None)))
-    cost = tune_and_train(SeraphRequest("CartPole-v1", 475, objective="cost"), plan_only=True).plan
-    speed = tune_and_train(SeraphRequest("CartPole-v1", 475, objective="speed"), plan_only=True).plan
+    cost = tune_and_train(SeraphJob.of(SeraphRequest("CartPole-v1", 475, objective="cost")), plan_only=True).to_dict()["plan"]
+    speed = tune_and_train(SeraphJob.of(SeraphRequest("CartPole-v1", 475, objective="speed")), plan_only=True).to_dict()["plan"]
     assert speed["predicted"]["time_s"] <= cost["predicted"]["time_s"]
     assert cost["predicted"]["cost_usd"] <= speed["predicted"]["cost_usd"]
 
@@ -106,13 +106,13 @@ def test_infeasible_deadline_is_explained(home, capsys):
 
 @pytest.mark.slow
 def test_short_training_run_reports_phases_and_model_check(home):
-    from optimizers.seraph import SeraphRequest, SeraphResult, tune_and_train
+    from optimizers.seraph import SeraphJob, SeraphRequest, tune_and_train
 
     workload = workload_for("CartPole-v1", 3000)
     save_profile(_synthetic_profile(workload))
-    result = tune_and_train(SeraphRequest("CartPole-v1", 475, objective="cost", max_steps=3000, replan_every=1))
+    result = tune_and_train(SeraphJob.of(SeraphRequest("CartPole-v1", 475, objective="cost", max_steps=3000, replan_every=1)))
     res = result.to_dict()
-    assert SeraphResult.from_dict(json.loads(json.dumps(res))) == result  # the JSON round trip is exact
+    assert json.loads(json.dumps(res)) == res  # the result's JSON is plain JSON
     assert list(res) == ["label", "workload", "plan", "profile", "tuning_overhead", "achieved", "phases",
                          "model_check", "decisions", "training"]
     assert res["phases"][0]["config"] == res["plan"]["config"]  # training starts at the planned shape
@@ -149,16 +149,19 @@ def test_unknown_env_fails_cleanly(home, capsys):
 
 
 def _planner(objective="cost", constraints=None):
-    from optimizers.seraph.objectives import make_objective
+    """A planner for CartPole at 475 fitted to the synthetic profile of the default slots."""
+    from dataclasses import replace
+
+    from optimizers.seraph.job import SeraphJob
     from optimizers.seraph.pilot import PilotOutcome
+    from optimizers.seraph.request import SeraphRequest
     from optimizers.seraph.search import Constraints
     from optimizers.seraph.steps import make_planner
 
+    c = constraints or Constraints()
+    job = SeraphJob.of(SeraphRequest("CartPole-v1", 475, objective=objective, deadline_s=c.deadline_s, budget_usd=c.budget_usd))
     workload = workload_for("CartPole-v1", None)
-    return make_planner(
-        PilotOutcome(_synthetic_profile(workload), reused=True), workload, make_objective(objective),
-        constraints or Constraints(), target_reward=475,
-    )
+    return make_planner(PilotOutcome(_synthetic_profile(workload), reused=True), replace(job, workload=workload))
 
 
 def _record(iteration, env_steps, shape, cost, ret=None, grad_noise=None):
@@ -271,7 +274,7 @@ def _actor_planner(runs_4, steps_per_env=0):
     from optimizers.seraph.planner import Planner
     from optimizers.seraph.reference_points import Reference
     from optimizers.seraph.search import Constraints
-    from optimizers.seraph.steps import prices_for
+    from optimizers.seraph.job import prices_for
 
     workload = workload_for("CartPole-v1", None, steps_per_env=steps_per_env)
     base_runs = [(1, b, e) for b in (512, 1024) for e in (19_500, 20_000, 20_500, 21_000, 21_500, 20_250, 20_750, 20_500)]
@@ -322,11 +325,12 @@ def test_with_env_slots_the_detection_lag_is_one_episode_per_slot_whatever_the_a
 
 
 def test_the_default_workload_uses_env_slots_and_the_search_gives_each_function_a_slot():
-    from optimizers.seraph.request import DEFAULT_STEPS_PER_ENV, SeraphRequest
-    from optimizers.seraph.steps import search_space_for
+    from optimizers.seraph.defaults import DEFAULT_STEPS_PER_ENV
+    from optimizers.seraph.request import SeraphRequest
+    from optimizers.seraph.job import SeraphJob, search_space_for
 
     workload = workload_for("CartPole-v1", None)
-    assert workload.steps_per_env == DEFAULT_STEPS_PER_ENV == SeraphRequest("CartPole-v1", 475).workload().steps_per_env
+    assert workload.steps_per_env == DEFAULT_STEPS_PER_ENV == SeraphJob.of(SeraphRequest("CartPole-v1", 475)).workload.steps_per_env
     space = search_space_for(workload, (1769,))
     assert all(s.batch // s.actors >= DEFAULT_STEPS_PER_ENV for s in space.shapes())
     assert max(s.actors for s in space.shapes() if s.batch == 1024) == 8
@@ -336,7 +340,7 @@ def test_the_default_workload_uses_env_slots_and_the_search_gives_each_function_
 def test_the_search_does_not_plan_fewer_functions_than_the_pilot_visited():
     from types import SimpleNamespace
 
-    from optimizers.seraph.steps import pilot_min_actors, search_space_for
+    from optimizers.seraph.job import pilot_min_actors, search_space_for
 
     at_baseline = SimpleNamespace(pilot={"schedule": [{"actors": 2, "memory_mb": 1769, "batch": 4000}] * 2})
     assert pilot_min_actors(at_baseline) == 2
@@ -403,12 +407,12 @@ def test_an_iteration_that_replayed_slots_or_started_instances_is_not_steady_sta
 def test_a_tuned_run_under_injected_faults_reports_them_and_loses_nothing(home):
     """The request's fault spec (``--inject-faults``, ``rl.inject_faults``) reaches the backend
     the tuner builds; the result's ``training`` reports the faults and the rollout counters."""
-    from optimizers.seraph import SeraphRequest, tune_and_train
+    from optimizers.seraph import SeraphJob, SeraphRequest, tune_and_train
 
     workload = workload_for("CartPole-v1", 3000)
     save_profile(_synthetic_profile(workload))
     request = SeraphRequest("CartPole-v1", 475, objective="cost", max_steps=3000, faults="errors=0.2,throttle=0.2,seed=3")
-    training = tune_and_train(request).to_dict()["training"]
+    training = tune_and_train(SeraphJob.of(request)).to_dict()["training"]
     faults = training["faults"]
     assert faults["injected"]["errors"] > 0 and faults["injected"]["throttle"] > 0
     assert faults["recovered"]["errors"] == faults["injected"]["errors"]
@@ -418,18 +422,17 @@ def test_a_tuned_run_under_injected_faults_reports_them_and_loses_nothing(home):
 
 def test_the_baseline_is_always_a_candidate_scored_at_its_own_layout():
     from optimizers.seraph.baseline import STATIC_DEFAULT_CONFIG
+    from optimizers.seraph.job import SeraphJob
     from optimizers.seraph.layout import choose_layout
-    from optimizers.seraph.objectives import make_objective
     from optimizers.seraph.pilot import PilotOutcome
-    from optimizers.seraph.search import Constraints
+    from optimizers.seraph.request import SeraphRequest
     from optimizers.seraph.steps import make_planner
 
     workload = workload_for("CartPole-v1", None)
     layout = choose_layout("CartPole-v1", STATIC_DEFAULT_CONFIG, workload.steps_per_env, batches_for(workload))
-    planner = make_planner(
-        PilotOutcome(_synthetic_profile(workload), reused=True), workload, make_objective("cost"), Constraints(),
-        target_reward=475, baseline=STATIC_DEFAULT_CONFIG, layout=layout,
-    )
+    job = SeraphJob.of(SeraphRequest("CartPole-v1", 475, objective="cost"))
+    assert job.layout == layout and job.baseline == STATIC_DEFAULT_CONFIG
+    planner = make_planner(PilotOutcome(_synthetic_profile(job.workload), reused=True), job)
     plan = planner.plan()
     base = [c for c in plan.candidates if c.shape == STATIC_DEFAULT_CONFIG.shape and c.steps_per_env == 2000]
     assert len(base) == 1 and base[0].env_steps == layout.baseline_env_steps  # its own runs' median, not the slots'
@@ -439,9 +442,10 @@ def test_the_baseline_is_always_a_candidate_scored_at_its_own_layout():
 
 
 def test_an_env_without_references_plans_from_the_pilot_alone_at_the_baseline_layout(home, capsys):
+    from optimizers.seraph.job import SeraphJob
     from optimizers.seraph.request import SeraphRequest
 
-    workload = SeraphRequest("Acrobot-v1", -100).workload()
+    workload = SeraphJob.of(SeraphRequest("Acrobot-v1", -100)).workload
     assert (workload.steps_per_env, workload.batches) == (2000, (4000,))
     save_profile(_synthetic_profile(workload))
     out = home / "plan.json"

@@ -1,0 +1,170 @@
+"""One Seraph job: everything a request implies, worked out once.
+
+A :class:`~optimizers.seraph.request.SeraphRequest` is what the user asked for, validated.
+:meth:`SeraphJob.of` turns it into the values every step reads: the rollout layout (the
+decision that reads the reference files and runs the rank-sum tests), the workload a
+profile is about, what the pilot probes, the objective and constraints, the prices, the
+reference point, the parsed fault spec and the baseline. ``profile``, ``plan`` and
+``train`` (:mod:`optimizers.seraph.steps`), the Prefect tasks and the RL baselines take
+the job; none of them works any of it out again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from optimizers.seraph.baseline import BaselineConfig
+from optimizers.seraph.defaults import DEFAULT_STEPS_PER_ENV
+from optimizers.seraph.layout import LayoutChoice, choose_layout, fixed_layout
+from optimizers.seraph.models import Prices
+from optimizers.seraph.objectives import Objective
+from optimizers.seraph.pilot import Workload, batches_for, pilot_batch, workload_for
+from optimizers.seraph.reference_points import Reference, reference_for
+from optimizers.seraph.request import SeraphRequest
+from optimizers.seraph.search import Constraints
+from optimizers.seraph.space import DEFAULT_ACTOR_COUNTS, DEFAULT_MEMORY_SWEEP, SearchSpace
+
+if TYPE_CHECKING:
+    from serverless.backends.faults import FaultSpec
+    from optimizers.seraph.workload_profile import Profile
+
+
+@dataclass(frozen=True)
+class PilotPlan:
+    """What the pilot measures: the memory sizes probed (the baseline's included), the
+    fewest functions it visits, and the memory size at which the cost objective may stop
+    the probe (None: the probe runs the whole sweep)."""
+
+    memory_sweep: tuple[int, ...]
+    min_actors: int
+    cost_stop_mb: int | None
+
+
+@dataclass(frozen=True)
+class SeraphJob:
+    """A request with its layout, workload, pilot, prices, reference and faults settled."""
+
+    request: SeraphRequest
+    layout: LayoutChoice
+    workload: Workload
+    pilot: PilotPlan
+    objective: Objective
+    constraints: Constraints
+    prices: Prices
+    reference: Reference
+    episode_steps: int
+    faults: "FaultSpec | None"
+
+    @classmethod
+    def of(cls, request: SeraphRequest, price_table: Path | None = None) -> "SeraphJob":
+        """The job ``request`` asks for (reads the reference files and the price table once)."""
+        from serverless.backends.faults import FaultSpec
+        from serverless.presets import preset_for
+
+        layout = layout_of(request)
+        workload = workload_of(request, layout)
+        return cls(
+            request=request,
+            layout=layout,
+            workload=workload,
+            pilot=pilot_plan_of(request, layout),
+            objective=request.objective_obj(),
+            constraints=Constraints(request.deadline_s, request.budget_usd),
+            prices=prices_for(workload.architecture, price_table),
+            reference=reference_for(workload.env_id, workload.max_steps, preset_for(workload.env_id).batch, workload.steps_per_env),
+            episode_steps=episode_time_limit(workload.env_id),
+            faults=None if request.faults is None else FaultSpec.parse(request.faults),
+        )
+
+    @property
+    def baseline(self) -> BaselineConfig:
+        return self.request.baseline_config
+
+    def search_space(self, profile: "Profile") -> SearchSpace:
+        """The space the planner searches with ``profile``: its probed memory sizes, and no
+        fewer functions than its pilot visited."""
+        return search_space_for(self.workload, tuple(profile.memory_sweep), pilot_min_actors(profile))
+
+    def summary(self) -> dict[str, Any]:
+        """The result JSON's ``workload``: the profiled workload plus target, seed and backend."""
+        r = self.request
+        return {
+            **self.workload.key_dict(), "target_reward": r.target_reward, "seed": r.seed, "backend": r.backend,
+            "inject_faults": r.faults,
+        }
+
+
+def layout_of(request: SeraphRequest) -> LayoutChoice:
+    """The rollout layout the run pilots and trains at (:mod:`optimizers.seraph.layout`):
+    the one the request fixes, else the baseline's unless references show better."""
+    base = request.baseline_config
+    if request.steps_per_env is not None:
+        fixed = workload_for(request.env_id, request.max_steps, request.architecture, request.steps_per_env)
+        return fixed_layout(request.env_id, base, request.steps_per_env, pilot_batch(fixed))
+    slots = workload_for(request.env_id, request.max_steps, request.architecture, DEFAULT_STEPS_PER_ENV)
+    return choose_layout(request.env_id, base, DEFAULT_STEPS_PER_ENV, batches_for(slots))
+
+
+def workload_of(request: SeraphRequest, layout: LayoutChoice) -> Workload:
+    """The workload a profile is about (env, PPO preset, step cap, architecture, layout).
+    At the baseline's layout the search keeps the baseline's batch: another batch there
+    has no measured steps to the target."""
+    if request.steps_per_env is not None:
+        return workload_for(request.env_id, request.max_steps, request.architecture, request.steps_per_env)
+    batches = (layout.batch,) if layout.at_baseline else layout.batches
+    return workload_for(request.env_id, request.max_steps, request.architecture, layout.steps_per_env, batches)
+
+
+def pilot_plan_of(request: SeraphRequest, layout: LayoutChoice) -> PilotPlan:
+    """The baseline's memory size is probed; at the baseline's layout the pilot starts as
+    the baseline runs and does not go below its count; the cost objective without a
+    deadline may stop the memory probe at one vCPU."""
+    base = request.baseline_config
+    cost_only = request.objective == "cost" and request.deadline_s is None
+    return PilotPlan(
+        memory_sweep=tuple(sorted({*DEFAULT_MEMORY_SWEEP, base.memory_mb})),
+        min_actors=base.actors if layout.at_baseline else 1,
+        cost_stop_mb=base.memory_mb if cost_only else None,
+    )
+
+
+def search_space_for(workload: Workload, memories: tuple[int, ...], min_actors: int = 1) -> SearchSpace:
+    """The workload's search space. With env slots a function runs at least one slot: more
+    functions than ``batch // steps_per_env`` would change the slots, and so what is learned.
+    ``min_actors``: the fewest functions the pilot visited; the search does not extrapolate
+    below them (:func:`optimizers.seraph.pilot.pilot_schedule`)."""
+    actors = tuple(a for a in DEFAULT_ACTOR_COUNTS if a >= min_actors) or (min_actors,)
+    return SearchSpace(actors=actors, memories=memories, batches=batches_for(workload),
+                       min_steps_per_actor=max(32, workload.steps_per_env))
+
+
+def pilot_min_actors(profile: Any) -> int:
+    """The fewest functions a profile's pilot visited (1 for a profile without a schedule)."""
+    return min((int(s["actors"]) for s in profile.pilot.get("schedule", [])), default=1)
+
+
+def prices_for(architecture: str, price_table: Path | None = None) -> Prices:
+    from serverless.pricing import PriceTable
+
+    pt = PriceTable.load(price_table)
+    return Prices(
+        gb_second_usd=pt.gb_second_price(architecture),
+        request_usd=pt.request_usd,
+        learner_usd_per_s=pt.vm_usd_per_hour / 3600.0,
+        learner_billing="wall",  # the trainer prices the learner VM for the whole iteration
+        source=f"serverless/data/prices.json v{pt.version} ({architecture}, {pt.vm_instance_type} learner)",
+    )
+
+
+def episode_time_limit(env_id: str) -> int:
+    """The env's registered episode step limit (1,000 when it has none)."""
+    import gymnasium as gym
+
+    try:
+        limit = gym.spec(env_id).max_episode_steps
+    except Exception:  # an unregistered id was rejected earlier; be safe
+        limit = None
+    return int(limit) if limit else 1000
+
