@@ -115,10 +115,10 @@ def train_rl_on_functions(planned: SeraphPlan, progress_key: str) -> SeraphResul
         result = seraph.train(planned, backend_obj=backend)
     finally:
         backend.close()
-    achieved = result.achieved or {}
+    achieved = result.achieved
     progress.done(
-        f"{'reached' if achieved.get('reached') else 'did not reach'} {target:g} in "
-        f"{achieved.get('env_steps', 0):,} env steps"
+        f"{'reached' if achieved is not None and achieved.reached else 'did not reach'} {target:g} in "
+        f"{0 if achieved is None else achieved.env_steps:,} env steps"
     )
     return result
 

@@ -111,10 +111,27 @@ def keep_baseline_unless_saving(
     )
 
 
+@dataclass(frozen=True)
+class MemoryVerdict:
+    """A size known from the memory probe alone against the pilot's measured size: which
+    one the plan keeps, and why."""
+
+    probed_mb: int
+    measured_mb: int
+    predicted_saving: float
+    model_error: float
+    chosen: int
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"probed_mb": self.probed_mb, "measured_mb": self.measured_mb, "predicted_saving": self.predicted_saving,
+                "model_error": self.model_error, "chosen": self.chosen, "reason": self.reason}
+
+
 def keep_measured_memory(
     outcome: SearchOutcome, candidates: list[Candidate], objective: Objective, constraints: Constraints,
     model_error: float | None, measured_mb: int,
-) -> tuple[SearchOutcome, dict[str, Any] | None]:
+) -> tuple[SearchOutcome, MemoryVerdict | None]:
     """The same rule for the memory size: the pilot trains at ``measured_mb``, every other size
     is known from one warm call of the memory probe. The best shape at another size is taken
     only if its saving over the same shape at ``measured_mb`` holds with ``model_error`` added; a
@@ -129,13 +146,13 @@ def keep_measured_memory(
         return outcome, None
     measured, error = same[0], 0.0 if model_error is None else float(model_error)
     saving = predicted_saving(objective, outcome, measured, best)
-    note = {"probed_mb": best.shape.memory_mb, "measured_mb": measured_mb, "predicted_saving": saving, "model_error": error}
+    probed_mb = best.shape.memory_mb
     if saving > saving_needed(error):
-        return outcome, {**note, "chosen": best.shape.memory_mb,
-                         "reason": f"{best.shape.memory_mb} MB saves {saving:.1%}, more than the model's error {error:.1%}"}
+        return outcome, MemoryVerdict(probed_mb, measured_mb, saving, error, probed_mb,
+                                      f"{probed_mb} MB saves {saving:.1%}, more than the model's error {error:.1%}")
     msg = (f"{objective.name}: {measured.shape.actors} actors x {measured_mb} MB, batch {measured.shape.batch} "
-           f"({best.shape.memory_mb} MB, known from the probe alone, saves {saving:.1%}, within the model's error {error:.1%})")
-    return replace(outcome, best=measured, message=msg), {
-        **note, "chosen": measured_mb,
-        "reason": f"{best.shape.memory_mb} MB saves {saving:.1%}, within the model's error {error:.1%}: the pilot's size stays",
-    }
+           f"({probed_mb} MB, known from the probe alone, saves {saving:.1%}, within the model's error {error:.1%})")
+    return replace(outcome, best=measured, message=msg), MemoryVerdict(
+        probed_mb, measured_mb, saving, error, measured_mb,
+        f"{probed_mb} MB saves {saving:.1%}, within the model's error {error:.1%}: the pilot's size stays",
+    )

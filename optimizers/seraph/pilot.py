@@ -38,7 +38,7 @@ from optimizers.seraph.memory_probe import charge_learner_wait, cost_probe_sizes
 from optimizers.seraph.models import Observation, RunShape
 from optimizers.seraph.noise_scale import NoiseScaleTracker
 from optimizers.seraph.space import DEFAULT_MEMORY_SWEEP
-from optimizers.seraph.workload_profile import Profile, load_profile, save_profile
+from optimizers.seraph.workload_profile import Profile, ProfileNoise, load_profile, save_profile
 from optimizers.seraph.records import observation, view
 from optimizers.seraph.defaults import DEFAULT_STEPS_PER_ENV
 from core.paths import hardware_fingerprint
@@ -294,7 +294,7 @@ class PilotOutcome:
         return PilotOutcome(self.profile, reused=True)
 
 
-def _noise_from_records(records: list[Any]) -> dict[str, Any]:
+def _noise_from_records(records: list[Any]) -> ProfileNoise:
     tracker = NoiseScaleTracker()
     for rec in records:
         r = view(rec)
@@ -304,7 +304,7 @@ def _noise_from_records(records: list[Any]) -> dict[str, Any]:
             tracker.update_from_stats(r.grad_noise, env_steps=r.env_steps)
         except (ValueError, KeyError, TypeError):
             continue
-    return {"b_noise": tracker.value, "history": tracker.history, "smoothing_alpha": tracker.alpha}
+    return ProfileNoise.from_dict({"b_noise": tracker.value, "history": tracker.history, "smoothing_alpha": tracker.alpha})
 
 
 def _pilot_spec(workload: Workload, backend_name: str, schedule: list[RunShape], seed: int, checkpoint_dir: Path | None) -> Any:

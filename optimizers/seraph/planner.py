@@ -25,7 +25,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from optimizers.seraph.baseline import BaselineConfig
-from optimizers.seraph.do_no_harm import MODEL_ERROR_CAP, BaselineVerdict, keep_baseline_unless_saving, keep_measured_memory
+from optimizers.seraph.layout import LayoutChoice
+from optimizers.seraph.do_no_harm import MODEL_ERROR_CAP, BaselineVerdict, MemoryVerdict, keep_baseline_unless_saving, keep_measured_memory
 from optimizers.seraph.models import CostModel, Observation, PerformanceModel, Prices, ProgressModel, RunShape
 from optimizers.seraph.noise_scale import NoiseScaleTracker
 from optimizers.seraph.objectives import Objective
@@ -54,8 +55,8 @@ class Plan:
     iteration_cost_usd: float | None = None
     noise: dict[str, Any] = field(default_factory=dict)
     verdict: BaselineVerdict | None = None  # the baseline and whether the plan kept it
-    memory_verdict: dict[str, Any] | None = None  # a probed memory size against the pilot's (do_no_harm)
-    layout: dict[str, Any] | None = None  # the rollout layout chosen before the pilot, and why
+    memory_verdict: MemoryVerdict | None = None  # a probed memory size against the pilot's (do_no_harm)
+    layout: LayoutChoice | None = None  # the rollout layout chosen before the pilot, and why
 
     @property
     def shape(self) -> RunShape | None:
@@ -77,9 +78,9 @@ class Plan:
             "config": None if best is None else best.shape.as_dict(),
             "steps_per_env": None if best is None else best.steps_per_env,  # the layout's env length
             "baseline": None if self.verdict is None else self.verdict.as_dict(),
-            "memory_rule": self.memory_verdict,
-            "layout": self.layout,
-            "references": "none" if self.layout is None else self.layout.get("references"),
+            "memory_rule": None if self.memory_verdict is None else self.memory_verdict.as_dict(),
+            "layout": None if self.layout is None else self.layout.as_dict(),
+            "references": "none" if self.layout is None else self.layout.references,
             "predicted": None
             if best is None
             else {
@@ -120,7 +121,7 @@ class Planner:
     tracker: NoiseScaleTracker = field(default_factory=NoiseScaleTracker)
     baseline: BaselineConfig | None = None  # always a candidate (optimizers.seraph.do_no_harm)
     baseline_env_steps: float | None = None  # measured at the baseline's layout (median of its reference runs)
-    layout: dict[str, Any] | None = None  # the layout choice, as the plan reports it
+    layout: LayoutChoice | None = None  # the layout choice the plan reports
     # run state, fed by observe()
     env_steps: int = 0
     spent_s: float = 0.0

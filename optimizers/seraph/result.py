@@ -10,10 +10,11 @@ price table (labelled so); ``wall_s`` figures are measured.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from optimizers.seraph.accounting import LABEL
+from optimizers.seraph.accounting import LABEL, Achieved, ModelCheck, Phase, TrainingSummary, TuningOverhead
+from optimizers.seraph.controller import Decision
 from optimizers.seraph.models import RunShape
 from optimizers.seraph.planner import Plan, Planner
 from optimizers.seraph.pilot import PilotOutcome
@@ -28,7 +29,7 @@ class SeraphPlan:
     pilot: PilotOutcome
     plan: Plan
     planner: Planner  # the models the plan was made with; training re-plans with a copy
-    overhead: dict[str, Any]  # what profiling and planning cost (see accounting.tuning_overhead)
+    overhead: TuningOverhead  # what profiling and planning cost
 
     @property
     def shape(self) -> RunShape | None:
@@ -52,8 +53,23 @@ class SeraphPlan:
         return {"key": prof.key, "reused": self.pilot.reused, "b_noise_pilot": prof.b_noise, "pilot": prof.pilot}
 
 
-# the keys a trained result adds, in the order the JSON lists them
-_TRAINED_KEYS = ("achieved", "phases", "model_check", "decisions", "training")
+@dataclass(frozen=True)
+class TrainedRun:
+    """What training from the plan achieved, phase by phase, and how well the models predicted it."""
+
+    achieved: Achieved
+    phases: tuple[Phase, ...]  # per phase: configuration, predicted vs measured
+    model_check: ModelCheck  # predicted vs measured iteration times and env steps
+    decisions: tuple[Decision, ...]  # the re-tuning controller's decisions
+    training: TrainingSummary  # curve, ledger, config changes, notes
+
+    def to_dict(self) -> dict[str, Any]:
+        """The result JSON's keys a trained run adds, in the order it lists them."""
+        return {
+            "achieved": self.achieved.to_dict(), "phases": [p.to_dict() for p in self.phases],
+            "model_check": self.model_check.to_dict(), "decisions": [d.as_dict() for d in self.decisions],
+            "training": self.training.to_dict(),
+        }
 
 
 @dataclass(frozen=True)
@@ -63,15 +79,11 @@ class SeraphResult:
     planned: SeraphPlan
     label: str = LABEL
     pareto_png: str | None = None
-    achieved: dict[str, Any] | None = None  # reached, env_steps, wall_s, lambda_time_s, cost_usd ...
-    phases: list[dict[str, Any]] | None = None  # per phase: configuration, predicted vs measured
-    model_check: dict[str, Any] | None = None  # predicted vs measured iteration times
-    decisions: list[dict[str, Any]] | None = None  # the re-tuning controller's decisions
-    training: dict[str, Any] | None = field(default=None)  # curve, ledger, config changes, notes
+    run: TrainedRun | None = None  # None: the run stopped at the plan
 
     @property
-    def trained(self) -> bool:
-        return self.achieved is not None
+    def achieved(self) -> Achieved | None:
+        return None if self.run is None else self.run.achieved
 
     def to_dict(self) -> dict[str, Any]:
         planned = self.planned
@@ -81,7 +93,7 @@ class SeraphResult:
         }
         if self.pareto_png is not None:
             out["pareto_png"] = self.pareto_png
-        out["tuning_overhead"] = planned.overhead
-        if self.trained:
-            out |= {k: getattr(self, k) for k in _TRAINED_KEYS}
+        out["tuning_overhead"] = planned.overhead.to_dict()
+        if self.run is not None:
+            out |= self.run.to_dict()
         return out

@@ -27,12 +27,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from optimizers.seraph.accounting import achieved, phases_from_records, profiling_phase, training_summary, tuning_overhead
+from optimizers.seraph.accounting import (
+    StepsCheck, achieved, phases_from_records, profiling_phase, training_summary, tuning_overhead,
+)
 from optimizers.seraph.controller import SeraphController
 from optimizers.seraph.job import SeraphJob
 from optimizers.seraph.planner import Planner
 from optimizers.seraph.pilot import PilotOutcome, noise_probe_every, profile_workload, run_config
-from optimizers.seraph.result import SeraphPlan, SeraphResult
+from optimizers.seraph.result import SeraphPlan, SeraphResult, TrainedRun
 
 
 def make_planner(pilot: PilotOutcome, job: SeraphJob) -> Planner:
@@ -49,7 +51,7 @@ def make_planner(pilot: PilotOutcome, job: SeraphJob) -> Planner:
         target_reward=job.request.target_reward,
         baseline=job.baseline,
         baseline_env_steps=job.layout.baseline_env_steps,
-        layout=job.layout.as_dict(),
+        layout=job.layout,
     )
 
 
@@ -93,8 +95,8 @@ def _controller(planner: Planner, planned: SeraphPlan, to_run: Any) -> SeraphCon
     if not planned.job.request.retune or not _at_pilot_layout(planned):
         return None  # a baseline kept at another layout runs as configured
     assert planned.shape is not None
-    for h in planned.pilot.profile.noise.get("history", []):
-        planner.tracker.update(NoiseSample(h["g2"], h["trace"]), env_steps=int(h["env_steps"]))
+    for h in planned.pilot.profile.noise.history:
+        planner.tracker.update(NoiseSample(h.g2, h.trace), env_steps=int(h.env_steps))
     return SeraphController(
         planner, planned.shape, objective_key=planner.objective_value, make_run_config=to_run,
         every=planned.job.request.replan_every,
@@ -157,26 +159,21 @@ def train(planned: SeraphPlan, *, backend_obj: Any = None, progress: bool = Fals
         raise RuntimeError("the ledger returned a non-finite cost")
     pilot, resumed = planned.pilot.profile.pilot, spec.resume
     phases, check = phases_from_records(res.iterations, planner, float(pilot["training_cost_usd"]) if resumed else 0.0)
-    if resumed:
-        phases.insert(0, profiling_phase(pilot))
-    check = {**check, "env_steps_to_target": _steps_check(planned, res)}
-    return SeraphResult(
-        planned,
+    run = TrainedRun(
         achieved=achieved(res, pilot, resumed, planned.overhead, fresh=not planned.pilot.reused),
-        phases=phases,
-        model_check=check,
-        decisions=[] if controller is None else [d.as_dict() for d in controller.decisions],
+        phases=((profiling_phase(pilot),) if resumed else ()) + tuple(phases),
+        model_check=replace(check, env_steps_to_target=_steps_check(planned, res)),
+        decisions=() if controller is None else tuple(controller.decisions),
         training=training_summary(res, planner.tracker.value),
     )
+    return SeraphResult(planned, run=run)
 
 
-def _steps_check(planned: SeraphPlan, res: Any) -> dict[str, Any]:
+def _steps_check(planned: SeraphPlan, res: Any) -> StepsCheck:
     """The plan's predicted env steps to the target against the run's (measured, when reached)."""
-    predicted = planned.plan.outcome.best.env_steps if planned.plan.outcome.best is not None else None
-    measured = res.env_steps if res.reached else None
-    error = abs(predicted - measured) / measured if predicted is not None and measured else None
-    return {"predicted": predicted, "measured": measured, "relative_error": error,
-            "references": planned.to_dict().get("references"), "label": "predicted: modelled; measured: env steps counted"}
+    best = planned.plan.outcome.best
+    return StepsCheck(predicted=None if best is None else best.env_steps, measured=res.env_steps if res.reached else None,
+                      references=planned.job.layout.references)
 
 
 # ------------------------------------------------------------------------------ composed

@@ -24,7 +24,51 @@ from typing import Any
 from optimizers.seraph.models import Observation
 from core.paths import cache_dir, fingerprint, hardware_fingerprint
 
-PROFILE_VERSION = 10  # 2: learner CPU time; 3: memory probe, pilot at the smallest batch; 4: probe has 1,769 MB; 5: host-speed-corrected clock, probe stops at the plateau; 6: pilot at one batch, learner timed per batch; 7: env slots by default, pilot within the slots; 8: slot episodes replayed across instances (pilot iterations that replay are not steady state); 9: learner timing in the pilot's rollout waits, pilot visits a count at most twice; 10: probe speed ratios from unrounded durations, short cold calls
+#: Part of every profile's key: raised whenever what a profile holds or how it is measured
+#: changes, so that a profile measured otherwise is never reused (docs/experiments holds why).
+PROFILE_VERSION = 10
+
+
+@dataclass(frozen=True)
+class NoisePoint:
+    """One gradient-noise probe of the pilot: |G|^2 and tr(Sigma) estimates, and the smoothed
+    B_simple after it."""
+
+    env_steps: float
+    g2: float
+    trace: float
+    b_simple: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {"env_steps": self.env_steps, "g2": self.g2, "trace": self.trace, "b_simple": self.b_simple}
+
+
+@dataclass(frozen=True)
+class ProfileNoise:
+    """The gradient noise scale the pilot measured (None when no probe gave one)."""
+
+    b_noise: float | None = None
+    history: tuple[NoisePoint, ...] = ()
+    smoothing_alpha: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"b_noise": self.b_noise, "history": [h.as_dict() for h in self.history], "smoothing_alpha": self.smoothing_alpha}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ProfileNoise":
+        b = d.get("b_noise")
+        alpha = d.get("smoothing_alpha")
+        history = tuple(
+            NoisePoint(float(h["env_steps"]), float(h["g2"]), float(h["trace"]), float(h["b_simple"])) for h in d.get("history", [])
+        )
+        return cls(b_noise=None if b is None else _finite(b), history=history, smoothing_alpha=None if alpha is None else float(alpha))
+
+
+def _finite(value: Any) -> float:
+    """``value`` as a finite non-negative number (a ValueError otherwise: the profile is unreadable)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"not a finite non-negative number: {value!r}")
+    return float(value)
 
 
 @dataclass
@@ -33,7 +77,7 @@ class Profile:
     backend: str
     hardware: str
     observations: list[Observation]
-    noise: dict[str, Any]  # {"b_noise": float | None, "history": [...]}
+    noise: ProfileNoise
     pilot: dict[str, Any]  # env_steps, iterations, cost_usd, lambda_time_s, wall_s, returns
     memory_sweep: list[int]
     created_at: float = field(default_factory=time.time)
@@ -45,8 +89,7 @@ class Profile:
 
     @property
     def b_noise(self) -> float | None:
-        v = self.noise.get("b_noise")
-        return None if v is None else float(v)
+        return self.noise.b_noise
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -58,7 +101,7 @@ class Profile:
             "created_at": self.created_at,
             "memory_sweep": self.memory_sweep,
             "observations": [o.as_dict() for o in self.observations],
-            "noise": self.noise,
+            "noise": self.noise.as_dict(),
             "pilot": self.pilot,
         }
 
@@ -69,7 +112,7 @@ class Profile:
             backend=d["backend"],
             hardware=d["hardware"],
             observations=[Observation.from_dict(o) for o in d["observations"]],
-            noise=d["noise"],
+            noise=ProfileNoise.from_dict(d["noise"]),
             pilot=d["pilot"],
             memory_sweep=[int(m) for m in d["memory_sweep"]],
             created_at=float(d.get("created_at", 0.0)),
@@ -113,11 +156,11 @@ def _number(value: Any, *, allow_none: bool = False) -> bool:
 
 def _well_formed(prof: Profile) -> bool:
     """Every field the models read has the type and range they expect."""
-    if not (isinstance(prof.workload, dict) and isinstance(prof.noise, dict) and isinstance(prof.pilot, dict)):
+    if not (isinstance(prof.workload, dict) and isinstance(prof.pilot, dict)):
         return False
     if not isinstance(prof.backend, str) or not isinstance(prof.hardware, str):
         return False
-    if not _number(prof.noise.get("b_noise"), allow_none=True) or not all(m > 0 for m in prof.memory_sweep):
+    if not all(m > 0 for m in prof.memory_sweep):
         return False
     for o in prof.observations:
         shape = (o.shape.actors, o.shape.memory_mb, o.shape.batch)

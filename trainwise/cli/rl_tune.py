@@ -129,8 +129,8 @@ def handle(args: argparse.Namespace) -> dict[str, Any]:
     if result.achieved is not None:
         a = result.achieved
         print(
-            f"achieved: reached={a['reached']} in {a['env_steps']} env steps; modelled Lambda time "
-            f"{a['lambda_time_s']:.1f} s, modelled cost ${a['cost_usd']:.5f}; measured local wall {a['wall_s']:.1f} s",
+            f"achieved: reached={a.reached} in {a.env_steps} env steps; modelled Lambda time "
+            f"{a.lambda_time_s:.1f} s, modelled cost ${a.cost_usd:.5f}; measured local wall {a.wall_s:.1f} s",
             file=sys.stderr,
         )
     return result.to_dict()

@@ -49,9 +49,9 @@ def test_a_probed_memory_size_within_the_model_error_yields_to_the_pilots_size()
     at_3008 = Candidate(RunShape(2, 3008, 1024), 20, 20_480, 2.6, 0.95e-4, 128)  # 5% cheaper, from one probe call
     cost = make_objective("cost")
     outcome, note = keep_measured_memory(choose([at_1769, at_3008], cost), [at_1769, at_3008], cost, Constraints(), 0.08, 1769)
-    assert outcome.best == at_1769 and note["chosen"] == 1769 and "within the model's error" in note["reason"]
+    assert outcome.best == at_1769 and note.chosen == 1769 and "within the model's error" in note.reason
     outcome, note = keep_measured_memory(choose([at_1769, at_3008], cost), [at_1769, at_3008], cost, Constraints(), 0.02, 1769)
-    assert outcome.best == at_3008 and note["chosen"] == 3008
+    assert outcome.best == at_3008 and note.chosen == 3008
     outcome, note = keep_measured_memory(choose([at_1769], cost), [at_1769], cost, Constraints(), 0.08, 1769)
     assert outcome.best == at_1769 and note is None  # already at the pilot's size: nothing to decide
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from optimizers.seraph.models import Observation, RunShape
-from optimizers.seraph.workload_profile import Profile, save_profile
+from optimizers.seraph.workload_profile import Profile, ProfileNoise, save_profile
 from optimizers.seraph.pilot import batches_for, pilot_batch, pilot_schedule, workload_for
 from optimizers.seraph.search import TIE_TOLERANCE
 from trainwise.cli import main
@@ -31,7 +31,7 @@ def _synthetic_profile(workload):
         backend="local",
         hardware=hardware_fingerprint(),
         observations=obs,
-        noise={"b_noise": 50.0, "history": []},
+        noise=ProfileNoise(b_noise=50.0),
         pilot={"env_steps": 10000, "cost_usd": 2e-4, "lambda_time_s": 6.0, "wall_s": 6.0, "iterations": 16},
         memory_sweep=[512, 885, 1769, 3008, 5307, 10240],
     )
