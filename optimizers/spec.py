@@ -85,12 +85,12 @@ class RLSpec(_Strict):
     def request(self) -> Any:
         """This job as a :class:`~optimizers.seraph.request.SeraphRequest`: the request's checks
         are the only checks of these fields (a failed one is a ``RequestError`` naming the field)."""
-        from optimizers.seraph.request import SeraphRequest, parse_baseline_config
+        from optimizers.seraph.request import SeraphRequest, parse_baseline_config, parse_faults
 
         fields = ("env_id", "target_reward", "objective", "weight", "deadline_s", "budget_usd", "backend",
                   "architecture", "seed", "max_steps", "replan_every", "retune")
         extra = {} if self.baseline_config is None else {"baseline_config": parse_baseline_config(self.baseline_config)}
-        return SeraphRequest(**{f: getattr(self, f) for f in fields}, faults=self.inject_faults, **extra)
+        return SeraphRequest(**{f: getattr(self, f) for f in fields}, faults=parse_faults(self.inject_faults), **extra)
 
     @field_validator("env_id")
     @classmethod

@@ -68,7 +68,7 @@ def profile_rl_workload(job: SeraphJob, profile_key: str, checkpoint_dir: str, r
         raise RuntimeError(f"profile key {prof.key} is not the task's cache key {profile_key}")
     get_run_logger().info(
         "profile %s of %s on %s: %s, %d observations, %s pilot env steps", prof.key, job.workload.env_id,
-        job.request.backend, "reused" if pilot.reused else "measured", len(prof.observations), prof.pilot.get("env_steps"),
+        job.request.backend, "reused" if pilot.reused else "measured", len(prof.observations), prof.pilot.env_steps,
     )
     return pilot.to_dict()
 

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from core.errors import UserError
 from ingestion.knobs import Knob, KnobSpace
-from optimizers.seraph.workload_profile import Profile, ProfileNoise, load_profile, profile_path
+from optimizers.seraph.workload_profile import PilotSummary, Profile, ProfileNoise, load_profile, profile_path
 from optimizers.spec import WorkloadSpec, load_spec, parse_spec
 from serverless.pricing import PriceTable
 
@@ -203,7 +203,7 @@ def _good_profile() -> dict[str, Any]:
     observation = {"shape": {"actors": 2, "memory_mb": 1769, "batch": 512}, "rollout_s": 0.5, "billed_s": 0.4,
                    "learner_s": 0.1, "iteration_s": 0.6, "cold": False, "rollout_only": False, "learner_only": False,
                    "duration_s": None}
-    profile = Profile(WORKLOAD, "local", hardware_fingerprint(), [], ProfileNoise(b_noise=100.0), {"env_steps": 512}, [1769])
+    profile = Profile(WORKLOAD, "local", hardware_fingerprint(), [], ProfileNoise(b_noise=100.0), PilotSummary(env_steps=512), [1769])
     d = profile.as_dict()
     d["observations"] = [observation]
     return d

@@ -17,6 +17,7 @@ from optimizers.seraph.models import Observation, RunShape
 from optimizers.seraph.planner import Plan, Planner
 from optimizers.seraph.pilot import PilotOutcome
 from optimizers.seraph.records import view
+from optimizers.seraph.workload_profile import PilotSummary
 
 LABEL = "modelled (local Lambda emulator clock and price table)"
 
@@ -146,18 +147,18 @@ def phases_from_records(records: list[Any], planner: Planner, cost_before: float
     return phases, check
 
 
-def profiling_phase(pilot: dict[str, Any]) -> Phase:
+def profiling_phase(pilot: PilotSummary) -> Phase:
     """The memory probe and the pilot's own iterations as phase "profiling" of a resumed run."""
     return Phase(
         phase="profiling",
         config="memory probe + pilot sweep (see profile.pilot.memory_probe and .schedule)",
-        iterations=pilot["iterations"],
-        env_steps=pilot["env_steps"],
+        iterations=pilot.iterations,
+        env_steps=pilot.env_steps,
         predicted_time_s=None,
-        measured_time_s=pilot["lambda_time_s"],
+        measured_time_s=pilot.lambda_time_s,
         predicted_cost_usd=None,
-        measured_cost_usd=pilot["cost_usd"],
-        measured_wall_s=pilot["wall_s"],
+        measured_cost_usd=pilot.cost_usd,
+        measured_wall_s=pilot.wall_s,
         label=LABEL,
     )
 
@@ -181,7 +182,7 @@ class PilotBill:
 
 def _fresh_pilot_bill(pilot: PilotOutcome, plan: Plan) -> PilotBill:
     p = pilot.profile.pilot
-    training_usd = float(p["training_cost_usd"])
+    training_usd = p.training_cost_usd
     best = plan.outcome.best
     per_step = 0.0 if best is None else best.cost_usd / max(best.env_steps, 1.0)
     # Every run pays one cold start; after a fresh pilot the run starts warm, so the
@@ -190,12 +191,12 @@ def _fresh_pilot_bill(pilot: PilotOutcome, plan: Plan) -> PilotBill:
     first, second = _pilot_iterations(pilot.profile.observations)[:2]
     cold_start_usd = max(0.0, first.iteration_s - second.iteration_s) * plan.prices.learner_usd_per_s
     return PilotBill(
-        profiling_cost_usd=float(p["cost_usd"]),
+        profiling_cost_usd=p.cost_usd,
         cold_start_credit_usd=cold_start_usd,
-        profiling_lambda_time_s=float(p["lambda_time_s"]),
-        probe_cost_usd=float(p["memory_probe"]["cost_usd"]),
+        profiling_lambda_time_s=p.lambda_time_s,
+        probe_cost_usd=float(p.memory_probe["cost_usd"]),
         pilot_training_cost_usd=training_usd,
-        pilot_training_value_usd=min(training_usd, int(p["env_steps"]) * per_step + cold_start_usd),
+        pilot_training_value_usd=min(training_usd, p.env_steps * per_step + cold_start_usd),
     )
 
 
@@ -288,7 +289,7 @@ class Achieved:
         }
 
 
-def achieved(res: Any, pilot: dict[str, Any], resumed: bool, overhead: TuningOverhead, fresh: bool = False) -> Achieved:
+def achieved(res: Any, pilot: PilotSummary, resumed: bool, overhead: TuningOverhead, fresh: bool = False) -> Achieved:
     """What the run achieved, charged the whole tuning bill.
 
     Time and cost are the run's ledger (which, after a fresh profile, holds the pilot's
@@ -299,8 +300,8 @@ def achieved(res: Any, pilot: dict[str, Any], resumed: bool, overhead: TuningOve
     pilot's trains from scratch) is charged the whole profiling bill on top of its run.
     """
     charged = resumed or fresh
-    untrained_cost = float(pilot["cost_usd"]) - (float(pilot["training_cost_usd"]) if resumed else 0.0) if charged else 0.0
-    untrained_time = float(pilot["lambda_time_s"]) - (float(pilot["training_lambda_time_s"]) if resumed else 0.0) if charged else 0.0
+    untrained_cost = pilot.cost_usd - (pilot.training_cost_usd if resumed else 0.0) if charged else 0.0
+    untrained_time = pilot.lambda_time_s - (pilot.training_lambda_time_s if resumed else 0.0) if charged else 0.0
     return Achieved(
         reached=res.reached, env_steps=res.env_steps, wall_s=res.wall_s,
         lambda_time_s=res.lambda_time_s + untrained_time + overhead.planning_cpu_s, lambda_time_label=res.lambda_time_label,

@@ -60,7 +60,6 @@ class SeraphJob:
     @classmethod
     def of(cls, request: SeraphRequest, price_table: Path | None = None) -> "SeraphJob":
         """The job ``request`` asks for (reads the reference files and the price table once)."""
-        from serverless.backends.faults import FaultSpec
         from serverless.presets import preset_for
 
         layout = layout_of(request)
@@ -75,7 +74,7 @@ class SeraphJob:
             prices=prices_for(workload.architecture, price_table),
             reference=reference_for(workload.env_id, workload.max_steps, preset_for(workload.env_id).batch, workload.steps_per_env),
             episode_steps=episode_time_limit(workload.env_id),
-            faults=None if request.faults is None else FaultSpec.parse(request.faults),
+            faults=request.faults,
         )
 
     @property
@@ -85,14 +84,14 @@ class SeraphJob:
     def search_space(self, profile: "Profile") -> SearchSpace:
         """The space the planner searches with ``profile``: its probed memory sizes, and no
         fewer functions than its pilot visited."""
-        return search_space_for(self.workload, tuple(profile.memory_sweep), pilot_min_actors(profile))
+        return search_space_for(self.workload, tuple(profile.memory_sweep), profile.pilot.min_actors)
 
     def summary(self) -> dict[str, Any]:
         """The result JSON's ``workload``: the profiled workload plus target, seed and backend."""
         r = self.request
         return {
             **self.workload.key_dict(), "target_reward": r.target_reward, "seed": r.seed, "backend": r.backend,
-            "inject_faults": r.faults,
+            "inject_faults": r.faults_text,
         }
 
 
@@ -138,11 +137,6 @@ def search_space_for(workload: Workload, memories: tuple[int, ...], min_actors: 
     actors = tuple(a for a in DEFAULT_ACTOR_COUNTS if a >= min_actors) or (min_actors,)
     return SearchSpace(actors=actors, memories=memories, batches=batches_for(workload),
                        min_steps_per_actor=max(32, workload.steps_per_env))
-
-
-def pilot_min_actors(profile: Any) -> int:
-    """The fewest functions a profile's pilot visited (1 for a profile without a schedule)."""
-    return min((int(s["actors"]) for s in profile.pilot.get("schedule", [])), default=1)
 
 
 def prices_for(architecture: str, price_table: Path | None = None) -> Prices:

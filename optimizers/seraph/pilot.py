@@ -38,7 +38,7 @@ from optimizers.seraph.memory_probe import charge_learner_wait, cost_probe_sizes
 from optimizers.seraph.models import Observation, RunShape
 from optimizers.seraph.noise_scale import NoiseScaleTracker
 from optimizers.seraph.space import DEFAULT_MEMORY_SWEEP
-from optimizers.seraph.workload_profile import Profile, ProfileNoise, load_profile, save_profile
+from optimizers.seraph.workload_profile import PilotSummary, Profile, ProfileNoise, load_profile, save_profile
 from optimizers.seraph.records import observation, view
 from optimizers.seraph.defaults import DEFAULT_STEPS_PER_ENV
 from core.paths import hardware_fingerprint
@@ -428,26 +428,26 @@ def _learner_rows(timing: dict[str, Any]) -> list[Observation]:
 
 def _pilot_summary(
     result: Any, probe: dict[str, Any], probe_wall_s: float, timing: dict[str, Any], schedule: list[RunShape], seed: int
-) -> dict[str, Any]:
+) -> PilotSummary:
     """The profile's ``pilot``: the whole profiling bill and the pilot's training alone."""
-    return {
-        "iterations": len(result.iterations),
-        "env_steps": result.env_steps,
+    return PilotSummary(
+        iterations=len(result.iterations),
+        env_steps=result.env_steps,
         # the whole profiling bill: memory probe + pilot training + learner timing
-        "cost_usd": probe["cost_usd"] + result.cost_usd + timing["cost_usd"],
-        "cost_label": result.ledger.label,
-        "lambda_time_s": probe["lambda_time_s"] + result.lambda_time_s + timing["lambda_time_s"],
-        "lambda_time_label": result.lambda_time_label,
-        "wall_s": probe_wall_s + result.wall_s,
+        cost_usd=probe["cost_usd"] + result.cost_usd + timing["cost_usd"],
+        cost_label=result.ledger.label,
+        lambda_time_s=probe["lambda_time_s"] + result.lambda_time_s + timing["lambda_time_s"],
+        lambda_time_label=result.lambda_time_label,
+        wall_s=probe_wall_s + result.wall_s,
         # the pilot training alone: what the resumed run's checkpointed ledger holds
-        "training_cost_usd": result.cost_usd,
-        "training_lambda_time_s": result.lambda_time_s,
-        "final_mean_return": result.final_mean_return,
-        "seed": seed,
-        "schedule": [s.as_dict() for s in schedule],
-        "memory_probe": {**probe, "wall_s": probe_wall_s},
-        "learner_timing": timing,
-    }
+        training_cost_usd=result.cost_usd,
+        training_lambda_time_s=result.lambda_time_s,
+        final_mean_return=result.final_mean_return,
+        seed=seed,
+        schedule=tuple(schedule),
+        memory_probe={**probe, "wall_s": probe_wall_s},
+        learner_timing=timing,
+    )
 
 
 def run_pilot(
@@ -527,7 +527,7 @@ def serves(cached: Profile, memory_sweep: tuple[int, ...], cost_baseline_mb: int
     """Whether a cached profile serves a request for ``memory_sweep``: made for that sweep,
     and, if its probe stopped at one vCPU for the cost objective, asked for by a
     cost-objective run whose baseline size it covers."""
-    requested = cached.pilot.get("memory_probe", {}).get("requested_sweep", cached.memory_sweep)
+    requested = cached.pilot.requested_sweep or cached.memory_sweep
     if list(requested) != list(memory_sweep):
         return False
     if cached.memory_sweep == list(memory_sweep):

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, fields
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from core.errors import UserError
 from serverless.architectures import ARCHITECTURES
 from serverless.backends import check_tunable_backend
 from optimizers.seraph.baseline import STATIC_DEFAULT_CONFIG, BaselineConfig, BaselineConfigError
 from optimizers.seraph.objectives import OBJECTIVES, Objective
+
+if TYPE_CHECKING:  # the fault injector loads numpy; the CLI imports this module to build its help
+    from serverless.backends.faults import FaultSpec
 
 #: The smallest step cap a request may set: a pilot alone runs several thousand steps.
 MIN_MAX_STEPS = 1000
@@ -57,7 +60,7 @@ class SeraphRequest:
     baseline_config: BaselineConfig = STATIC_DEFAULT_CONFIG
     replan_every: int = 3  # iterations between re-plans
     retune: bool = True  # re-plan during training
-    faults: str | None = None  # faults injected into the rollout functions (FaultSpec's string form)
+    faults: "FaultSpec | None" = None  # faults injected into the rollout functions (text: parse_faults)
 
     checked_fields: ClassVar[tuple[str, ...]] = (
         "objective", "weight", "deadline_s", "budget_usd", "backend", "architecture", "target_reward",
@@ -129,16 +132,12 @@ class SeraphRequest:
         return None if 0 <= self.seed < 2**32 else f"must be between 0 and 2**32 - 1, got {self.seed}"
 
     def _check_faults(self) -> str | None:
-        """None, or a fault spec :meth:`serverless.backends.faults.FaultSpec.parse` reads."""
+        """None, or a parsed :class:`~serverless.backends.faults.FaultSpec` (text: :func:`parse_faults`)."""
         if self.faults is None:
             return None
         from serverless.backends.faults import FaultSpec
 
-        try:
-            FaultSpec.parse(self.faults)
-        except UserError as exc:
-            return str(exc).removeprefix("fault spec: ")
-        return None
+        return None if isinstance(self.faults, FaultSpec) else f"must be a parsed fault spec, got {self.faults!r}"
 
     def check_env(self) -> None:
         """That ``env_id`` names a Gymnasium env the trainer supports (loads gymnasium)."""
@@ -154,7 +153,12 @@ class SeraphRequest:
         return OBJECTIVES.make(self.objective, self.weight)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "baseline_config": self.baseline_config.as_dict()}
+        return {**asdict(self), "baseline_config": self.baseline_config.as_dict(), "faults": self.faults_text}
+
+    @property
+    def faults_text(self) -> str | None:
+        """The fault spec's text form (what ``--inject-faults`` takes), or None."""
+        return None if self.faults is None else self.faults.describe()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "SeraphRequest":
@@ -167,7 +171,23 @@ class SeraphRequest:
             data = {**data, "baseline_config": BaselineConfig(**base)}
         elif isinstance(base, str):
             data = {**data, "baseline_config": parse_baseline_config(base)}
+        if isinstance(data.get("faults"), str):
+            data = {**data, "faults": parse_faults(data["faults"])}
         return cls(**data)
+
+
+def parse_faults(text: str | None) -> "FaultSpec | None":
+    """The text form of a fault spec (``--inject-faults``, ``rl.inject_faults``,
+    :meth:`SeraphRequest.from_dict`) parsed by :meth:`~serverless.backends.faults.FaultSpec.parse`,
+    or None; a bad one is a :class:`RequestError` on ``faults``."""
+    if text is None:
+        return None
+    from serverless.backends.faults import FaultSpec
+
+    try:
+        return FaultSpec.parse(text)
+    except UserError as exc:
+        raise RequestError("faults", str(exc).removeprefix("fault spec: ")) from None
 
 
 def parse_baseline_config(text: str) -> BaselineConfig:

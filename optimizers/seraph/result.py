@@ -50,7 +50,7 @@ class SeraphPlan:
     def profile_summary(self) -> dict[str, Any]:
         """The result JSON's ``profile``: which profile, whether reused, the pilot's figures."""
         prof = self.pilot.profile
-        return {"key": prof.key, "reused": self.pilot.reused, "b_noise_pilot": prof.b_noise, "pilot": prof.pilot}
+        return {"key": prof.key, "reused": self.pilot.reused, "b_noise_pilot": prof.b_noise, "pilot": prof.pilot.as_dict()}
 
 
 @dataclass(frozen=True)

@@ -158,7 +158,7 @@ def train(planned: SeraphPlan, *, backend_obj: Any = None, progress: bool = Fals
     if not math.isfinite(res.cost_usd):
         raise RuntimeError("the ledger returned a non-finite cost")
     pilot, resumed = planned.pilot.profile.pilot, spec.resume
-    phases, check = phases_from_records(res.iterations, planner, float(pilot["training_cost_usd"]) if resumed else 0.0)
+    phases, check = phases_from_records(res.iterations, planner, pilot.training_cost_usd if resumed else 0.0)
     run = TrainedRun(
         achieved=achieved(res, pilot, resumed, planned.overhead, fresh=not planned.pilot.reused),
         phases=((profiling_phase(pilot),) if resumed else ()) + tuple(phases),

@@ -19,9 +19,9 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from optimizers.seraph.models import Observation
+from optimizers.seraph.models import Observation, RunShape
 from core.paths import cache_dir, fingerprint, hardware_fingerprint
 
 #: Part of every profile's key: raised whenever what a profile holds or how it is measured
@@ -71,14 +71,76 @@ def _finite(value: Any) -> float:
     return float(value)
 
 
-@dataclass
+@dataclass(frozen=True)
+class PilotSummary:
+    """What profiling cost and what the pilot trained: the whole bill (memory probe + pilot
+    training + learner timing) and the pilot's training alone (what a resumed run's
+    checkpointed ledger holds), its schedule of shapes, and the probe's and the learner
+    timing's own reports (:mod:`optimizers.seraph.memory_probe`, :mod:`optimizers.seraph.pilot`)."""
+
+    iterations: int = 0
+    env_steps: int = 0
+    cost_usd: float = 0.0
+    cost_label: str = ""
+    lambda_time_s: float = 0.0
+    lambda_time_label: str = ""
+    wall_s: float = 0.0
+    training_cost_usd: float = 0.0
+    training_lambda_time_s: float = 0.0
+    final_mean_return: float | None = None
+    seed: int | None = None
+    schedule: tuple[RunShape, ...] = ()
+    memory_probe: Mapping[str, Any] = field(default_factory=dict)
+    learner_timing: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def min_actors(self) -> int:
+        """The fewest functions the pilot visited (1 without a schedule)."""
+        return min((s.actors for s in self.schedule), default=1)
+
+    @property
+    def requested_sweep(self) -> list[int] | None:
+        """The memory sizes the probe was asked for (None when the profile does not say)."""
+        sweep = self.memory_probe.get("requested_sweep")
+        return None if sweep is None else [int(m) for m in sweep]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "iterations": self.iterations, "env_steps": self.env_steps, "cost_usd": self.cost_usd,
+            "cost_label": self.cost_label, "lambda_time_s": self.lambda_time_s, "lambda_time_label": self.lambda_time_label,
+            "wall_s": self.wall_s, "training_cost_usd": self.training_cost_usd,
+            "training_lambda_time_s": self.training_lambda_time_s, "final_mean_return": self.final_mean_return,
+            "seed": self.seed, "schedule": [s.as_dict() for s in self.schedule], "memory_probe": dict(self.memory_probe),
+            "learner_timing": dict(self.learner_timing),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "PilotSummary":
+        ret = d.get("final_mean_return")
+        seed = d.get("seed")
+        probe, timing = d.get("memory_probe", {}), d.get("learner_timing", {})
+        if not isinstance(probe, dict) or not isinstance(timing, dict):
+            raise ValueError("the pilot's memory_probe and learner_timing are mappings")
+        return cls(
+            iterations=int(_finite(d.get("iterations", 0))), env_steps=int(_finite(d.get("env_steps", 0))),
+            cost_usd=_finite(d.get("cost_usd", 0.0)), cost_label=str(d.get("cost_label", "")),
+            lambda_time_s=_finite(d.get("lambda_time_s", 0.0)), lambda_time_label=str(d.get("lambda_time_label", "")),
+            wall_s=_finite(d.get("wall_s", 0.0)), training_cost_usd=_finite(d.get("training_cost_usd", 0.0)),
+            training_lambda_time_s=_finite(d.get("training_lambda_time_s", 0.0)),
+            final_mean_return=None if ret is None else float(ret), seed=None if seed is None else int(seed),
+            schedule=tuple(RunShape(int(s["actors"]), int(s["memory_mb"]), int(s["batch"])) for s in d.get("schedule", [])),
+            memory_probe=probe, learner_timing=timing,
+        )
+
+
+@dataclass(frozen=True)
 class Profile:
     workload: dict[str, Any]
     backend: str
     hardware: str
     observations: list[Observation]
     noise: ProfileNoise
-    pilot: dict[str, Any]  # env_steps, iterations, cost_usd, lambda_time_s, wall_s, returns
+    pilot: PilotSummary
     memory_sweep: list[int]
     created_at: float = field(default_factory=time.time)
     version: int = PROFILE_VERSION
@@ -102,7 +164,7 @@ class Profile:
             "memory_sweep": self.memory_sweep,
             "observations": [o.as_dict() for o in self.observations],
             "noise": self.noise.as_dict(),
-            "pilot": self.pilot,
+            "pilot": self.pilot.as_dict(),
         }
 
     @classmethod
@@ -113,7 +175,7 @@ class Profile:
             hardware=d["hardware"],
             observations=[Observation.from_dict(o) for o in d["observations"]],
             noise=ProfileNoise.from_dict(d["noise"]),
-            pilot=d["pilot"],
+            pilot=PilotSummary.from_dict(d["pilot"]),
             memory_sweep=[int(m) for m in d["memory_sweep"]],
             created_at=float(d.get("created_at", 0.0)),
             version=int(d.get("version", 0)),
@@ -156,7 +218,7 @@ def _number(value: Any, *, allow_none: bool = False) -> bool:
 
 def _well_formed(prof: Profile) -> bool:
     """Every field the models read has the type and range they expect."""
-    if not (isinstance(prof.workload, dict) and isinstance(prof.pilot, dict)):
+    if not isinstance(prof.workload, dict):
         return False
     if not isinstance(prof.backend, str) or not isinstance(prof.hardware, str):
         return False

@@ -6,7 +6,7 @@ import pytest
 
 from benchmarks import seraph_cost_floor
 from optimizers.seraph import workload_profile as profiles
-from optimizers.seraph.workload_profile import Profile, ProfileNoise
+from optimizers.seraph.workload_profile import PilotSummary, Profile, ProfileNoise
 from optimizers.seraph.pilot import workload_for
 from tests.optimizers.seraph.test_workload_profile import synthetic_observations
 
@@ -14,7 +14,7 @@ from tests.optimizers.seraph.test_workload_profile import synthetic_observations
 def _profile_file(tmp_path):
     obs = synthetic_observations(levels=((885, 1500.0), (1769, 3000.0)), batches=(2048, 4096))
     p = Profile(workload=workload_for("CartPole-v1", None).key_dict(), backend="local", hardware=profiles.hardware_fingerprint(),
-                observations=obs, noise=ProfileNoise(b_noise=250.0), pilot={}, memory_sweep=[885, 1769])
+                observations=obs, noise=ProfileNoise(b_noise=250.0), pilot=PilotSummary(), memory_sweep=[885, 1769])
     path = tmp_path / "profile.json"
     path.write_text(json.dumps(p.as_dict()))
     return path

@@ -70,7 +70,7 @@ FLAGS = {"env_id": "--env", "retune": "--no-retune", "faults": "--inject-faults"
 
 def build_request(args: argparse.Namespace) -> Any:
     """The flags as a Seraph request, checked (env included); errors name the flag."""
-    from optimizers.seraph.request import RequestError, SeraphRequest, parse_baseline_config
+    from optimizers.seraph.request import RequestError, SeraphRequest, parse_baseline_config, parse_faults
 
     try:
         extra = {} if args.baseline_config is None else {"baseline_config": parse_baseline_config(args.baseline_config)}
@@ -78,7 +78,7 @@ def build_request(args: argparse.Namespace) -> Any:
             env_id=args.env, target_reward=args.target_reward, objective=args.objective, weight=args.weight,
             deadline_s=args.deadline_s, budget_usd=args.budget_usd, backend=args.backend,
             architecture=args.architecture, seed=args.seed, max_steps=args.max_steps, steps_per_env=args.steps_per_env,
-            replan_every=args.replan_every, retune=not args.no_retune, faults=args.inject_faults, **extra,
+            replan_every=args.replan_every, retune=not args.no_retune, faults=parse_faults(args.inject_faults), **extra,
         )
         request.check_env()  # unknown or unsupported env: an error naming what is allowed
     except RequestError as exc:

@@ -172,13 +172,13 @@ def test_a_rollout_that_waits_gets_the_whole_sweep_even_for_the_cost_objective()
 
 
 def test_a_cut_profile_serves_only_cost_runs_whose_baseline_size_it_covers() -> None:
-    from optimizers.seraph.workload_profile import Profile, ProfileNoise
+    from optimizers.seraph.workload_profile import PilotSummary, Profile, ProfileNoise
     from optimizers.seraph.pilot import serves
 
     sweep = (512, 1769, 3008)
     cut = Profile(workload={}, backend="local", hardware="h", observations=[], noise=ProfileNoise(),
-                  pilot={"memory_probe": {"requested_sweep": list(sweep)}}, memory_sweep=[1769])
-    full = Profile(workload={}, backend="local", hardware="h", observations=[], noise=ProfileNoise(), pilot={}, memory_sweep=list(sweep))
+                  pilot=PilotSummary(memory_probe={"requested_sweep": list(sweep)}), memory_sweep=[1769])
+    full = Profile(workload={}, backend="local", hardware="h", observations=[], noise=ProfileNoise(), pilot=PilotSummary(), memory_sweep=list(sweep))
     assert serves(cut, sweep, cost_baseline_mb=1769)
     assert not serves(cut, sweep, cost_baseline_mb=None)  # speed or balance: needs every size
     assert not serves(cut, sweep, cost_baseline_mb=3008)  # the baseline's size was not probed

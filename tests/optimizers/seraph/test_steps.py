@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from optimizers.seraph.models import Observation, RunShape
-from optimizers.seraph.workload_profile import Profile, ProfileNoise, save_profile
+from optimizers.seraph.workload_profile import PilotSummary, Profile, ProfileNoise, save_profile
 from optimizers.seraph.pilot import batches_for, pilot_batch, pilot_schedule, workload_for
 from optimizers.seraph.search import TIE_TOLERANCE
 from trainwise.cli import main
@@ -32,7 +32,7 @@ def _synthetic_profile(workload):
         hardware=hardware_fingerprint(),
         observations=obs,
         noise=ProfileNoise(b_noise=50.0),
-        pilot={"env_steps": 10000, "cost_usd": 2e-4, "lambda_time_s": 6.0, "wall_s": 6.0, "iterations": 16},
+        pilot=PilotSummary(env_steps=10000, cost_usd=2e-4, lambda_time_s=6.0, wall_s=6.0, iterations=16),
         memory_sweep=[512, 885, 1769, 3008, 5307, 10240],
     )
 
@@ -338,13 +338,11 @@ def test_the_default_workload_uses_env_slots_and_the_search_gives_each_function_
 
 
 def test_the_search_does_not_plan_fewer_functions_than_the_pilot_visited():
-    from types import SimpleNamespace
+    from optimizers.seraph.job import search_space_for
 
-    from optimizers.seraph.job import pilot_min_actors, search_space_for
-
-    at_baseline = SimpleNamespace(pilot={"schedule": [{"actors": 2, "memory_mb": 1769, "batch": 4000}] * 2})
-    assert pilot_min_actors(at_baseline) == 2
-    assert pilot_min_actors(SimpleNamespace(pilot={})) == 1
+    at_baseline = PilotSummary.from_dict({"schedule": [{"actors": 2, "memory_mb": 1769, "batch": 4000}] * 2})
+    assert at_baseline.min_actors == 2
+    assert PilotSummary.from_dict({}).min_actors == 1
     workload = workload_for("LunarLander-v3", None, steps_per_env=2000, batches=(4000,))
     assert {s.actors for s in search_space_for(workload, (1769,), min_actors=2).shapes()} == {2}
     assert {s.actors for s in search_space_for(workload, (1769,)).shapes()} == {1, 2}
@@ -411,7 +409,8 @@ def test_a_tuned_run_under_injected_faults_reports_them_and_loses_nothing(home):
 
     workload = workload_for("CartPole-v1", 3000)
     save_profile(_synthetic_profile(workload))
-    request = SeraphRequest("CartPole-v1", 475, objective="cost", max_steps=3000, faults="errors=0.2,throttle=0.2,seed=3")
+    request = SeraphRequest.from_dict({"env_id": "CartPole-v1", "target_reward": 475, "objective": "cost", "max_steps": 3000,
+                                        "faults": "errors=0.2,throttle=0.2,seed=3"})
     training = tune_and_train(SeraphJob.of(request)).to_dict()["training"]
     faults = training["faults"]
     assert faults["injected"]["errors"] > 0 and faults["injected"]["throttle"] > 0

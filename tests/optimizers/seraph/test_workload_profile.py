@@ -6,7 +6,7 @@ import pytest
 
 from optimizers.seraph import workload_profile as profiles
 from optimizers.seraph.models import Observation, PerformanceModel, RunShape
-from optimizers.seraph.workload_profile import Profile, ProfileNoise, load_profile, profile_path, save_profile
+from optimizers.seraph.workload_profile import PilotSummary, Profile, ProfileNoise, load_profile, profile_path, save_profile
 
 WORKLOAD = {"env_id": "CartPole-v1", "ppo": {"lr": 3e-4}, "architecture": "x86_64"}
 
@@ -31,7 +31,7 @@ def _profile(workload=WORKLOAD):
         hardware=profiles.hardware_fingerprint(),
         observations=synthetic_observations(),
         noise=ProfileNoise(b_noise=250.0),
-        pilot={"env_steps": 12000, "cost_usd": 0.001},
+        pilot=PilotSummary(env_steps=12000, cost_usd=0.001),
         memory_sweep=[512, 1769],
     )
 

@@ -207,7 +207,7 @@ def test_workload_spec_validates_inject_faults() -> None:
     ok = parse_spec({"name": "x", "rl": {"target_reward": 475, "inject_faults": "errors=0.1,seed=2"}})
     assert ok.rl is not None and FaultSpec.parse(ok.rl.inject_faults or "") == FaultSpec(errors=0.1, seed=2)
     # the workload file's faults travel with the Seraph request that the flow's tasks run
-    assert ok.rl.request().faults is not None and FaultSpec.parse(ok.rl.request().faults) == FaultSpec(errors=0.1, seed=2)
+    assert ok.rl.request().faults == FaultSpec(errors=0.1, seed=2)
     with pytest.raises(UserError, match="rl.inject_faults: unknown key 'bogus'"):
         parse_spec({"name": "x", "rl": {"target_reward": 475, "inject_faults": "bogus=1"}})
 
