@@ -111,11 +111,12 @@ def run_env(
     from optimizers.rl_baselines.static import run_static
     from optimizers.seraph.pilot import workload_for
     from optimizers.seraph.job import search_space_for
+    from optimizers.seraph.space import DEFAULT_MEMORY_SWEEP
     from serverless.backends import make_backend
 
     target = TARGETS[env]
     workload = workload_for(env, max_steps, steps_per_env=steps_per_env)
-    space = search_space_for(workload, (512, 885, 1769, 3008, 5307, 10240))
+    space = search_space_for(workload, DEFAULT_MEMORY_SWEEP)
 
     class _Runs(list):  # every finished run is saved at once, so a long benchmark loses nothing
         def append(self, item: Any) -> None:
