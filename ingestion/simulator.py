@@ -59,7 +59,7 @@ throughput 0, ``oom=True``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal, Mapping
 
 import numpy as np
@@ -455,11 +455,6 @@ def random_pipeline(rng: np.random.Generator, kind: PipelineKind, name: str | No
         oversub_overhead=float(rng.uniform(0.02, 0.1)),
         source="synthetic",
     )
-
-
-def with_bytes(model: PipelineModel, stage: str, bytes_per_row: float) -> PipelineModel:
-    """A copy of ``model`` with one stage's output size changed (handy for memory tests)."""
-    return replace(model, stages=tuple(replace(s, bytes_per_row=bytes_per_row) if s.name == stage else s for s in model.stages))
 
 
 def model_from_space(

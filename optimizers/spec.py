@@ -174,20 +174,8 @@ class WorkloadSpec(_Strict):
             raise ValueError("a workload needs an 'rl' section, an 'ingestion' section, or both")
         return self
 
-    def fingerprint_of(self, section: str) -> dict[str, Any]:
-        """The JSON form of one section (what profile cache keys hash)."""
-        part = getattr(self, section)
-        return {} if part is None else part.model_dump(mode="json")
-
 
 # -- loading --------------------------------------------------------------------------------------
-
-def known_optimizers() -> list[str]:
-    """The ingestion optimizers a spec may name (the registry, InTune and the baselines)."""
-    from optimizers.ingestion_optimizers import INGESTION_OPTIMIZERS
-
-    return list(INGESTION_OPTIMIZERS.names())
-
 
 def _check_optimizer_names(names: list[str]) -> None:
     from optimizers.ingestion_optimizers import INGESTION_OPTIMIZERS

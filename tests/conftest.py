@@ -3,7 +3,8 @@
 Prefect isolation happens at import time, before any test module imports prefect:
 a throwaway ``PREFECT_HOME`` and an empty ``PREFECT_API_URL`` (environment variables
 beat a stray ``.env`` or a user profile, so tests never talk to a real server or
-write into ``~/.prefect``), and no analytics.
+write into ``~/.prefect``), and no analytics. TensorFlow's C++ warnings are off
+(``TF_CPP_MIN_LOG_LEVEL=2``, unless set): the reason is beside the setting.
 
 ``TRAINWISE_HOME`` and ``TRAINWISE_RUNS`` point at a temporary folder for the whole session
 (``_isolated_trainwise_home``, autouse), so no test reads or writes the checkout's caches.
@@ -32,6 +33,12 @@ os.environ["PREFECT_API_URL"] = ""
 os.environ["PREFECT_API_KEY"] = ""
 os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
 os.environ.setdefault("MPLBACKEND", "Agg")
+# TensorFlow's C++ warnings off, set before any test imports TensorFlow. The tf.data service
+# test stops its dispatcher and kills its workers at teardown, but the trainer-side reader of
+# a job whose worker was killed stays blocked in TensorFlow's GetNext (the epoch never ends
+# while the lost worker's task is listed) and cannot be cancelled from Python; its client
+# would log a failed heartbeat every second until the process exits.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 SERVER_FIXTURES = {"prefect_harness", "prefect_workspace"}

@@ -28,6 +28,7 @@ def _ray(request: pytest.FixtureRequest) -> Any:
 
     if not ray.is_initialized():
         ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+        request.addfinalizer(ray.shutdown)  # stopped at teardown even if building or checking the backend fails
     return make_backend("ray")
 
 

@@ -78,10 +78,18 @@ def test_reporting_backend_counts_steps_and_returns_then_delegates() -> None:
 
 
 def test_reporting_backend_survives_a_failing_callback() -> None:
+    calls: list[int] = []
+
     def broken(steps: int, ret: float | None) -> None:
+        calls.append(steps)
         raise RuntimeError("API down")
 
-    ReportingBackend(_Inner(), broken).invoke([{"num_steps": 5}], 512)
+    backend = ReportingBackend(_Inner(), broken)
+    first = backend.invoke([{"num_steps": 5}], 512)
+    second = backend.invoke([{"num_steps": 7}], 512)
+    assert [inv.result for inv in first.invocations][0] == {"env_steps": 5, "episode_returns": [5.0]}
+    assert len(second.invocations) == 2  # the batch still comes back after the callback failed
+    assert calls == [5, 12]  # the callback keeps being called, with the running step count
 
 
 def test_report_helpers(tmp_path: Path) -> None:

@@ -15,8 +15,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from core.errors import UserError
 
@@ -56,20 +57,40 @@ def register(sub: argparse._SubParsersAction) -> None:
     serve.set_defaults(handler=serve_handler)
 
 
-def _prefect_defaults() -> None:
-    """Settings for an offline laptop run; the user's environment still wins.
+_PREFECT_DEFAULTS = {
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    # a generous start-up timeout keeps the embedded server from timing out on a busy
+    # 2-core machine (Prefect's default is 20 s)
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120",
+    "PREFECT_LOGGING_LOG_PRINTS": "true",
+    "MPLBACKEND": "Agg",
+    "TF_CPP_MIN_LOG_LEVEL": "2",  # TensorFlow's start-up banners hide the run's log
+}
 
-    An empty ``PREFECT_API_URL`` means "no server" (Prefect would otherwise try to
-    connect to an empty URL); a generous start-up timeout keeps the embedded server
-    from timing out on a busy 2-core machine (the default is 20 s).
+
+@contextmanager
+def prefect_environment() -> Iterator[None]:
+    """Settings for an offline laptop run while the command runs; the user's environment wins.
+
+    Each of :data:`_PREFECT_DEFAULTS` is set unless the environment already has it, and an
+    empty ``PREFECT_API_URL`` is removed (it means "no server"; Prefect would otherwise try
+    to connect to an empty URL). On exit every variable touched is put back as it was, so
+    the process's environment is the same after the command as before it.
     """
-    if os.environ.get("PREFECT_API_URL", None) == "":
-        del os.environ["PREFECT_API_URL"]
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-    os.environ.setdefault("PREFECT_LOGGING_LOG_PRINTS", "true")
-    os.environ.setdefault("MPLBACKEND", "Agg")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's start-up banners hide the run's log
+    touched = ("PREFECT_API_URL", *_PREFECT_DEFAULTS)
+    before = {name: os.environ.get(name) for name in touched}
+    try:
+        if os.environ.get("PREFECT_API_URL") == "":
+            del os.environ["PREFECT_API_URL"]
+        for name, value in _PREFECT_DEFAULTS.items():
+            os.environ.setdefault(name, value)
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def run_handler(args: argparse.Namespace) -> dict[str, Any]:
@@ -77,18 +98,22 @@ def run_handler(args: argparse.Namespace) -> dict[str, Any]:
 
     need = {"seraph": "rl", "intune": "ingestion"}.get(args.flow)
     load_spec(args.config, need=need)  # fail on a bad file before Prefect starts
-    _prefect_defaults()
-    server = os.environ.get("PREFECT_API_URL") or "Prefect's embedded local server (SQLite)"
-    print(f"trainwise: running the {args.flow} flow on {args.config} via {server}", file=sys.stderr)
+    with prefect_environment():
+        server = os.environ.get("PREFECT_API_URL") or "Prefect's embedded local server (SQLite)"
+        print(f"trainwise: running the {args.flow} flow on {args.config} via {server}", file=sys.stderr)
+        from flows import get_flow
 
-    from flows import get_flow
+        state = get_flow(args.flow)(config=str(args.config), refresh_profiles=args.refresh_profiles, return_state=True)
+        return _result_of(state, args.flow)
 
-    state = get_flow(args.flow)(config=str(args.config), refresh_profiles=args.refresh_profiles, return_state=True)
+
+def _result_of(state: Any, flow: str) -> dict[str, Any]:
+    """The flow's result, its summary printed; a failed flow raises, after printing what it reported."""
     if not state.is_completed():
         partial = state.result(raise_on_failure=False)
         if isinstance(partial, dict) and "report" in partial:  # a branch failed; the rest is reported
             _print_summary(partial)
-            raise UserError(f"the {args.flow} flow failed: {state.message}")
+            raise UserError(f"the {flow} flow failed: {state.message}")
         state.result()  # raises the flow's own error (a UserError prints as one line)
     result: dict[str, Any] = state.result()
     _print_summary(result)
@@ -106,9 +131,13 @@ def _print_summary(result: dict[str, Any]) -> None:
 
 
 def serve_handler(args: argparse.Namespace) -> dict[str, Any]:
+    with prefect_environment():
+        return _serve(args)
+
+
+def _serve(args: argparse.Namespace) -> dict[str, Any]:
     from flows.deployments import load_deployments
 
-    _prefect_defaults()
     path = Path(args.prefect_file)
     entries = load_deployments(path)  # validates entrypoints, parameters and schedules
     summary = {

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import base64
+import signal
 
 import pytest
 
 from serverless.backends import make_backend
+from serverless.backends import local
 from serverless.backends.local import LocalBackend
 from serverless.envs import inspect_env
 from serverless.policy import encode_weights, export_numpy
@@ -60,7 +62,43 @@ def test_new_memory_size_means_cold_instances_and_throttled_runs_complete(backen
     batch = backend.invoke(_events(2), memory_mb=512, concurrency=2)
     assert all(inv.billing.cold_start for inv in batch.invocations)
     assert all(inv.result is not None and inv.billing.memory_mb == 512 for inv in batch.invocations)
-    assert all(inv.result["emulator"]["throttled_s"] >= 0 for inv in batch.invocations)
+
+
+def _signals_sent(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Every signal the backend sends its workers (the throttle's SIGSTOP/SIGCONT), in order."""
+    sent: list[int] = []
+    send = local._Worker._signal
+
+    def spy(worker: local._Worker, sig: int) -> None:
+        sent.append(sig)
+        send(worker, sig)
+
+    monkeypatch.setattr(local._Worker, "_signal", spy)
+    return sent
+
+
+def test_below_one_vcpu_the_throttle_stops_and_resumes_the_worker(backend: LocalBackend,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 128 MB a function gets 128/1769 of a vCPU (1.4 ms of CPU per 20 ms period); a
+    300-step rollout needs far more CPU than one period's quota, so the worker is stopped."""
+    sent = _signals_sent(monkeypatch)
+    batch = backend.invoke(_events(2, steps=300), memory_mb=128, concurrency=2)
+    assert all(inv.result is not None for inv in batch.invocations)
+    assert all(inv.result["emulator"]["throttled_s"] > 0 for inv in batch.invocations)
+    assert sent.count(signal.SIGSTOP) > 0 and sent.count(signal.SIGSTOP) == sent.count(signal.SIGCONT)
+
+
+@pytest.mark.parametrize(("memory_mb", "throttle"), [(1769, True), (128, False)])
+def test_at_one_vcpu_or_with_the_throttle_off_the_worker_is_never_stopped(memory_mb: int, throttle: bool,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    sent = _signals_sent(monkeypatch)
+    b = LocalBackend(max_workers=1, throttle=throttle)
+    try:
+        batch = b.invoke(_events(1, steps=300), memory_mb=memory_mb, concurrency=1)
+    finally:
+        b.close()
+    assert batch.invocations[0].result["emulator"]["throttled_s"] == 0.0
+    assert sent == []
 
 
 def test_handler_errors_are_reported_per_invocation(backend: LocalBackend) -> None:
