@@ -25,17 +25,18 @@ def test_a_preset_is_a_fresh_copy() -> None:
 
 @pytest.mark.slow
 def test_the_pendulum_preset_learns_in_a_few_iterations(tmp_path) -> None:
-    """Ten iterations of the preset on seed 10 (deterministic per seed): the mean return of
-    the last iteration's episodes is far above the first's (a random policy scores about -1,200)."""
+    """Twelve iterations of the preset on seed 10 (deterministic per seed and library build):
+    the mean return of the last iteration's episodes is far above the first's (a random
+    policy scores about -1,200; the preset's curve climbs from the fifth iteration on)."""
     from serverless.trainer import RunConfig, TrainSpec, train
 
     p = preset_for("Pendulum-v1")
     spec = TrainSpec(
-        env_id="Pendulum-v1", target_reward=0.0, max_steps=10 * p.batch,
+        env_id="Pendulum-v1", target_reward=0.0, max_steps=12 * p.batch,
         run=RunConfig(actors=1, memory_mb=1769, batch=p.batch), ppo=p.ppo, seed=10, backend="local",
         checkpoint_every=0, checkpoint_dir=tmp_path / "ckpt",
     )
     result = train(spec, progress=False)
     returns = [point["mean_return"] for point in result.curve]
-    assert result.env_steps == 10 * p.batch and len(returns) == 10
-    assert returns[0] < -900 and returns[-1] > returns[0] + 300
+    assert result.env_steps == 12 * p.batch and len(returns) == 12
+    assert returns[0] < -900 and returns[-1] > returns[0] + 400
