@@ -57,7 +57,7 @@ def run_case(vcpus: int, kind: str, *, seed: int, trials: int, calibration_error
     from optimizers.baselines.autotune_model import hill_climb
     from optimizers.baselines.plumber import plumber_plan
     from optimizers.intune.settings import InTuneSettings
-    from optimizers.intune.tuner import InTuneOptimizer
+    from optimizers.intune.optimizer import InTuneOptimizer
 
     node, truth, belief, space = make_case(seed, vcpus, kind, calibration_error)
     t0 = time.monotonic()
@@ -90,7 +90,7 @@ def run_case(vcpus: int, kind: str, *, seed: int, trials: int, calibration_error
         "grid_size": grid_size,
         "oracle": entry(oracle_cfg, oracle_m, search_s=oracle_s),
         "intune": entry(best_cfg, intune_true, trials=len(res.trials), oom_trials=ooms, stopped_by=opt.finished,
-                        start_vs_oracle=start_true.rows_per_s / oracle_m.rows_per_s, start_source=opt.start_source,
+                        start_vs_oracle=start_true.rows_per_s / oracle_m.rows_per_s, start_source=opt.state.start_source,
                         tuning_s=intune_s),
         "plumber_lp": entry(plan["config"], plumber_true, lp_rows_per_s_on_calibrated_model=plan["lp_rows_per_s"]),
         "autotune_model": entry(auto_cfg, auto_true, model=AUTOTUNE_LABEL, **auto_info),

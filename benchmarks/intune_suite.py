@@ -114,7 +114,7 @@ def _sim_optimizer(name: str, case: SimCase, clock: Callable[[], float], budget_
     from optimizers.intune.agent import MaskedDQN
     from optimizers.intune.pretrain import PRETRAINED
     from optimizers.intune.settings import InTuneSettings
-    from optimizers.intune.tuner import InTuneOptimizer
+    from optimizers.intune.optimizer import InTuneOptimizer
 
     if name in ("intune", "intune-model"):
         settings = InTuneSettings(use_agent=name == "intune")

@@ -21,7 +21,7 @@ from optimizers.intune.agent import MaskedDQN
 from optimizers.intune.env import OBS_VERSION, check_layout
 from optimizers.intune.pretrain import PRETRAINED
 from optimizers.intune.settings import InTuneSettings
-from optimizers.intune.tuner import InTuneOptimizer
+from optimizers.intune.optimizer import InTuneOptimizer
 from core.errors import UserError
 
 __all__ = ["InTuneOptimizer", "InTuneSettings", "MaskedDQN", "make_intune_optimizer", "load_agent"]

@@ -33,7 +33,7 @@ from optimizers.intune.agent import DQNConfig, MaskedDQN
 from optimizers.intune.env import (ACTIONS, RESIDUAL_CLIP, STOP, Masker, apply_action, calibration_like, observe,
                                    random_start, randomised)
 from optimizers.intune.pretrain import PRETRAINED
-from optimizers.intune.tuner import model_best
+from optimizers.intune.phases.start import model_best
 
 @dataclass(frozen=True)
 class PretrainSettings:
