@@ -17,7 +17,8 @@ from ingestion.pipeline import PipelineSpec  # noqa: E402
 from optimizers.tuning import MeasureProtocol, tune_pipeline  # noqa: E402
 from trainwise.cli import main  # noqa: E402
 
-TINY = MeasureProtocol(warmup_s=0.05, window_s=0.1, repeats=2)
+# windows long enough that a loaded machine still pulls rows in every one of them
+TINY = MeasureProtocol(warmup_s=0.2, window_s=0.5, repeats=2)
 NODE = {"name": "t", "vcpus": 2, "ram_gib": 4.0, "hourly_usd": 0.0}
 
 
@@ -35,7 +36,7 @@ def user_pipeline_spec() -> PipelineSpec:
 
 def test_measure_in_process_counts_rows():
     spec = user_pipeline_spec()
-    m = measure_in_process(spec, {"threads": 1, "batch": 64}, warmup_s=0.05, window_s=0.1, repeats=3)
+    m = measure_in_process(spec, {"threads": 1, "batch": 64}, warmup_s=0.2, window_s=0.5, repeats=3)
     assert m.label == "measured" and m.rows_per_s > 0 and m.peak_rss_mb > 0
     assert len(m.extra["windows_rows_per_s"]) == 3 and m.extra["rows"] % 64 == 0 and m.extra["rows"] > 0
     # the cores this process kept busy over the windows (it pulled rows all along: more than none,
@@ -78,7 +79,7 @@ def test_worker_measures_dlrm_and_reports_memory(tmp_path):
     datagen.generate(400, "tsv", tmp_path / "d", shards=2)
     spec = dlrm_spec(str(tmp_path / "d"), node=NODE, batch_sizes=[32])
     with MeasureWorker(spec, memory_limit_mb=8000) as w:
-        m = w.measure(spec.space.initial(), warmup_s=0.05, window_s=0.1, repeats=1, stage_profile=True)
+        m = w.measure(spec.space.initial(), warmup_s=0.2, window_s=0.5, repeats=1, stage_profile=True)
         assert m.rows_per_s > 0 and m.extra["rows"] % 32 == 0
         assert m.peak_rss_mb >= m.extra["rss_before_mb"] > 0  # TF's runtime lives in the worker, not here
         assert set(m.extra["stage_rows_per_s"]) == {"read", "shuffle", "batch", "parse", "transform", "prefetch"}
@@ -86,7 +87,7 @@ def test_worker_measures_dlrm_and_reports_memory(tmp_path):
         assert all(c > 0 for c in m.extra["stage_cores_busy"].values())
     # a memory limit below TensorFlow's own footprint: reported as out of memory, not a crash
     with MeasureWorker(spec, memory_limit_mb=50) as w:
-        m = w.measure(spec.space.initial(), warmup_s=0.05, window_s=0.1, repeats=1)
+        m = w.measure(spec.space.initial(), warmup_s=0.2, window_s=0.5, repeats=1)
         assert m.oom and m.extra["failure"] in ("memory limit", "worker exit 75")
 
 
@@ -130,7 +131,7 @@ def test_cli_bench_measures_a_config_file(tmp_path, capsys):
               "parse_parallelism": 1, "transform_parallelism": 0, "prefetch_buffer": 1}
     (tmp_path / "c.json").write_text(json.dumps(config))
     code, err = _run_cli(["ingest", "bench", "--config", str(tmp_path / "c.json"), "--data", str(tmp_path / "d"),
-                          "--warmup-s", "0.05", "--window-s", "0.1", "--repeats", "2", "--json-out",
+                          "--warmup-s", "0.2", "--window-s", "0.5", "--repeats", "2", "--json-out",
                           str(tmp_path / "b.json")], capsys)
     assert code == 0, err
     doc = json.loads((tmp_path / "b.json").read_text())

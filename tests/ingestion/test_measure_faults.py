@@ -53,7 +53,7 @@ def importable_tests(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.slow  # four worker start-ups, each importing TensorFlow
 def test_a_hung_or_killed_worker_fails_its_trial_and_the_search_goes_on(importable_tests: None) -> None:
     spec = faulty_spec()
-    with MeasureWorker(spec, hang_margin_s=2.0) as worker:
+    with MeasureWorker(spec, hang_margin_s=_hang_margin(spec)) as worker:
         result = tune_pipeline(spec, Node("t", 1, 4), "grid", time_budget_s=600, search=TINY, final=TINY,
                                progress=False, worker=worker).to_json()
         assert worker.restarts == 2  # a fresh worker after the hang and after the kill
@@ -69,6 +69,15 @@ def test_a_hung_or_killed_worker_fails_its_trial_and_the_search_goes_on(importab
     assert history[DIES]["oom"] and history[DIES]["failure"] == f"worker exit {-signal.SIGKILL}"
     assert result["search"]["failed_trials"] == {"timeout": 1, f"worker exit {-signal.SIGKILL}": 1}
     assert result["config"]["mode"] == HEALTHY and result["rows_per_s"] > 0  # the healthy one wins
+
+
+def _hang_margin(spec: PipelineSpec) -> float:
+    """A hang margin far above what a freshly started worker needs for one healthy measurement
+    (measured here, on this machine), so only the configuration that hangs times out."""
+    started = time.monotonic()
+    with MeasureWorker(spec) as fresh:
+        assert not fresh.measure({"mode": HEALTHY, "batch": 64}, **TINY.as_kwargs()).oom
+    return max(10.0, 5.0 * (time.monotonic() - started))
 
 
 class _Lines:
