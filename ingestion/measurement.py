@@ -38,3 +38,21 @@ class Measurement:
         return {k: float(self.extra[k]) for k in ("cores_busy", "other_cores_busy") if self.extra.get(k) is not None}
 
 
+
+
+@dataclass(frozen=True)
+class MeasureProtocol:
+    """Warm-up, window and repeats of one measurement (seconds)."""
+
+    warmup_s: float
+    window_s: float
+    repeats: int
+
+    def as_kwargs(self) -> dict[str, Any]:
+        return {"warmup_s": self.warmup_s, "window_s": self.window_s, "repeats": self.repeats}
+
+
+#: How a search measures each trial: short, so a budget holds many.
+SEARCH_PROTOCOL = MeasureProtocol(warmup_s=1.0, window_s=1.5, repeats=2)
+#: How a chosen configuration is measured at the end: longer and repeated, the same for every optimizer.
+FINAL_PROTOCOL = MeasureProtocol(warmup_s=4.0, window_s=3.0, repeats=3)

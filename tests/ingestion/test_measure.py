@@ -14,7 +14,7 @@ from ingestion.knobs import Knob, KnobSpace  # noqa: E402
 from ingestion.measure import MeasureWorker, measure_in_process  # noqa: E402
 from ingestion.node import Node  # noqa: E402
 from ingestion.pipeline import PipelineSpec  # noqa: E402
-from optimizers.tuning import MeasureProtocol, tune_pipeline  # noqa: E402
+from optimizers.tuning import IngestJob, MeasureProtocol, TuningOptions, tune_pipeline  # noqa: E402
 from trainwise.cli import main  # noqa: E402
 
 # windows long enough that a loaded machine still pulls rows in every one of them
@@ -68,7 +68,8 @@ def test_machine_busy_counts_this_process_work():
 @pytest.mark.slow
 def test_user_pipeline_is_tuned_by_a_baseline():
     spec = user_pipeline_spec()
-    r = tune_pipeline(spec, Node("t", 2, 4), "grid", time_budget_s=60, search=TINY, final=TINY, progress=False).to_json()
+    job = IngestJob.create(spec, Node("t", 2, 4), time_budget_s=60, search=TINY, final=TINY)
+    r = tune_pipeline(job, "grid", TuningOptions(progress=False)).to_json()
     assert r["search"]["trials"] == spec.space.grid_size() == 6
     assert spec.space.is_valid(r["config"]) and r["rows_per_s"] > 0 and r["label"] == "measured"
     assert all(t["cores_busy"] > 0 for t in r["search"]["history"])  # every trial says what cores it had

@@ -20,7 +20,7 @@ from ingestion.knobs import Knob, KnobSpace
 from ingestion.measure import MeasureWorker
 from ingestion.node import Node
 from ingestion.pipeline import PipelineSpec
-from optimizers.tuning import MeasureProtocol, tune_pipeline
+from optimizers.tuning import IngestJob, MeasureProtocol, TuningOptions, tune_pipeline
 from trainwise.cli import main
 
 TINY = MeasureProtocol(warmup_s=0.05, window_s=0.1, repeats=2)
@@ -54,8 +54,8 @@ def importable_tests(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_hung_or_killed_worker_fails_its_trial_and_the_search_goes_on(importable_tests: None) -> None:
     spec = faulty_spec()
     with MeasureWorker(spec, hang_margin_s=_hang_margin(spec)) as worker:
-        result = tune_pipeline(spec, Node("t", 1, 4), "grid", time_budget_s=600, search=TINY, final=TINY,
-                               progress=False, worker=worker).to_json()
+        job = IngestJob.create(spec, Node("t", 1, 4), time_budget_s=600, search=TINY, final=TINY)
+        result = tune_pipeline(job, "grid", TuningOptions(worker=worker, progress=False)).to_json()
         assert worker.restarts == 2  # a fresh worker after the hang and after the kill
         # a worker that answers garbage fails that measurement only, and is replaced
         worker._proc.stdout = _Lines(["not json\n"])
