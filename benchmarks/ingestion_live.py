@@ -150,7 +150,7 @@ def _summarise(ms: list[Any]) -> dict[str, Any]:
         "spread": (max(rates) - min(rates)) / median if median else None,
         "peak_rss_mb": max(m.peak_rss_mb for m in ms),
         "pipeline_rss_mb": max(float(m.extra.get("pipeline_rss_mb", 0.0)) for m in ms),
-        "oom": any(m.oom for m in ms),
+        "oom": any(m.failed for m in ms),
         "label": "measured",
     }
 

@@ -72,7 +72,7 @@ def run_case(vcpus: int, kind: str, *, seed: int, trials: int, calibration_error
     intune_s = time.monotonic() - t0
     best_cfg = opt.best[0] if opt.best is not None else res.best_config  # its pick: best mean measurement
     intune_true = simulate(truth, best_cfg, node)
-    ooms = sum(1 for t in res.trials if t.measurement.oom)
+    ooms = sum(1 for t in res.trials if t.measurement.failed)
 
     plan = plumber_plan(space, node, belief)
     plumber_true = simulate(truth, plan["config"], node)
@@ -81,7 +81,7 @@ def run_case(vcpus: int, kind: str, *, seed: int, trials: int, calibration_error
     start_true = simulate(truth, opt.start, node)
 
     def entry(cfg: dict, m: Any, **more: Any) -> dict[str, Any]:
-        return {"config": cfg, "rows_per_s": m.rows_per_s, "oom": m.oom, "vs_oracle": m.rows_per_s / oracle_m.rows_per_s,
+        return {"config": cfg, "rows_per_s": m.rows_per_s, "oom": m.failed, "vs_oracle": m.rows_per_s / oracle_m.rows_per_s,
                 "memory_fraction": m.extra.get("memory_fraction"), "label": SIM_LABEL, **more}
 
     return {

@@ -147,17 +147,17 @@ def sim_run(name: str, case: SimCase, s: SimSettings) -> dict[str, Any]:
 
     opt = _sim_optimizer(name, case, clock, s.budget_s - t[0])
     result = run(opt, evaluate, time_budget_s=s.budget_s - t[0], clock=clock)
-    failed = sum(tr.measurement.oom for tr in result.trials)
-    if result.best_config is None or result.best is None or result.best.oom:
+    failed = sum(tr.measurement.failed for tr in result.trials)
+    if result.best_config is None or result.best is None or result.best.failed:
         return {"config": None, "rows_per_s": 0.0, "trials": len(result.trials), "failed": failed,
                 "tuning_s": t[0], "peak_mb": 0.0, "oom": True}
     config, _ = recommendation(opt, result)
     final = case.member.simulate(case.truth, config, case.node)
     history = [{"config": tr.config, "rows_per_s": tr.measurement.rows_per_s, "elapsed_s": tr.elapsed_s,
-                "oom": tr.measurement.oom} for tr in result.trials]
+                "oom": tr.measurement.failed} for tr in result.trials]
     return {"config": config, "rows_per_s": final.rows_per_s, "trials": len(result.trials), "failed": failed,
             "tuning_s": round(t[0], 1), "search_s": round(history[-1]["elapsed_s"], 1) if history else 0.0,
-            "peak_mb": round(memory_mb(case.truth, config)[0], 1), "oom": final.oom,
+            "peak_mb": round(memory_mb(case.truth, config)[0], 1), "oom": final.failed,
             "stopped_by": getattr(opt, "finished", None) or result.stopped_by, "history": _trial_log(history)}
 
 

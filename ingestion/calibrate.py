@@ -275,7 +275,7 @@ def fit_contention(
     took the slowdown that comes from busy cores (measured: 8.8 CPU-us per row on one core,
     10.8-11.4 with both cores working) and charged it to idle threads instead.
     """
-    usable = [(c, m) for c, m in points if not m.oom and m.rows_per_s > 0]
+    usable = [(c, m) for c, m in points if not m.failed and m.rows_per_s > 0]
     if not usable:
         return model
     best, best_err = model, math.inf
@@ -367,7 +367,7 @@ def knob_deltas(
     threshold = noise_threshold(base_samples, floor, z)
     effects: list[dict[str, Any]] = []
     for k, v, m, bracket in variants:
-        if m.oom or m.rows_per_s <= 0:
+        if m.failed or m.rows_per_s <= 0:
             effects.append({"knob": k.name, "value": v, "ratio": None, "booked": False})
             continue
         ratio = m.rows_per_s / (bracket or anchor)
@@ -598,7 +598,7 @@ def _calibration_of(p: _Profiling, fitted: _Fitted, key: str) -> Calibration:
     model, base, step3 = fitted.model, fitted.base, fitted.step3
     points, raw = fitted.points, step3.raw
     fit_points = [
-        {"config": c, "measured": m.rows_per_s, "simulated": simulate(model, c, p.node).rows_per_s, "oom": m.oom,
+        {"config": c, "measured": m.rows_per_s, "simulated": simulate(model, c, p.node).rows_per_s, "oom": m.failed,
          **m.cores}
         for c, m in points
     ]

@@ -17,18 +17,20 @@ MeasurementLabel = Literal["measured", "simulated", "modelled"]
 @dataclass(frozen=True)
 class Measurement:
     """What one configuration achieved. ``label`` says whether it was measured on the
-    real pipeline, simulated or modelled; the figures are never mixed silently."""
+    real pipeline, simulated or modelled; the figures are never mixed silently. ``failed``: the
+    configuration did not run (out of memory, a hung or dead measuring worker, a pipeline
+    error; ``extra["failure"]`` says which when known), and its rows/s count for nothing."""
 
     rows_per_s: float
     peak_rss_mb: float = 0.0
-    oom: bool = False
+    failed: bool = False
     label: MeasurementLabel = "measured"
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def score(self) -> float:
-        """What optimizers maximise: throughput, with out-of-memory worth nothing."""
-        return float("-inf") if self.oom else self.rows_per_s
+        """What optimizers maximise: throughput, with a failed configuration worth nothing."""
+        return float("-inf") if self.failed else self.rows_per_s
 
     @property
     def cores(self) -> dict[str, float]:

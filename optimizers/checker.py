@@ -11,7 +11,7 @@ loop of :func:`optimizers.asktell.run` under a trial cap. It raises
   A configuration may ask for more threads than the CPU budget (the heuristic baseline
   does, on purpose);
 * ``tell`` accepts every measurement, including a failed one: the second trial is told as an
-  out-of-memory failure (``oom=True``, zero rows/s), as the live measurement reports a crash;
+  out-of-memory failure (``failed=True``, zero rows/s), as the live measurement reports a crash;
   an optimizer that proposes one configuration only is told, after it is done, that a
   re-measurement of it failed, and must then still answer ``ask`` with None or a valid one;
 * within the cap, ``ask`` either returns None (done) or keeps proposing valid configurations,
@@ -93,7 +93,7 @@ def check_optimizer(factory: Callable[[IngestJob], Optimizer], *, max_trials: in
         raise OptimizerContractError(f"{opt!r} has no name")
     if not callable(getattr(opt, "ask", None)) or not callable(getattr(opt, "tell", None)):
         raise OptimizerContractError(f"optimizer {name!r} lacks ask() or tell()")
-    failed = Measurement(rows_per_s=0.0, oom=True, label="simulated", extra={"failure": INJECTED_FAILURE})
+    failed = Measurement(rows_per_s=0.0, failed=True, label="simulated", extra={"failure": INJECTED_FAILURE})
     defaults = {k.name: k.initial for k in request.spec.space.knobs}
 
     def valid(config: Any) -> Config:

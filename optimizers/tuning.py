@@ -49,7 +49,7 @@ def recommendation(opt: Any, result: Any) -> tuple[Config, Measurement]:
     (configuration, measurement) if it keeps one (InTune measures its closest candidates again
     and recommends by the mean), else the best single trial of the search."""
     own = getattr(opt, "best", None)
-    if isinstance(own, tuple) and len(own) == 2 and own[0] is not None and not own[1].oom:
+    if isinstance(own, tuple) and len(own) == 2 and own[0] is not None and not own[1].failed:
         return dict(own[0]), own[1]
     return dict(result.best_config), result.best
 
@@ -140,7 +140,7 @@ class _Measurements:
         m = self.measure(dict(self.options.control or {}), self.job.search)
         self.controls_s += time.monotonic() - t
         self.controls.append({"before_trial": self.trials_done, "elapsed_s": round(t - self.job.budget.started, 2),
-                              "rows_per_s": m.rows_per_s, "oom": m.oom, "label": m.label, **m.cores})
+                              "rows_per_s": m.rows_per_s, "oom": m.failed, "label": m.label, **m.cores})
 
     def trial(self, config: Config) -> Measurement:
         if self._controlled() and self.trials_done % self.options.control_every == 0:
@@ -191,7 +191,7 @@ def tune_pipeline(job: IngestJob, optimizer: str | Optimizer, options: TuningOpt
         peak_rss_mb=final_m.peak_rss_mb,
         tuning_s=tuning_s,
         label=final_m.label,
-        oom=final_m.oom,
+        oom=final_m.failed,
         final_measurement={"protocol": (job.final or job.search).as_kwargs(), **dict(final_m.extra)},
         search=_search_summary(result, job, measurements.controls_info()),
         node={"name": job.node.name, "vcpus": job.node.vcpus, "ram_gib": job.node.ram_gib,
@@ -214,9 +214,9 @@ def _search(job: IngestJob, opt: Optimizer, evaluate: Callable[[Config], Measure
 
 def _require_a_running_configuration(job: IngestJob, name: str, result: SearchResult, tuning_s: float) -> None:
     """Raise :class:`NoRunningConfiguration` when the search found nothing that runs."""
-    if result.best_config is not None and result.best is not None and not result.best.oom:
+    if result.best_config is not None and result.best is not None and not result.best.failed:
         return
-    reasons = sorted({str(t.measurement.extra.get("failure")) for t in result.trials if t.measurement.oom})
+    reasons = sorted({str(t.measurement.extra.get("failure")) for t in result.trials if t.measurement.failed})
     raise NoRunningConfiguration(_trial_history(result),
         f"optimizer {name!r} found no configuration that runs within the node's memory budget "
         f"({job.node.ram_budget_mb:,.0f} MB) in {tuning_s:.0f} s ({len(result.trials)} trials; failures: "
@@ -226,7 +226,7 @@ def _require_a_running_configuration(job: IngestJob, name: str, result: SearchRe
 
 def _progress(trial: Trial) -> None:
     m = trial.measurement
-    figure = "OOM/failed" if m.oom else f"{m.rows_per_s:,.0f} rows/s, {m.peak_rss_mb:,.0f} MB"
+    figure = "OOM/failed" if m.failed else f"{m.rows_per_s:,.0f} rows/s, {m.peak_rss_mb:,.0f} MB"
     print(f"  [{trial.elapsed_s:6.1f}s] {figure}  {trial.config}", file=sys.stderr, flush=True)
 
 
@@ -234,7 +234,7 @@ def _failures(trials: list[Trial]) -> dict[str, int]:
     """How many trials failed, by reason (out of memory, a hung or dead worker, a pipeline error)."""
     counts: dict[str, int] = {}
     for t in trials:
-        if t.measurement.oom:
+        if t.measurement.failed:
             reason = str(t.measurement.extra.get("failure", "out of memory")).split(":")[0]
             counts[reason] = counts.get(reason, 0) + 1
     return counts
@@ -259,7 +259,7 @@ def _trial_history(result: SearchResult) -> list[dict[str, Any]]:
     """Every trial of a search, in order: configuration, measurement and failure reason."""
     return [
         {"config": t.config, "rows_per_s": t.measurement.rows_per_s, "peak_rss_mb": t.measurement.peak_rss_mb,
-         "oom": t.measurement.oom, "label": t.measurement.label, "elapsed_s": t.elapsed_s, **t.measurement.cores,
+         "oom": t.measurement.failed, "label": t.measurement.label, "elapsed_s": t.elapsed_s, **t.measurement.cores,
          **({"failure": t.measurement.extra["failure"]} if "failure" in t.measurement.extra else {})}
         for t in result.trials
     ]
@@ -326,7 +326,7 @@ def verify_configurations(
             if c.config is None:
                 continue
             m = worker.measure(c.config, **protocol.as_kwargs())
-            verified = VerifiedConfig(c.optimizer, dict(c.config), m.rows_per_s, m.peak_rss_mb, m.oom, m.label,
+            verified = VerifiedConfig(c.optimizer, dict(c.config), m.rows_per_s, m.peak_rss_mb, m.failed, m.label,
                                       m.extra.get("spread"), protocol.as_kwargs())
             if on_verified is not None:
                 on_verified(verified)

@@ -136,10 +136,10 @@ class InTuneOptimizer:
         state.samples[key] = [measurement.rows_per_s]
         state.visited[key] = measurement
         self._learn_failure(config, measurement)
-        state.history.append({"config": dict(config), "rows_per_s": measurement.rows_per_s, "oom": measurement.oom,
-                              **({"failure": str(measurement.extra.get("failure"))} if measurement.oom else {})})
+        state.history.append({"config": dict(config), "rows_per_s": measurement.rows_per_s, "oom": measurement.failed,
+                              **({"failure": str(measurement.extra.get("failure"))} if measurement.failed else {})})
         if state.current is None:
-            if measurement.oom:  # the start failed: the next start candidate is tried (``next_start``)
+            if measurement.failed:  # the start failed: the next start candidate is tried (``next_start``)
                 return
             state.current, state.current_m = dict(config), measurement
             state.start_x = max(measurement.rows_per_s, FLOOR)
@@ -158,7 +158,7 @@ class InTuneOptimizer:
             finetune(self.setup, state, config, measurement)
         refit(self.setup, state)
         assert state.current_m is not None
-        if not measurement.oom and x > max(state.current_m.rows_per_s, FLOOR) * (1.0 + self.settings.min_gain):
+        if not measurement.failed and x > max(state.current_m.rows_per_s, FLOOR) * (1.0 + self.settings.min_gain):
             state.current, state.current_m = dict(config), measurement
             state.no_improve = 0
         elif all(Masker.key(c) != Masker.key(config) for c in state.start_alternatives):
@@ -170,9 +170,9 @@ class InTuneOptimizer:
         state = self.state
         key = Masker.key(config)
         state.steps += 1
-        state.history.append({"config": dict(config), "rows_per_s": measurement.rows_per_s, "oom": measurement.oom,
+        state.history.append({"config": dict(config), "rows_per_s": measurement.rows_per_s, "oom": measurement.failed,
                               "repeat": True})
-        if measurement.oom:  # failed this time: never recommend it
+        if measurement.failed:  # failed this time: never recommend it
             state.visited[key] = measurement
             state.masker.forbidden.add(key)
             return
@@ -191,13 +191,13 @@ class InTuneOptimizer:
         (:mod:`optimizers.intune.failures`). A run that measured more memory than modelled scales
         the memory model as well."""
         state = self.state
-        reason = m.extra.get("failure") if m.oom else None
-        if m.oom:
+        reason = m.extra.get("failure") if m.failed else None
+        if m.failed:
             state.masker.forbidden.add(Masker.key(config))
-        if m.peak_rss_mb > 0 and (not m.oom or is_memory_failure(reason)):
-            state.masker.learn_memory(config, m.peak_rss_mb, failed=m.oom)
+        if m.peak_rss_mb > 0 and (not m.failed or is_memory_failure(reason)):
+            state.masker.learn_memory(config, m.peak_rss_mb, failed=m.failed)
         if not is_memory_failure(reason):
-            state.failures.add(config, failed=m.oom)
+            state.failures.add(config, failed=m.failed)
 
     # -- the end ------------------------------------------------------------------------------
     def _confirming(self) -> Config | None:

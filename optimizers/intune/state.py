@@ -80,7 +80,7 @@ class SearchState:
 
     def ranked(self) -> list[tuple[tuple, Measurement]]:
         """The measured configurations that ran, best first by their estimate."""
-        return sorted((kv for kv in self.visited.items() if not kv[1].oom), key=lambda kv: -kv[1].rows_per_s)
+        return sorted((kv for kv in self.visited.items() if not kv[1].failed), key=lambda kv: -kv[1].rows_per_s)
 
     def set_belief(self, model: PipelineModel, factors: list[float]) -> None:
         """A re-fitted model: the belief, the masker's memory model and the fitted factors."""

@@ -89,7 +89,7 @@ def test_worker_measures_dlrm_and_reports_memory(tmp_path):
     # a memory limit below TensorFlow's own footprint: reported as out of memory, not a crash
     with MeasureWorker(spec, memory_limit_mb=50) as w:
         m = w.measure(spec.space.initial(), warmup_s=0.2, window_s=0.5, repeats=1)
-        assert m.oom and m.extra["failure"] in ("memory limit", "worker exit 75")
+        assert m.failed and m.extra["failure"] in ("memory limit", "worker exit 75")
 
 
 def _run_cli(argv, capsys):

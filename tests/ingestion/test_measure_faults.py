@@ -60,9 +60,9 @@ def test_a_hung_or_killed_worker_fails_its_trial_and_the_search_goes_on(importab
         # a worker that answers garbage fails that measurement only, and is replaced
         worker._proc.stdout = _Lines(["not json\n"])
         bad = worker.measure({"mode": HEALTHY, "batch": 64}, **TINY.as_kwargs())
-        assert bad.oom and bad.extra["failure"].startswith("worker answered garbage")
+        assert bad.failed and bad.extra["failure"].startswith("worker answered garbage")
         again = worker.measure({"mode": HEALTHY, "batch": 64}, **TINY.as_kwargs())
-        assert not again.oom and worker.restarts == 3
+        assert not again.failed and worker.restarts == 3
     history = {t["config"]["mode"]: t for t in result["search"]["history"]}
     assert sorted(history) == [HEALTHY, HANGS, DIES]  # every configuration was tried
     assert history[HANGS]["oom"] and history[HANGS]["failure"] == "timeout"
@@ -76,7 +76,7 @@ def _hang_margin(spec: PipelineSpec) -> float:
     (measured here, on this machine), so only the configuration that hangs times out."""
     started = time.monotonic()
     with MeasureWorker(spec) as fresh:
-        assert not fresh.measure({"mode": HEALTHY, "batch": 64}, **TINY.as_kwargs()).oom
+        assert not fresh.measure({"mode": HEALTHY, "batch": 64}, **TINY.as_kwargs()).failed
     return max(10.0, 5.0 * (time.monotonic() - started))
 
 

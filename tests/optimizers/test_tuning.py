@@ -73,7 +73,7 @@ def test_reanchor_recovers_a_known_level_change_and_keeps_knob_effects():
 
 def test_reanchor_with_nothing_measured_keeps_the_level():
     cal = _calibration(_truth())
-    kept = reanchor(cal, NODE, evaluate=lambda c, **kw: Measurement(rows_per_s=0.0, oom=True), samples=2)
+    kept = reanchor(cal, NODE, evaluate=lambda c, **kw: Measurement(rows_per_s=0.0, failed=True), samples=2)
     assert kept.model == cal.model and "level kept" in kept.reanchors[-1]["note"]
 
 

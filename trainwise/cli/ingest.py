@@ -201,7 +201,7 @@ def bench_handler(args: argparse.Namespace) -> dict[str, Any]:
         raise UserError(f"knob values must be >= -1 (-1 = AUTOTUNE), got {low}")
     m = measure(spec, config, warmup_s=args.warmup_s, window_s=args.window_s, repeats=args.repeats,
                 stage_profile=args.stages, memory_limit_mb=node.ram_budget_mb)
-    if m.oom:
+    if m.failed:
         raise UserError(f"configuration {config} failed ({m.extra.get('failure')}) within the memory budget "
                         f"{node.ram_budget_mb:,.0f} MB")
     print(f"{m.rows_per_s:,.0f} rows/s (measured, median of {args.repeats}), spread {m.extra['spread']:.1%}, "

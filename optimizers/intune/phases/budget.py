@@ -70,7 +70,7 @@ def confirm_reserve(setup: SearchSetup, state: SearchState, best_x: float | None
     (search on). Kept to what is needed, so a short budget is not spent waiting on a confirmation
     of near-ties that do not exist."""
     s = setup.settings
-    if best_x is None or sum(1 for m in state.visited.values() if not m.oom) < s.reserve_after:
+    if best_x is None or sum(1 for m in state.visited.values() if not m.failed) < s.reserve_after:
         return 0
     confirm = len(confirm_candidates(setup, state, best_x))
     return confirm + (SETTLE_PAIR if s.settle_band and confirm >= 2 else 0)

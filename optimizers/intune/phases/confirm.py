@@ -44,7 +44,7 @@ def confirm_candidates(setup: SearchSetup, state: SearchState, best_x: float) ->
 def paired_ranking(state: SearchState) -> list[tuple[tuple, float]]:
     """Configurations with confirmation (or settle) measurements, best first by the mean of
     those measurements only (never one that failed)."""
-    ranked = [(k, float(np.mean(v))) for k, v in state.paired.items() if v and not state.visited[k].oom]
+    ranked = [(k, float(np.mean(v))) for k, v in state.paired.items() if v and not state.visited[k].failed]
     return sorted(ranked, key=lambda kv: -kv[1])
 
 
@@ -53,7 +53,7 @@ def recommendation(setup: SearchSetup, state: SearchState) -> tuple[Config, Meas
     those (paired in time); before that, the best by the mean of all of a configuration's
     measurements. Never a configuration that failed, and never one whose mean is more than
     ``confirm_band`` below the best mean measured: then that best is it."""
-    ran = {k: m for k, m in state.visited.items() if not m.oom}
+    ran = {k: m for k, m in state.visited.items() if not m.failed}
     if not ran:
         return None
     top_key = max(ran, key=lambda k: ran[k].rows_per_s)

@@ -25,7 +25,7 @@ def live_points(setup: SearchSetup, state: SearchState) -> list[tuple[Config, fl
     at most ``fit_points`` of them (the best half and the most recent half), so a long search
     costs the same per step."""
     limit = setup.settings.fit_points
-    ran = [(k, m.rows_per_s) for k, m in state.visited.items() if not m.oom and m.rows_per_s > 0]
+    ran = [(k, m.rows_per_s) for k, m in state.visited.items() if not m.failed and m.rows_per_s > 0]
     if len(ran) > limit:
         best = sorted(ran, key=lambda kx: -kx[1])[: limit // 2]
         keys = {k for k, _ in best}

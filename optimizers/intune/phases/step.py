@@ -84,7 +84,7 @@ def finetune(setup: SearchSetup, state: SearchState, config: Config, measurement
     base_x = max(base_m.rows_per_s, FLOOR)
     predicted = math.log(max(simulate(state.belief, config, setup.node).rows_per_s, FLOOR)
                          / max(simulate(state.belief, base, setup.node).rows_per_s, FLOOR))
-    actual = -RESIDUAL_CLIP if measurement.oom else math.log(max(measurement.rows_per_s, FLOOR) / base_x)
+    actual = -RESIDUAL_CLIP if measurement.failed else math.log(max(measurement.rows_per_s, FLOOR) / base_x)
     reward = float(np.clip(actual - predicted, -RESIDUAL_CLIP, RESIDUAL_CLIP))
     next_mask = np.eye(len(ACTIONS), dtype=bool)[STOP]
     setup.agent.remember(obs, action, reward, obs, True, next_mask)

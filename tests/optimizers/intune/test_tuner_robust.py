@@ -55,10 +55,10 @@ def test_a_rejected_start_is_not_a_reason_to_stop():
     rejected = {**space.initial(), "cycle": 1, "read": 2}
     assert m.rejects(rejected)
     opt, result = _tune(m, node, space, truth, belief, start=rejected)
-    assert result.trials[0].measurement.oom
+    assert result.trials[0].measurement.failed
     assert len(result.trials) >= 10 and opt.state.current is not None
     best, measured = opt.best
-    assert not m.rejects(best) and not measured.oom
+    assert not m.rejects(best) and not measured.failed
     assert m.simulate(truth, best, node).rows_per_s >= 0.9 * _oracle(m, node, space, truth)
 
 
@@ -68,10 +68,10 @@ def test_it_learns_which_configurations_fail_and_stops_trying_them():
     invalid = sum(1 for c in space.grid() if m.rejects(c))
     assert invalid >= 20  # a quarter of the space is rejected by tf.data
     opt, result = _tune(m, node, space, truth, belief, budget_s=300)
-    failed = [t.config for t in result.trials if t.measurement.oom]
+    failed = [t.config for t in result.trials if t.measurement.failed]
     assert len(failed) <= 4 and len(result.trials) >= 3 * len(failed)
     assert len(failed) <= 1 or any(r.startswith("read > cycle") for r in opt.report()["failure_rules"])
-    assert not m.rejects(opt.best[0]) and not opt.best[1].oom
+    assert not m.rejects(opt.best[0]) and not opt.best[1].failed
 
 
 def test_failure_rules_generalise_and_running_configurations_refute_them():
@@ -94,7 +94,7 @@ def test_memory_failures_scale_the_memory_model_instead_of_forming_rules():
     assert not opt.state.failures.failed  # memory limits are no rule
     big = {**opt.best[0], "shuffle_buffer": max(space.knob("shuffle_buffer").values)}
     assert not opt.state.masker.safe(big)
-    assert not opt.best[1].oom
+    assert not opt.best[1].failed
 
 
 def test_a_memory_failure_masks_what_holds_as_much_when_the_model_cannot_size_memory():
@@ -102,10 +102,10 @@ def test_a_memory_failure_masks_what_holds_as_much_when_the_model_cannot_size_me
     # a calibration that could not size the elements: the model's memory is its base alone
     blind = replace(belief, stages=tuple(replace(st, bytes_per_row=0.0) for st in belief.stages))
     start = {**space.initial(), "shuffle_buffer": max(space.knob("shuffle_buffer").values)}
-    assert m.simulate(truth, start, node).oom
+    assert m.simulate(truth, start, node).failed
     opt, result = _tune(m, node, space, truth, blind, start=start)
-    assert result.trials[0].measurement.oom  # the start fails; the search goes on
-    assert len(result.trials) >= 10 and not opt.best[1].oom
+    assert result.trials[0].measurement.failed  # the start fails; the search goes on
+    assert len(result.trials) >= 10 and not opt.best[1].failed
     assert opt.state.masker.safe(space.initial())
     larger = {k: max(v, space.knob(k).values[-1] if k == "prefetch" else v) for k, v in start.items()}
     assert not opt.state.masker.safe(larger)
@@ -125,13 +125,13 @@ def test_a_short_budget_after_a_failed_start_is_searched_not_kept_for_a_confirma
     def evaluate(config):
         t[0] += 7.0 if config == start else (10.0 if last_failed[0] else 4.2)
         out = m.simulate(truth, config, node)
-        last_failed[0] = out.oom
+        last_failed[0] = out.failed
         return out
 
     opt = InTuneOptimizer(space, node, blind, MaskedDQN(DQNConfig(), seed=0), MODEL_ONLY, start=start,
                           time_budget_s=60.0, clock=lambda: t[0])
     result = run(opt, evaluate, time_budget_s=60.0, clock=lambda: t[0])
-    assert result.trials[0].measurement.oom
+    assert result.trials[0].measurement.failed
     # the budget is used (search, then the confirmation of what is near-tied) and kept
     assert 0.8 * 60.0 <= result.trials[-1].elapsed_s <= 60.0
     assert len([h for h in opt.history if not h.get("repeat")]) >= 5
@@ -174,8 +174,8 @@ def test_recommendation_is_never_a_failed_or_clearly_worse_configuration(seed):
     m, node, space, truth, belief = _case("shuffle-heavy", 2, seed=seed)
     opt, result = _tune(m, node, space, truth, belief, noise=0.08)
     best, measured = opt.best
-    assert not measured.oom and Masker.key(best) not in opt.state.masker.forbidden
-    means = [v.rows_per_s for v in opt.state.visited.values() if not v.oom]
+    assert not measured.failed and Masker.key(best) not in opt.state.masker.forbidden
+    means = [v.rows_per_s for v in opt.state.visited.values() if not v.failed]
     assert measured.rows_per_s >= (1 - opt.settings.confirm_band) * max(means)
 
 
