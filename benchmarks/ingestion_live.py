@@ -35,7 +35,7 @@ For each data format (synthetic Criteo, 200,000 rows by default, generated once 
    median; knob effects kept). Nothing is fitted to the grid's measurements;
 4b. **drift during the grid**: a control measurement of that base configuration (grid
    protocol) before every ``--control-every`` (10) grid points and after the last
-   (``tune_pipeline(control=...)``). The controls are reported (``drift``), never used to
+   (``TuningOptions(control=...)``). The controls are reported (``drift``), never used to
    rescale a measured rows/s; per block of grid points between two controls the
    re-anchored model's signed error is listed beside the controls, to show how much of the
    error follows the machine;
@@ -150,7 +150,7 @@ def _summarise(ms: list[Any]) -> dict[str, Any]:
         "spread": (max(rates) - min(rates)) / median if median else None,
         "peak_rss_mb": max(m.peak_rss_mb for m in ms),
         "pipeline_rss_mb": max(float(m.extra.get("pipeline_rss_mb", 0.0)) for m in ms),
-        "oom": any(m.oom for m in ms),
+        "oom": any(m.failed for m in ms),
         "label": "measured",
     }
 
@@ -489,7 +489,7 @@ def passes_line(report: dict[str, Any]) -> str:
 
 def run_format(fmt: str, args: argparse.Namespace, node: Any) -> dict[str, Any]:
     from ingestion.dlrm import dlrm_spec
-    from optimizers.tuning import SEARCH_PROTOCOL, tune_pipeline
+    from optimizers.tuning import IngestJob, TuningOptions, tune_pipeline
     from core.errors import UserError
 
     data = _ensure_data(Path(args.data_root), fmt, args.rows, args.seed)
@@ -510,9 +510,9 @@ def run_format(fmt: str, args: argparse.Namespace, node: Any) -> dict[str, Any]:
             if name == "grid" and (args.grid_passes > 1 or (spec.portable and args.control_every > 0)):
                 tuned[name] = _grid_with_controls(spec, node, args, calibration(), reanchored, budget)
             else:
-                tuned[name] = tune_pipeline(spec, node, name, time_budget_s=budget, seed=args.seed, final=None,
-                                            calibration=calibration, progress=args.verbose,
-                                            search=SEARCH_PROTOCOL).to_json()
+                job = IngestJob.create(spec, node, time_budget_s=budget, seed=args.seed, final=None,
+                                       calibration=calibration)
+                tuned[name] = tune_pipeline(job, name, TuningOptions(progress=args.verbose)).to_json()
         except UserError as exc:
             progress(f"[{fmt}] {name} not run: {exc}")
             tuned[name] = {"error": str(exc)}
@@ -597,7 +597,7 @@ def _grid_with_controls(spec: Any, node: Any, args: argparse.Namespace, calibrat
 
     from ingestion.calibrate import reanchor
     from ingestion.measure import MeasureWorker
-    from optimizers.tuning import SEARCH_PROTOCOL, tune_pipeline
+    from optimizers.tuning import IngestJob, TuningOptions, tune_pipeline
     from optimizers.baselines.grid import GridSearch
 
     passes = args.grid_passes
@@ -614,9 +614,9 @@ def _grid_with_controls(spec: Any, node: Any, args: argparse.Namespace, calibrat
         for k in range(passes):
             if passes > 1:
                 progress(f"  grid pass {k + 1}/{passes} ({'reversed' if k % 2 else 'forward'} order)")
-            runs.append(tune_pipeline(spec, node, GridSearch(spec.space, reverse=k % 2 == 1), time_budget_s=budget,
-                                      seed=args.seed, final=None, progress=args.verbose, search=SEARCH_PROTOCOL,
-                                      worker=w, control=control, control_every=args.control_every).to_json())
+            job = IngestJob.create(spec, node, time_budget_s=budget, seed=args.seed, final=None)
+            options = TuningOptions(worker=w, progress=args.verbose, control=control, control_every=args.control_every)
+            runs.append(tune_pipeline(job, GridSearch(spec.space, reverse=k % 2 == 1), options).to_json())
     return runs[0] if passes == 1 else combine_grid_passes(runs)
 
 

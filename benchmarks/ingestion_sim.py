@@ -57,7 +57,7 @@ def run_case(vcpus: int, kind: str, *, seed: int, trials: int, calibration_error
     from optimizers.baselines.autotune_model import hill_climb
     from optimizers.baselines.plumber import plumber_plan
     from optimizers.intune.settings import InTuneSettings
-    from optimizers.intune.tuner import InTuneOptimizer
+    from optimizers.intune.optimizer import InTuneOptimizer
 
     node, truth, belief, space = make_case(seed, vcpus, kind, calibration_error)
     t0 = time.monotonic()
@@ -72,7 +72,7 @@ def run_case(vcpus: int, kind: str, *, seed: int, trials: int, calibration_error
     intune_s = time.monotonic() - t0
     best_cfg = opt.best[0] if opt.best is not None else res.best_config  # its pick: best mean measurement
     intune_true = simulate(truth, best_cfg, node)
-    ooms = sum(1 for t in res.trials if t.measurement.oom)
+    ooms = sum(1 for t in res.trials if t.measurement.failed)
 
     plan = plumber_plan(space, node, belief)
     plumber_true = simulate(truth, plan["config"], node)
@@ -81,7 +81,7 @@ def run_case(vcpus: int, kind: str, *, seed: int, trials: int, calibration_error
     start_true = simulate(truth, opt.start, node)
 
     def entry(cfg: dict, m: Any, **more: Any) -> dict[str, Any]:
-        return {"config": cfg, "rows_per_s": m.rows_per_s, "oom": m.oom, "vs_oracle": m.rows_per_s / oracle_m.rows_per_s,
+        return {"config": cfg, "rows_per_s": m.rows_per_s, "oom": m.failed, "vs_oracle": m.rows_per_s / oracle_m.rows_per_s,
                 "memory_fraction": m.extra.get("memory_fraction"), "label": SIM_LABEL, **more}
 
     return {
@@ -90,7 +90,7 @@ def run_case(vcpus: int, kind: str, *, seed: int, trials: int, calibration_error
         "grid_size": grid_size,
         "oracle": entry(oracle_cfg, oracle_m, search_s=oracle_s),
         "intune": entry(best_cfg, intune_true, trials=len(res.trials), oom_trials=ooms, stopped_by=opt.finished,
-                        start_vs_oracle=start_true.rows_per_s / oracle_m.rows_per_s, start_source=opt.start_source,
+                        start_vs_oracle=start_true.rows_per_s / oracle_m.rows_per_s, start_source=opt.state.start_source,
                         tuning_s=intune_s),
         "plumber_lp": entry(plan["config"], plumber_true, lp_rows_per_s_on_calibrated_model=plan["lp_rows_per_s"]),
         "autotune_model": entry(auto_cfg, auto_true, model=AUTOTUNE_LABEL, **auto_info),

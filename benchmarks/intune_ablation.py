@@ -23,7 +23,7 @@ def run_ablation(seed: int = 0, trials: int = 40, calibration_error: float = 0.1
     from optimizers.intune.agent import DQNConfig, MaskedDQN
     from optimizers.intune.pretrain import PRETRAINED
     from optimizers.intune.settings import InTuneSettings
-    from optimizers.intune.tuner import InTuneOptimizer
+    from optimizers.intune.optimizer import InTuneOptimizer
 
     torch.set_num_threads(1)
     agents = {"pretrained": MaskedDQN.load(PRETRAINED), "untrained": MaskedDQN(DQNConfig(), seed=seed)}

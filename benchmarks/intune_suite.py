@@ -114,7 +114,7 @@ def _sim_optimizer(name: str, case: SimCase, clock: Callable[[], float], budget_
     from optimizers.intune.agent import MaskedDQN
     from optimizers.intune.pretrain import PRETRAINED
     from optimizers.intune.settings import InTuneSettings
-    from optimizers.intune.tuner import InTuneOptimizer
+    from optimizers.intune.optimizer import InTuneOptimizer
 
     if name in ("intune", "intune-model"):
         settings = InTuneSettings(use_agent=name == "intune")
@@ -147,17 +147,17 @@ def sim_run(name: str, case: SimCase, s: SimSettings) -> dict[str, Any]:
 
     opt = _sim_optimizer(name, case, clock, s.budget_s - t[0])
     result = run(opt, evaluate, time_budget_s=s.budget_s - t[0], clock=clock)
-    failed = sum(tr.measurement.oom for tr in result.trials)
-    if result.best_config is None or result.best is None or result.best.oom:
+    failed = sum(tr.measurement.failed for tr in result.trials)
+    if result.best_config is None or result.best is None or result.best.failed:
         return {"config": None, "rows_per_s": 0.0, "trials": len(result.trials), "failed": failed,
                 "tuning_s": t[0], "peak_mb": 0.0, "oom": True}
     config, _ = recommendation(opt, result)
     final = case.member.simulate(case.truth, config, case.node)
     history = [{"config": tr.config, "rows_per_s": tr.measurement.rows_per_s, "elapsed_s": tr.elapsed_s,
-                "oom": tr.measurement.oom} for tr in result.trials]
+                "oom": tr.measurement.failed} for tr in result.trials]
     return {"config": config, "rows_per_s": final.rows_per_s, "trials": len(result.trials), "failed": failed,
             "tuning_s": round(t[0], 1), "search_s": round(history[-1]["elapsed_s"], 1) if history else 0.0,
-            "peak_mb": round(memory_mb(case.truth, config)[0], 1), "oom": final.oom,
+            "peak_mb": round(memory_mb(case.truth, config)[0], 1), "oom": final.failed,
             "stopped_by": getattr(opt, "finished", None) or result.stopped_by, "history": _trial_log(history)}
 
 
@@ -192,20 +192,21 @@ def simulate_suite(names: list[str], optimizers: list[str], seeds: int, s: SimSe
 def _calibration(spec: Any, node: Any, budget_s: float) -> Callable[[], Any]:
     def calibrate_now() -> Any:
         from ingestion.calibrate import calibrate
+        from optimizers.intune.settings import InTuneSettings
 
-        return calibrate(spec, node, time_budget_s=0.35 * budget_s)
+        return calibrate(spec, node, time_budget_s=InTuneSettings().calibrate_share * budget_s)
 
     return calibrate_now
 
 
-def live_optimizer(name: str, spec: Any, node: Any, budget_s: float, seed: int) -> Any:
-    """What :func:`tune_pipeline` gets: a registry name, or the model-only InTune built here."""
+def live_optimizer(name: str, job: Any) -> Any:
+    """What :func:`tune_pipeline` gets: a registry name, or the model-only InTune built here for ``job``."""
     if name != "intune-model":
         return name
     from optimizers.intune import InTuneSettings, make_intune_optimizer
 
-    return make_intune_optimizer(spec, node, time_budget_s=budget_s, seed=seed, save_agent=False,
-                                 settings=InTuneSettings(use_agent=False))
+    return make_intune_optimizer(job.spec, job.node, budget=job.budget, seed=job.seed, save_agent=False,
+                                 calibration=job.load_calibration(), settings=InTuneSettings(use_agent=False))
 
 
 def side_by_side(spec: Any, node: Any, configs: dict[str, dict[str, int]], rounds: int) -> dict[str, dict[str, float]]:
@@ -230,23 +231,24 @@ def live_pipeline(m: Any, data_root: Path, optimizers: list[str], seeds: int, bu
     from ingestion.node import this_machine
     from ingestion.pipelines import suite_node
     from optimizers.baselines.autotune import autotune_config
-    from optimizers.tuning import NoRunningConfiguration, tune_pipeline
+    from optimizers.tuning import IngestJob, NoRunningConfiguration, TuningOptions, tune_pipeline
 
     node = suite_node(this_machine().vcpus)
     spec = m.spec(m.generate(data_root / m.name, 0), node)
     picks: dict[str, dict[str, int]] = {"autotune": autotune_config(spec)}
     if grid:
-        g = tune_pipeline(spec, node, "grid", time_budget_s=10 * 3600, final=None, progress=False)
+        g = tune_pipeline(IngestJob.create(spec, node, time_budget_s=10 * 3600, final=None), "grid",
+                          TuningOptions(progress=False))
         picks["grid"] = g.config
         log(f"{m.name}: grid best {g.config} ({g.search['trials']} configurations)")
     tuned = []
     for opt in (o for o in optimizers if o != "autotune"):
         for seed in range(seeds):
             t0 = time.monotonic()
-            chosen = live_optimizer(opt, spec, node, budget_s, seed)
+            job = IngestJob.create(spec, node, time_budget_s=budget_s, seed=seed, final=None,
+                                   calibration=_calibration(spec, node, budget_s))
             try:
-                r = tune_pipeline(spec, node, chosen, time_budget_s=budget_s, seed=seed, final=None, progress=False,
-                                  calibration=_calibration(spec, node, budget_s))
+                r = tune_pipeline(job, live_optimizer(opt, job), TuningOptions(progress=False))
             except NoRunningConfiguration as exc:  # a run that found nothing is a result: it scores 0
                 config, history, stopped_by, error = None, exc.history, "found no configuration that runs", str(exc)
             else:

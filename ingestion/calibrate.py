@@ -32,8 +32,8 @@ Steps (about 50 s on the built-in DLRM pipeline on 2 cores; cached afterwards):
    ratio), every candidate re-scaled so it still predicts the anchor exactly. The
    oversubscription overhead is 0 for the real pipeline (see :func:`fit_contention`). Base memory comes from the measured resident memory.
 
-Since version 5 step 1 also reads the cores each single-thread prefix kept busy (CPU seconds of
-the measuring process over wall seconds) and books what a stage spent on other threads as its
+Step 1 also reads the cores each single-thread prefix kept busy (CPU seconds of the measuring
+process over wall seconds) and books what a stage spent on other threads as its
 **helper CPU** (:func:`helper_costs_from_prefixes`; the simulator's "Helper CPU"): TFRecord's
 ``parse_example`` shards each batch over the intra-op threads, so its single-thread pipeline
 keeps about 1.3 cores busy and its two-thread configurations reach only ~1.5x of it, not 2x.
@@ -275,7 +275,7 @@ def fit_contention(
     took the slowdown that comes from busy cores (measured: 8.8 CPU-us per row on one core,
     10.8-11.4 with both cores working) and charged it to idle threads instead.
     """
-    usable = [(c, m) for c, m in points if not m.oom and m.rows_per_s > 0]
+    usable = [(c, m) for c, m in points if not m.failed and m.rows_per_s > 0]
     if not usable:
         return model
     best, best_err = model, math.inf
@@ -367,7 +367,7 @@ def knob_deltas(
     threshold = noise_threshold(base_samples, floor, z)
     effects: list[dict[str, Any]] = []
     for k, v, m, bracket in variants:
-        if m.oom or m.rows_per_s <= 0:
+        if m.failed or m.rows_per_s <= 0:
             effects.append({"knob": k.name, "value": v, "ratio": None, "booked": False})
             continue
         ratio = m.rows_per_s / (bracket or anchor)
@@ -427,6 +427,193 @@ def _default_evaluator(spec: Any, node: Node) -> tuple[Callable[..., Measurement
     return (lambda c, **kw: measure_in_process(spec, c, **kw)), None
 
 
+@dataclass(frozen=True)
+class _Profiling:
+    """One calibration's fixed inputs: the pipeline, the node, the single-thread base
+    configuration, how to measure, the window, and the time budget from ``started`` (None: none)."""
+
+    spec: Any
+    node: Node
+    config: Config
+    evaluate: Callable[..., Measurement]
+    window_s: float
+    started: float
+    time_budget_s: float | None
+
+    def measure_whole(self, c: Config) -> Measurement:
+        """One window of the whole pipeline at ``c`` (the base protocol)."""
+        return self.evaluate(c, warmup_s=0.5, window_s=self.window_s, repeats=1)
+
+    def in_time(self) -> bool:
+        """Whether an optional step still fits: before 80% of the time budget."""
+        return self.time_budget_s is None or time.monotonic() - self.started < 0.8 * self.time_budget_s
+
+
+def _cached(path: Any) -> Calibration | None:
+    """The calibration cached at ``path``, or None (absent, stale or damaged: recalibrate)."""
+    if not path.exists():
+        return None
+    try:
+        return Calibration.from_json(json.loads(path.read_text()))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _stage_costs(p: _Profiling, base: Measurement) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    """Steps 1 and 2: each stage's costs from the base's prefix timings (split into per-row and
+    per-call parts when a smaller batch can be timed too), its helper CPU and its output bytes per
+    row; and the prefix rates they came from."""
+    prefix = dict(base.extra.get("stage_rows_per_s", {}))
+    stages = [s for s in p.spec.stages if s in prefix]
+    per_row = stage_costs_from_prefixes(stages, prefix)
+    batch = next((k for k in p.spec.space.knobs if k.kind == "batch"), None)
+    costs: dict[str, dict[str, float]]
+    if batch is not None and len(batch.values) > 1 and p.config[batch.name] != batch.values[0]:
+        small_cfg = {**p.config, batch.name: batch.values[0]}
+        small = p.evaluate(small_cfg, warmup_s=0.5, window_s=p.window_s, repeats=1, stage_profile=True)
+        split = split_per_call(per_row, stage_costs_from_prefixes(stages, small.extra["stage_rows_per_s"]),
+                               p.config[batch.name], batch.values[0])
+        costs = {s: {"cpu_s_per_row": a, "cpu_s_per_call": b * 1.0} for s, (a, b) in split.items()}
+    else:
+        costs = {s: {"cpu_s_per_row": t} for s, t in per_row.items()}
+    # the CPU the single-thread prefixes spent on other threads (helper CPU)
+    for s, h in helper_costs_from_prefixes(stages, prefix, base.extra.get("stage_cores_busy", {})).items():
+        costs.setdefault(s, {})["helper_cpu_s_per_row"] = h
+    try:
+        sizes = element_bytes_per_row(p.spec, p.config)
+    except Exception:  # noqa: BLE001  sizes are a refinement; the profile stands without them
+        sizes = {}
+    for s, b in sizes.items():
+        costs.setdefault(s, {})["bytes_per_row"] = b
+    return costs, prefix
+
+
+@dataclass(frozen=True)
+class _Anchored:
+    """Step 3's result: the model scaled to the anchor with the knob effects booked, the fit
+    points so far (the anchor first), the raw measurements of the paired variants (by point
+    index), the base measurements and the knob effects."""
+
+    model: PipelineModel
+    anchor: tuple[Config, Measurement]
+    points: tuple[tuple[Config, Measurement], ...]
+    raw: dict[int, Measurement]
+    base_samples: list[float]
+    effects: list[dict[str, Any]]
+
+
+def _anchor_with_knob_effects(p: _Profiling, model: PipelineModel, base: Measurement) -> _Anchored:
+    """Step 3: knob effects the structure does not explain (shuffle buffer size, files open at
+    once...), each paired with base measurements; the anchor is the median of all base
+    measurements. All costs are scaled so the single-thread point matches the anchor; the deltas
+    are already relative to it, so they join after the scaling. The variants enter the fits at
+    the anchor's level times their paired ratio (the ratio is what the pairing measured well; the
+    level of one measurement is as noisy as any)."""
+    base_samples, effects = [base.rows_per_s], []
+    more: list[tuple[Config, Measurement]] = []
+    deltas: dict[str, dict[str, dict[int, float]]] = {}
+    if p.in_time():
+        deltas, more, base_samples, effects = knob_deltas(p.spec.space, p.config, base, p.measure_whole)
+    anchor = (p.config, replace(base, rows_per_s=statistics.median(base_samples) if base_samples else base.rows_per_s))
+    model = anchored(model, p.node, anchor)
+    model = replace(model, stages=tuple(replace(s, cost_deltas=deltas.get(s.name, {})) for s in model.stages))
+    points: list[tuple[Config, Measurement]] = [anchor]
+    raw: dict[int, Measurement] = {}
+    for (c, m), e in zip(more, effects):
+        if e.get("ratio"):
+            raw[len(points)] = m
+            m = replace(m, rows_per_s=anchor[1].rows_per_s * e["ratio"])
+        points.append((c, m))
+    return _Anchored(model, anchor, tuple(points), raw, base_samples, effects)
+
+
+Points = list[tuple[Config, Measurement]]
+
+
+def _with_handoff_costs(p: _Profiling, model: PipelineModel, points: Points) -> tuple[PipelineModel, Points]:
+    """Step 4: the price of running a stage on threads of its own, from one thread at each
+    stage in turn; the model with it, and ``points`` with those measurements."""
+    points = list(points)
+    overheads: dict[str, float] = {}
+    for k in p.spec.space.cpu_knobs:
+        positive = [v for v in k.values if v > 0]
+        stage = k.stage or k.name
+        if not positive or positive[0] == p.config[k.name] or not p.in_time():
+            continue
+        c = {**p.config, k.name: positive[0]}
+        m = p.measure_whole(c)
+        points.append((c, m))
+        overheads[stage] = fit_async_overhead(model, p.node, stage, c, m.rows_per_s)
+    return replace(model, stages=tuple(replace(s, async_cpu_s_per_call=overheads.get(s.name, 0.0))
+                                       for s in model.stages)), points
+
+
+def _with_contention(p: _Profiling, model: PipelineModel, points: Points, anchor: tuple[Config, Measurement],
+                     contention_points: int) -> tuple[PipelineModel, Points]:
+    """Step 5: contention fitted on everything so far, then on the model's best configurations
+    measured too; the model, and ``points`` with those measurements."""
+    points = list(points)
+    model = fit_contention(model, p.node, points, anchor)
+    for c in contention_configs(model, p.spec.space, p.node, contention_points):
+        if not p.in_time():
+            break
+        if any(c == q[0] for q in points):
+            continue
+        points.append((c, p.measure_whole(c)))
+    return fit_contention(model, p.node, points, anchor), points
+
+
+@dataclass(frozen=True)
+class _Fitted:
+    """Steps 1-5's result: the fitted model, the base measurement, the prefix rates it gave
+    (empty without per-stage timing), step 3's result and every fit point (step 3's, then
+    those steps 4 and 5 measured)."""
+
+    model: PipelineModel
+    base: Measurement
+    prefix: dict[str, float]
+    step3: _Anchored
+    points: tuple[tuple[Config, Measurement], ...]
+
+
+def _profile_and_fit(p: _Profiling, contention_points: int) -> _Fitted:
+    """Measure the base configuration (with per-stage timing when the pipeline allows it) and
+    run steps 1-5 on it."""
+    space: KnobSpace = p.spec.space
+    has_prefixes = bool(getattr(p.spec, "stages", ())) and getattr(p.spec, "build_upto", None) is not None
+    base = p.evaluate(p.config, warmup_s=0.5, window_s=p.window_s, repeats=2, stage_profile=has_prefixes)
+    costs, prefix = _stage_costs(p, base) if has_prefixes else ({}, {})
+    model = model_from_space(space, costs=costs, name=p.spec.name, source="calibrated")
+    model = replace(model, base_mb=max(50.0, base.peak_rss_mb - (memory_mb_of(model, p.config) - model.base_mb)))
+    step3 = _anchor_with_knob_effects(p, model, base)
+    model = fit_contention(step3.model, p.node, list(step3.points), step3.anchor)  # burstiness from the buffer variations
+    model, points = _with_handoff_costs(p, model, list(step3.points))
+    model, points = _with_contention(p, model, points, step3.anchor, contention_points)
+    return _Fitted(model, base, prefix, step3, tuple(points))
+
+
+def _calibration_of(p: _Profiling, fitted: _Fitted, key: str) -> Calibration:
+    """The calibration: the model, its fit points (measured against simulated, the variants
+    with their raw measurement), and the cores other processes kept busy meanwhile."""
+    model, base, step3 = fitted.model, fitted.base, fitted.step3
+    points, raw = fitted.points, step3.raw
+    fit_points = [
+        {"config": c, "measured": m.rows_per_s, "simulated": simulate(model, c, p.node).rows_per_s, "oom": m.failed,
+         **m.cores}
+        for c, m in points
+    ]
+    fit_points[0]["note"] = f"median of {len(step3.base_samples)} base measurements"
+    for i, m in raw.items():
+        fit_points[i].update(measured_raw=m.rows_per_s, note="anchor x paired ratio to the adjacent base measurements",
+                             **m.cores)
+    others = [float(m.extra["other_cores_busy"]) for m in [base, *raw.values(), *(m for _, m in points)]
+              if m.extra.get("other_cores_busy") is not None]
+    return Calibration(model, p.config, fitted.prefix, fit_points, round(time.monotonic() - p.started, 2), False, key,
+                       base_samples=step3.base_samples, knob_effects=step3.effects,
+                       prefix_cores_busy=dict(base.extra.get("stage_cores_busy", {})),
+                       other_cores_busy_max=max(others) if others else None)
+
+
 def calibrate(
     spec: Any,
     node: Node,
@@ -441,123 +628,28 @@ def calibrate(
 
     ``evaluate`` measures a whole configuration (default: a measurement worker). The profile
     needs ``spec.stages`` and ``spec.build_upto``; without them the model keeps the uninformed
-    per-stage costs and only the contention fit uses the pipeline.
+    per-stage costs and only the contention fit uses the pipeline. The optional steps (knob
+    effects, hand-off costs, contention points) start only before 80% of ``time_budget_s``.
     """
     from core.paths import cache_dir
+    from core.results import write_json
 
     key = cache_key(spec, node)
     path = cache_dir("profiles") / f"{key}.json"
-    if use_cache and path.exists():
-        try:
-            return Calibration.from_json(json.loads(path.read_text()))
-        except (ValueError, KeyError, TypeError):
-            pass  # a stale or damaged cache entry: recalibrate
+    cached = _cached(path) if use_cache else None
+    if cached is not None:
+        return cached
     started = time.monotonic()
-    space: KnobSpace = spec.space
-    config = sequential_config(space)
     worker = None
     if evaluate is None:
         evaluate, worker = _default_evaluator(spec, node)
+    p = _Profiling(spec, node, sequential_config(spec.space), evaluate, window_s, started, time_budget_s)
     try:
-        has_prefixes = bool(getattr(spec, "stages", ())) and getattr(spec, "build_upto", None) is not None
-        costs: dict[str, dict[str, float]] = {}
-        prefix: dict[str, float] = {}
-        base = evaluate(config, warmup_s=0.5, window_s=window_s, repeats=2, stage_profile=has_prefixes)
-        if has_prefixes:
-            prefix = dict(base.extra.get("stage_rows_per_s", {}))
-            stages = [s for s in spec.stages if s in prefix]
-            per_row = stage_costs_from_prefixes(stages, prefix)
-            batch = next((k for k in space.knobs if k.kind == "batch"), None)
-            if batch is not None and len(batch.values) > 1 and config[batch.name] != batch.values[0]:
-                small_cfg = {**config, batch.name: batch.values[0]}
-                small = evaluate(small_cfg, warmup_s=0.5, window_s=window_s, repeats=1, stage_profile=True)
-                split = split_per_call(per_row, stage_costs_from_prefixes(stages, small.extra["stage_rows_per_s"]),
-                                       config[batch.name], batch.values[0])
-                costs = {s: {"cpu_s_per_row": a, "cpu_s_per_call": b * 1.0} for s, (a, b) in split.items()}
-            else:
-                costs = {s: {"cpu_s_per_row": t} for s, t in per_row.items()}
-            # CPU the single-thread prefixes spent on other threads (version 5)
-            for s, h in helper_costs_from_prefixes(stages, prefix, base.extra.get("stage_cores_busy", {})).items():
-                costs.setdefault(s, {})["helper_cpu_s_per_row"] = h
-            try:
-                sizes = element_bytes_per_row(spec, config)
-            except Exception:  # noqa: BLE001  sizes are a refinement; the profile stands without them
-                sizes = {}
-            for s, b in sizes.items():
-                costs.setdefault(s, {})["bytes_per_row"] = b
-        model = model_from_space(space, costs=costs, name=spec.name, source="calibrated")
-        model = replace(model, base_mb=max(50.0, base.peak_rss_mb - (memory_mb_of(model, config) - model.base_mb)))
-
-        def measure_whole(c: Config) -> Measurement:
-            return evaluate(c, warmup_s=0.5, window_s=window_s, repeats=1)
-
-        def in_time() -> bool:
-            return time_budget_s is None or time.monotonic() - started < 0.8 * time_budget_s
-
-        # Knob effects the structure does not explain (shuffle buffer size, files open at once...),
-        # each paired with base measurements; the anchor is the median of all base measurements.
-        base_samples, effects = [base.rows_per_s], []
-        more: list[tuple[Config, Measurement]] = []
-        deltas: dict[str, dict[str, dict[int, float]]] = {}
-        if in_time():
-            deltas, more, base_samples, effects = knob_deltas(space, config, base, measure_whole)
-        anchor = (config, replace(base, rows_per_s=statistics.median(base_samples) if base_samples else base.rows_per_s))
-        # Scale all costs so the single-thread point matches the anchor; the deltas are already
-        # relative to it, so they join after the scaling.
-        model = anchored(model, node, anchor)
-        model = replace(model, stages=tuple(replace(s, cost_deltas=deltas.get(s.name, {})) for s in model.stages))
-        points: list[tuple[Config, Measurement]] = [anchor]
-        # The variants enter the fits at the anchor's level times their paired ratio (the ratio is
-        # what the pairing measured well; the level of one measurement is as noisy as any).
-        raw: dict[int, Measurement] = {}
-        for (c, m), e in zip(more, effects):
-            if e.get("ratio"):
-                raw[len(points)] = m
-                m = replace(m, rows_per_s=anchor[1].rows_per_s * e["ratio"])
-            points.append((c, m))
-        model = fit_contention(model, node, points, anchor)  # burstiness from the buffer variations
-        # The price of running a stage on threads of its own: one thread at each stage in turn.
-        overheads: dict[str, float] = {}
-        for k in space.cpu_knobs:
-            positive = [v for v in k.values if v > 0]
-            stage = k.stage or k.name
-            if not positive or positive[0] == config[k.name] or not in_time():
-                continue
-            c = {**config, k.name: positive[0]}
-            m = measure_whole(c)
-            points.append((c, m))
-            overheads[stage] = fit_async_overhead(model, node, stage, c, m.rows_per_s)
-        model = replace(model, stages=tuple(replace(s, async_cpu_s_per_call=overheads.get(s.name, 0.0))
-                                            for s in model.stages))
-        # Contention: fit on everything so far plus the model's best configurations.
-        model = fit_contention(model, node, points, anchor)
-        for c in contention_configs(model, space, node, contention_points):
-            if not in_time():
-                break
-            if any(c == p[0] for p in points):
-                continue
-            points.append((c, measure_whole(c)))
-        model = fit_contention(model, node, points, anchor)
+        fitted = _profile_and_fit(p, contention_points)
     finally:
         if worker is not None:
             worker.close()
-    fit_points = [
-        {"config": c, "measured": m.rows_per_s, "simulated": simulate(model, c, node).rows_per_s, "oom": m.oom,
-         **m.cores}
-        for c, m in points
-    ]
-    fit_points[0]["note"] = f"median of {len(base_samples)} base measurements"
-    for i, m in raw.items():
-        fit_points[i].update(measured_raw=m.rows_per_s, note="anchor x paired ratio to the adjacent base measurements",
-                             **m.cores)
-    others = [float(m.extra["other_cores_busy"]) for m in [base, *raw.values(), *(m for _, m in points)]
-              if m.extra.get("other_cores_busy") is not None]
-    result = Calibration(model, config, prefix, fit_points, round(time.monotonic() - started, 2), False, key,
-                         base_samples=base_samples, knob_effects=effects,
-                         prefix_cores_busy=dict(base.extra.get("stage_cores_busy", {})),
-                         other_cores_busy_max=max(others) if others else None)
-    from core.results import write_json
-
+    result = _calibration_of(p, fitted, key)
     write_json(path, result.to_json(), with_environment=False)
     return result
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ingestion.datagen import CAT_NAMES, DENSE_NAMES, EXTENSIONS, FORMATS, MANIFEST, NUM_CAT, NUM_DENSE
 from ingestion.knobs import Config, Knob, KnobSpace
@@ -268,6 +268,14 @@ def dlrm_knob_space(node: Node, *, batch_sizes: tuple[int, ...] = (4096,), max_p
 DLRM_AUTOTUNABLE = ("read_parallelism", "cycle_length", "parse_parallelism", "transform_parallelism", "prefetch_buffer")
 
 
+def listed_shards(data_dir: str | os.PathLike[str], fmt: str | None,
+                  shards: Sequence[str] | None) -> tuple[list[str], str]:
+    """``shards`` and ``fmt`` when both are given (listed once already), else :func:`list_shards`."""
+    if shards is not None and fmt is not None:
+        return list(shards), fmt
+    return list_shards(data_dir, fmt)
+
+
 def dlrm_spec(
     data_dir: str,
     fmt: str | None = None,
@@ -275,32 +283,35 @@ def dlrm_spec(
     batch_sizes: tuple[int, ...] | list[int] = (4096,),
     on_bad_row: str = "error",
     bucketize: bool = False,
+    shards: Sequence[str] | None = None,
 ) -> "PipelineSpec":
     """The built-in DLRM pipeline as a :class:`~ingestion.pipeline.PipelineSpec`.
 
     All arguments are JSON values, so a measurement worker can rebuild the same spec
     (``node`` is a :class:`~ingestion.node.Node` or a dict of its fields; None = this machine).
+    ``shards``: the shard files as :func:`list_shards` found them (with ``fmt``); None lists them
+    here. Either way they are listed once: the spec and the worker's copy of it carry the list.
     """
     from ingestion.node import this_machine
     from ingestion.pipeline import PipelineSpec
 
-    files, fmt = list_shards(data_dir, fmt)  # validate now, before any worker starts
+    files, fmt = listed_shards(data_dir, fmt, shards)  # validate now, before any worker starts
     n = node if isinstance(node, Node) else (Node(**node) if node else this_machine())
     space = dlrm_knob_space(n, batch_sizes=tuple(batch_sizes))
     node_fields = {"name": n.name, "vcpus": n.vcpus, "ram_gib": n.ram_gib, "hourly_usd": n.hourly_usd,
                    "ram_budget_share": n.ram_budget_share}
     kwargs = {"data_dir": str(data_dir), "fmt": fmt, "node": node_fields, "batch_sizes": list(batch_sizes),
-              "on_bad_row": on_bad_row, "bucketize": bucketize}
+              "on_bad_row": on_bad_row, "bucketize": bucketize, "shards": files}
 
     def build(config: Config) -> "tf.data.Dataset":
         return build_dlrm_pipeline(data_dir, config, fmt=fmt, threadpool=None if _is_autotune(config) else n.vcpus,
                                    autotune_options=_is_autotune(config), on_bad_row=on_bad_row, bucketize=bucketize,
-                                   ram_budget_mb=n.ram_budget_mb)
+                                   ram_budget_mb=n.ram_budget_mb, shards=files)
 
     def build_upto(config: Config, stage: str) -> "tf.data.Dataset":
         return build_dlrm_pipeline(data_dir, config, fmt=fmt, threadpool=None if _is_autotune(config) else n.vcpus,
                                    autotune_options=_is_autotune(config), on_bad_row=on_bad_row, bucketize=bucketize,
-                                   ram_budget_mb=n.ram_budget_mb, upto=stage)
+                                   ram_budget_mb=n.ram_budget_mb, upto=stage, shards=files)
 
     return PipelineSpec(
         name=f"dlrm-{fmt}",
@@ -331,6 +342,7 @@ def build_dlrm_pipeline(
     bucketize: bool = False,
     upto: str | None = None,
     ram_budget_mb: float | None = None,
+    shards: Sequence[str] | None = None,
 ) -> "tf.data.Dataset":
     """The DLRM pipeline for knob ``config`` over the shards in ``data_dir``.
 
@@ -340,6 +352,7 @@ def build_dlrm_pipeline(
     default options (the AUTOTUNE baseline). ``on_bad_row``: ``"error"`` stops at the first
     malformed TSV line, ``"skip"`` drops malformed lines (count them with
     :func:`count_bad_rows`). ``upto`` stops after the named stage (for per-stage timing).
+    ``shards`` (with ``fmt``): the shard files already listed; None lists them here.
     """
     import tensorflow as tf
 
@@ -347,7 +360,7 @@ def build_dlrm_pipeline(
         raise UserError(f"on_bad_row={on_bad_row!r}; allowed: {', '.join(BAD_ROW_POLICIES)}")
     if upto is not None and upto not in STAGES:
         raise UserError(f"unknown stage {upto!r}; stages: {', '.join(STAGES)}")
-    files, fmt = list_shards(data_dir, fmt)
+    files, fmt = listed_shards(data_dir, fmt, shards)
     sizes = table_sizes_for(data_dir)
     c = dict(config)
     ds = read_stage(files, fmt, cycle_length=c.get("cycle_length", 1), parallelism=c.get("read_parallelism", 0))
@@ -390,7 +403,8 @@ def _prefetch(value: int) -> int:
     return tf.data.AUTOTUNE if value == AUTOTUNE else int(value)
 
 
-def count_bad_rows(data_dir: str | os.PathLike[str], fmt: str | None = None) -> dict[str, Any]:
+def count_bad_rows(data_dir: str | os.PathLike[str], fmt: str | None = None,
+                   shards: Sequence[str] | None = None) -> dict[str, Any]:
     """Count malformed TSV lines: those not matching :data:`TSV_ROW_REGEX` (the same test
     the pipeline's ``on_bad_row="skip"`` applies). Returns rows, bad_rows and the first bad
     ``file:line``. TFRecord shards are read through once, checking every record's CRC
@@ -399,7 +413,7 @@ def count_bad_rows(data_dir: str | os.PathLike[str], fmt: str | None = None) -> 
     """
     import re
 
-    files, fmt = list_shards(data_dir, fmt)
+    files, fmt = listed_shards(data_dir, fmt, shards)
     if fmt != "tsv":
         return scan_tfrecords(files)
     pattern = re.compile(TSV_ROW_REGEX.encode())

@@ -16,7 +16,7 @@ peak-RSS counter (``/proc/self/clear_refs`` ← ``5``), so ``peak_rss_mb`` is th
 process's peak *during this measurement* (``VmHWM``). ``extra["pipeline_rss_mb"]`` is
 that peak minus the resident memory just before the dataset was built (the pipeline's
 own buffers and threads). A watchdog thread in the worker stops it when RSS passes the
-memory limit; the parent then reports ``oom=True`` and starts a new worker, so a
+memory limit; the parent then reports ``failed=True`` and starts a new worker, so a
 runaway configuration cannot take the tuner down. The protocol is JSON lines over pipes
 (no pickle).
 
@@ -355,7 +355,7 @@ class MeasureWorker:
             # A configuration the pipeline rejects is worth nothing, like one that runs out of
             # memory; the search goes on (the tuner reports the reason if nothing works).
             return self._failed(config, f"pipeline error: {answer['error']}")
-        return Measurement(rows_per_s=answer["rows_per_s"], peak_rss_mb=answer["peak_rss_mb"], oom=False,
+        return Measurement(rows_per_s=answer["rows_per_s"], peak_rss_mb=answer["peak_rss_mb"], failed=False,
                            label="measured", extra=answer["extra"])
 
 
@@ -369,7 +369,7 @@ class MeasureWorker:
 
     def _failed(self, config: Mapping[str, int], reason: str) -> Measurement:
         """A configuration that ran out of memory, hung or crashed the worker: worth nothing."""
-        return Measurement(rows_per_s=0.0, peak_rss_mb=float(self.memory_limit_mb or 0.0), oom=True,
+        return Measurement(rows_per_s=0.0, peak_rss_mb=float(self.memory_limit_mb or 0.0), failed=True,
                            label="measured", extra={"failure": reason, "config": dict(config)})
 
 

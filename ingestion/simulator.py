@@ -53,7 +53,7 @@ Arrival of work is bursty; a buffer of ``b`` elements smooths it, modelled as a 
 ``1 - burstiness / (1 + b)`` per buffer knob. Memory is a base footprint plus every element held:
 one in flight per thread of each stage and ``b`` per buffer, each of ``rows_per_element *
 bytes_per_row`` bytes. Over the node's RAM budget the pipeline is out of memory (it crashes:
-throughput 0, ``oom=True``).
+throughput 0, ``failed=True``).
 """
 
 from __future__ import annotations
@@ -355,7 +355,7 @@ def simulate(
     return Measurement(
         rows_per_s=0.0 if oom else x,
         peak_rss_mb=mem,
-        oom=oom,
+        failed=oom,
         label="simulated",
         extra={
             "stages": stages,

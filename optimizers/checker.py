@@ -11,7 +11,7 @@ loop of :func:`optimizers.asktell.run` under a trial cap. It raises
   A configuration may ask for more threads than the CPU budget (the heuristic baseline
   does, on purpose);
 * ``tell`` accepts every measurement, including a failed one: the second trial is told as an
-  out-of-memory failure (``oom=True``, zero rows/s), as the live measurement reports a crash;
+  out-of-memory failure (``failed=True``, zero rows/s), as the live measurement reports a crash;
   an optimizer that proposes one configuration only is told, after it is done, that a
   re-measurement of it failed, and must then still answer ``ask`` with None or a valid one;
 * within the cap, ``ask`` either returns None (done) or keeps proposing valid configurations,
@@ -33,7 +33,8 @@ from ingestion.pipeline import PipelineSpec
 from ingestion.node import Node
 from ingestion.simulator import dlrm_like_space, random_pipeline, simulate
 from optimizers.asktell import Optimizer, run
-from optimizers.ingestion_optimizers import OptimizerRequest
+from core.budget import Budget
+from optimizers.ingestion_optimizers import IngestJob
 
 AUTOTUNE = -1  # tf.data.AUTOTUNE's value
 INJECTED_FAILURE = "out of memory (injected by the contract check)"
@@ -57,12 +58,12 @@ def _no_build(config: Config) -> Any:
     raise RuntimeError("the contract check's pipeline is simulated; it is never built")
 
 
-def check_problem(seed: int = 0) -> tuple[OptimizerRequest, Any]:
+def check_problem(seed: int = 0) -> tuple[IngestJob, Any]:
     """The simulated tuning problem the check uses: the request and the true pipeline model."""
     node = Node("check-4vcpu", vcpus=4, ram_gib=8.0)
     truth = random_pipeline(np.random.default_rng(seed), "parse")
     spec = PipelineSpec("contract-check", build=_no_build, space=dlrm_like_space(node), rows_per_element=1)
-    return OptimizerRequest(spec, node, time_budget_s=30.0, seed=seed, calibration=lambda: truth), truth
+    return IngestJob(spec, node, Budget.start(30.0), seed=seed, calibration=lambda: truth), truth
 
 
 def config_problem(config: Any, spec: PipelineSpec) -> str | None:
@@ -82,7 +83,7 @@ def config_problem(config: Any, spec: PipelineSpec) -> str | None:
     return None
 
 
-def check_optimizer(factory: Callable[[OptimizerRequest], Optimizer], *, max_trials: int = 30,
+def check_optimizer(factory: Callable[[IngestJob], Optimizer], *, max_trials: int = 30,
                     seed: int = 0) -> OptimizerCheck:
     """Exercise the optimizer ``factory`` builds (see the module doc)."""
     request, truth = check_problem(seed)
@@ -92,7 +93,7 @@ def check_optimizer(factory: Callable[[OptimizerRequest], Optimizer], *, max_tri
         raise OptimizerContractError(f"{opt!r} has no name")
     if not callable(getattr(opt, "ask", None)) or not callable(getattr(opt, "tell", None)):
         raise OptimizerContractError(f"optimizer {name!r} lacks ask() or tell()")
-    failed = Measurement(rows_per_s=0.0, oom=True, label="simulated", extra={"failure": INJECTED_FAILURE})
+    failed = Measurement(rows_per_s=0.0, failed=True, label="simulated", extra={"failure": INJECTED_FAILURE})
     defaults = {k.name: k.initial for k in request.spec.space.knobs}
 
     def valid(config: Any) -> Config:

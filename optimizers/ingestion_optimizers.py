@@ -2,7 +2,7 @@
 
 Every entry builds an ask/tell optimizer (:class:`optimizers.asktell.Optimizer`) for any
 :class:`~ingestion.pipeline.PipelineSpec` on a :class:`~ingestion.node.Node` from one
-:class:`OptimizerRequest`, and declares what it does with a calibration (a profile of the
+:class:`IngestJob`, and declares what it does with a calibration (a profile of the
 pipeline fitted to the simulator, :mod:`ingestion.calibrate`):
 
 * ``"required"``: it cannot be built without one (Plumber's LP). :func:`optimizers.tuning.tune_pipeline`
@@ -20,12 +20,13 @@ optimizer is one module plus one ``INGESTION_OPTIMIZERS.register(...)``
 from __future__ import annotations
 
 import time
-
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
+from core.budget import Budget
 from core.errors import UserError
 from core.registry import Registry
+from ingestion.measurement import FINAL_PROTOCOL, SEARCH_PROTOCOL, MeasureProtocol
 from ingestion.node import Node
 from ingestion.pipeline import PipelineSpec
 from optimizers.asktell import Optimizer
@@ -34,18 +35,36 @@ CalibrationUse = Literal["required", "optional", "unused"]
 
 
 @dataclass(frozen=True)
-class OptimizerRequest:
-    """What an optimizer is built for: the pipeline, the node, the budget, the seed.
+class IngestJob:
+    """One ingestion tuning run, worked out once where it starts (the CLI, a task, a benchmark)
+    and passed down unchanged: the pipeline (its builder and knob space, with its shards listed),
+    the node (cores, RAM), one :class:`~core.budget.Budget` that calibration, agent loading,
+    search and confirmation all draw from, the seed, InTune's settings (``settings``: an
+    :class:`~optimizers.intune.settings.InTuneSettings`, None for its defaults), the trial cap
+    and the measurement protocols of the search and of the final measurement (``final=None``:
+    none, the search's own measurement stands).
 
-    ``calibration`` returns the pipeline's calibration (a ``Calibration`` or a
-    ``PipelineModel``) when called; it is called only by optimizers that use one.
+    ``calibration`` returns the pipeline's calibration (a ``Calibration`` or a ``PipelineModel``)
+    when called; it is called only by optimizers that use one.
     """
 
     spec: PipelineSpec
     node: Node
-    time_budget_s: float | None = None
+    budget: Budget
     seed: int = 0
     calibration: Callable[[], Any] | None = None
+    settings: Any = None
+    max_trials: int | None = None
+    search: MeasureProtocol = SEARCH_PROTOCOL
+    final: MeasureProtocol | None = FINAL_PROTOCOL
+
+    @classmethod
+    def create(cls, spec: PipelineSpec, node: Node, *, time_budget_s: float,
+               clock: Callable[[], float] = time.monotonic, **fields: Any) -> "IngestJob":
+        """A job whose budget of ``time_budget_s`` starts now on ``clock``."""
+        if fields.get("max_trials") is not None and fields["max_trials"] < 1:
+            raise UserError(f"max_trials must be at least 1, got {fields['max_trials']}")
+        return cls(spec, node, Budget.start(time_budget_s, clock), **fields)
 
     def load_calibration(self) -> Any:
         return None if self.calibration is None else self.calibration()
@@ -56,7 +75,7 @@ class IngestionOptimizer:
     """A registered ingestion optimizer: its factory and what it needs."""
 
     name: str
-    factory: Callable[[OptimizerRequest], Optimizer]
+    factory: Callable[[IngestJob], Optimizer]
     calibration: CalibrationUse
     description: str
 
@@ -68,73 +87,55 @@ class IngestionOptimizer:
 INGESTION_OPTIMIZERS: Registry[IngestionOptimizer] = Registry("ingestion optimizer")
 
 
-def make_optimizer(
-    name: str,
-    spec: PipelineSpec,
-    node: Node,
-    *,
-    time_budget_s: float | None = None,
-    seed: int = 0,
-    calibration: Callable[[], Any] | None = None,
-) -> Optimizer:
-    """Build the optimizer registered as ``name`` for ``spec`` on ``node``."""
-    entry = INGESTION_OPTIMIZERS.get(name)
-    return entry.factory(OptimizerRequest(spec, node, time_budget_s, seed, calibration))
-
-
 # -- the built-in optimizers: each factory imports its module lazily -------------------------
 
 
-def _naive(req: OptimizerRequest) -> Optimizer:
+def _naive(req: IngestJob) -> Optimizer:
     from optimizers.baselines.naive import make_naive_optimizer
 
     return make_naive_optimizer(req.spec.space)
 
 
-def _heuristic(req: OptimizerRequest) -> Optimizer:
+def _heuristic(req: IngestJob) -> Optimizer:
     from optimizers.baselines.heuristic import make_heuristic_optimizer
 
     return make_heuristic_optimizer(req.spec.space, req.node.vcpus)
 
 
-def _autotune(req: OptimizerRequest) -> Optimizer:
+def _autotune(req: IngestJob) -> Optimizer:
     from optimizers.baselines.autotune import make_autotune_optimizer
 
     return make_autotune_optimizer(req.spec)
 
 
-def _grid(req: OptimizerRequest) -> Optimizer:
+def _grid(req: IngestJob) -> Optimizer:
     from optimizers.baselines.grid import GridSearch
 
     return GridSearch(req.spec.space)
 
 
-def _hillclimb(req: OptimizerRequest) -> Optimizer:
+def _hillclimb(req: IngestJob) -> Optimizer:
     from optimizers.baselines.hillclimb import HillClimb
 
     return HillClimb(req.spec.space, seed=req.seed)
 
 
-def _optuna(req: OptimizerRequest) -> Optimizer:
+def _optuna(req: IngestJob) -> Optimizer:
     from optimizers.baselines.optuna_search import OptunaSearch
 
     return OptunaSearch(req.spec.space, seed=req.seed)
 
 
-def _intune(req: OptimizerRequest) -> Optimizer:
+def _intune(req: IngestJob) -> Optimizer:
     try:
         from optimizers.intune import make_intune_optimizer
     except ImportError as exc:
         raise UserError(f"optimizer 'intune' is not available in this build ({exc})") from exc
-    if req.time_budget_s is None:
-        raise UserError("optimizer 'intune' needs a time budget (time_budget_s)")
-    started = time.monotonic()
-    calibration = req.load_calibration()  # a calibration made here spends the same budget
-    left = max(1.0, req.time_budget_s - (time.monotonic() - started))
-    return make_intune_optimizer(req.spec, req.node, time_budget_s=left, seed=req.seed, calibration=calibration)
+    return make_intune_optimizer(req.spec, req.node, budget=req.budget, seed=req.seed,
+                                 calibration=req.load_calibration(), settings=req.settings)
 
 
-def _plumber(req: OptimizerRequest) -> Optimizer:
+def _plumber(req: IngestJob) -> Optimizer:
     try:
         from optimizers.baselines.plumber import make_plumber_optimizer
     except ImportError as exc:

@@ -1,8 +1,11 @@
 """Tuning a pipeline on the live machine: the loop behind ``trainwise ingest tune``.
 
-1. build the optimizer (its construction time counts as tuning time: a model-based
+Everything a run needs travels in one :class:`~optimizers.ingestion_optimizers.IngestJob`
+(pipeline, node, one time budget, seed, protocols), made where the run starts:
+
+1. build the optimizer (its construction draws from the job's budget: a model-based
    optimizer may profile the pipeline first);
-2. ask/tell under the time budget, every trial measured in one persistent worker
+2. ask/tell for what is left of the budget, every trial measured in one persistent worker
    subprocess (:class:`~ingestion.measure.MeasureWorker`) with a short window;
 3. take the optimizer's recommendation (``recommendation``: the best search trial unless the
    optimizer keeps its own estimate) and re-measure it with a longer, repeated window (the *final*
@@ -11,10 +14,10 @@
    trials is biased upwards, and every optimizer gets the same final protocol, so the
    figures compare fairly.
 
-``tuning_s`` is wall time from step 1 to the end of step 2 (the final measurement is
-verification, not tuning).
+``tuning_s`` is wall time from the start of the job's budget to the end of step 2 (the final
+measurement is verification, not tuning).
 
-**Control measurements** (``control``, used by the benchmark's grid): a fixed configuration
+**Control measurements** (:class:`TuningOptions`' ``control``, used by the benchmark's grid): a fixed configuration
 measured in the same worker with the same protocol before every ``control_every``-th trial and
 once after the last, so a drift of the machine's speed during a long search is measured. They
 are not trials: the optimizer never sees them, they are not in ``history``, and no trial's
@@ -26,32 +29,19 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable
 
 from ingestion.measure import MeasureWorker, measure_in_process
+from ingestion.measurement import FINAL_PROTOCOL, SEARCH_PROTOCOL, Config, Measurement, MeasureProtocol
 from ingestion.node import Node
 from ingestion.pipeline import PipelineSpec
-from ingestion.measurement import Config, Measurement
 from optimizers.asktell import Optimizer, SearchResult, Trial, run
-from optimizers.ingestion_optimizers import INGESTION_OPTIMIZERS, OptimizerRequest
+from optimizers.ingestion_optimizers import INGESTION_OPTIMIZERS, IngestJob
 from core.errors import UserError
 
-
-@dataclass(frozen=True)
-class MeasureProtocol:
-    """Warm-up, window and repeats of one measurement (seconds)."""
-
-    warmup_s: float
-    window_s: float
-    repeats: int
-
-    def as_kwargs(self) -> dict[str, Any]:
-        return {"warmup_s": self.warmup_s, "window_s": self.window_s, "repeats": self.repeats}
-
-
-SEARCH_PROTOCOL = MeasureProtocol(warmup_s=1.0, window_s=1.5, repeats=2)
-FINAL_PROTOCOL = MeasureProtocol(warmup_s=4.0, window_s=3.0, repeats=3)
+__all__ = ["FINAL_PROTOCOL", "SEARCH_PROTOCOL", "IngestJob", "IngestTuningResult", "MeasureProtocol",
+           "NoRunningConfiguration", "TuningOptions", "VerifiedConfig", "build_optimizer", "tune_pipeline"]
 
 
 def recommendation(opt: Any, result: Any) -> tuple[Config, Measurement]:
@@ -59,7 +49,7 @@ def recommendation(opt: Any, result: Any) -> tuple[Config, Measurement]:
     (configuration, measurement) if it keeps one (InTune measures its closest candidates again
     and recommends by the mean), else the best single trial of the search."""
     own = getattr(opt, "best", None)
-    if isinstance(own, tuple) and len(own) == 2 and own[0] is not None and not own[1].oom:
+    if isinstance(own, tuple) and len(own) == 2 and own[0] is not None and not own[1].failed:
         return dict(own[0]), own[1]
     return dict(result.best_config), result.best
 
@@ -101,22 +91,142 @@ def calibration_for(spec: PipelineSpec, node: Node) -> Callable[[], Any]:
     return load
 
 
-def build_optimizer(
-    spec: PipelineSpec, node: Node, optimizer: str | Optimizer, *, time_budget_s: float, seed: int,
-    calibration: Callable[[], Any] | None,
-) -> Optimizer:
-    """``optimizer`` itself if already built, else the registry's, calibrated if it requires it."""
+def build_optimizer(job: IngestJob, optimizer: str | Optimizer) -> Optimizer:
+    """``optimizer`` itself if already built, else the registry's for ``job``, calibrated (by
+    :func:`calibration_for`) if it requires a calibration and the job carries none."""
     if not isinstance(optimizer, str):
         return optimizer
     entry = INGESTION_OPTIMIZERS.get(optimizer)
-    if calibration is None and entry.needs_calibration:
-        calibration = calibration_for(spec, node)
-    return entry.factory(OptimizerRequest(spec, node, time_budget_s, seed, calibration))
+    if job.calibration is None and entry.needs_calibration:
+        job = replace(job, calibration=calibration_for(job.spec, job.node))
+    return entry.factory(job)
+
+
+@dataclass(frozen=True)
+class TuningOptions:
+    """How a tuning run is watched, not what it tunes: ``worker`` (a measurement worker to use;
+    None: one is made and closed here for a portable pipeline, else trials run in this process),
+    ``progress`` (one line per trial on stderr), and the benchmark's control measurements:
+    ``control`` (a configuration measured before every ``control_every``-th trial and after the
+    last; None: none)."""
+
+    worker: Any = None
+    progress: bool = True
+    control: Config | None = None
+    control_every: int = 10
+
+
+class _Measurements:
+    """Every measurement of one tuning run, in one worker (or in this process): the trials, the
+    control measurements interleaved with them, and the final measurement."""
+
+    def __init__(self, job: IngestJob, worker: Any, options: TuningOptions):
+        self.job, self.worker, self.options = job, worker, options
+        self.trials_done = 0
+        self.controls: list[dict[str, Any]] = []
+        self.controls_s = 0.0
+
+    def measure(self, config: Config, protocol: MeasureProtocol) -> Measurement:
+        if self.worker is not None:
+            return self.worker.measure(config, **protocol.as_kwargs())
+        return measure_in_process(self.job.spec, config, **protocol.as_kwargs())
+
+    def _controlled(self) -> bool:
+        return self.options.control is not None and self.options.control_every > 0
+
+    def control(self) -> None:
+        """One control measurement (not a trial: the optimizer never sees it)."""
+        t = time.monotonic()
+        m = self.measure(dict(self.options.control or {}), self.job.search)
+        self.controls_s += time.monotonic() - t
+        self.controls.append({"before_trial": self.trials_done, "elapsed_s": round(t - self.job.budget.started, 2),
+                              "rows_per_s": m.rows_per_s, "oom": m.failed, "label": m.label, **m.cores})
+
+    def trial(self, config: Config) -> Measurement:
+        if self._controlled() and self.trials_done % self.options.control_every == 0:
+            self.control()
+        self.trials_done += 1
+        return self.measure(config, self.job.search)
+
+    def closing_control(self) -> None:
+        if self._controlled() and self.trials_done:
+            self.control()
+
+    def controls_info(self) -> dict[str, Any]:
+        if self.options.control is None:
+            return {}
+        return {"controls": self.controls, "controls_s": round(self.controls_s, 2),
+                "control_config": dict(self.options.control), "control_every": self.options.control_every}
+
+
+def tune_pipeline(job: IngestJob, optimizer: str | Optimizer, options: TuningOptions = TuningOptions()
+                  ) -> IngestTuningResult:
+    """Tune ``job``'s pipeline on its node with ``optimizer`` within its budget (see the module doc).
+
+    ``optimizer`` is a registry name (``optimizers.ingestion_optimizers.INGESTION_OPTIMIZERS``),
+    or an ask/tell optimizer already built (e.g. a grid in another order), named by its ``name``.
+    An optimizer that requires a calibration and gets none from the job calibrates the pipeline
+    here (:func:`calibration_for`)."""
+    name = optimizer if isinstance(optimizer, str) else optimizer.name
+    own_worker = options.worker is None and job.spec.portable
+    worker = MeasureWorker(job.spec, memory_limit_mb=job.node.ram_budget_mb) if own_worker else options.worker
+    measurements = _Measurements(job, worker, options)
+    try:
+        opt = build_optimizer(job, optimizer)
+        result = _search(job, opt, measurements.trial, options.progress)
+        measurements.closing_control()
+        tuning_s = job.budget.elapsed()
+        _require_a_running_configuration(job, name, result, tuning_s)
+        chosen, final_m = recommendation(opt, result)
+        if job.final is not None:
+            final_m = measurements.measure(chosen, job.final)
+    finally:
+        if own_worker and worker is not None:
+            worker.close()
+    return IngestTuningResult(
+        optimizer=name,
+        pipeline=job.spec.name,
+        config=chosen,
+        rows_per_s=final_m.rows_per_s,
+        peak_rss_mb=final_m.peak_rss_mb,
+        tuning_s=tuning_s,
+        label=final_m.label,
+        oom=final_m.failed,
+        final_measurement={"protocol": (job.final or job.search).as_kwargs(), **dict(final_m.extra)},
+        search=_search_summary(result, job, measurements.controls_info()),
+        node={"name": job.node.name, "vcpus": job.node.vcpus, "ram_gib": job.node.ram_gib,
+              "hourly_usd": job.node.hourly_usd},
+    )
+
+
+def _search(job: IngestJob, opt: Optimizer, evaluate: Callable[[Config], Measurement], progress: bool) -> SearchResult:
+    """Ask/tell for what is left of the job's budget. When the optimizer's set-up (calibration,
+    agent loading) used the whole budget, its first proposal is measured anyway rather than
+    return nothing; ``tuning_s`` shows the overrun."""
+    on_trial = _progress if progress else None
+    result = run(opt, evaluate, time_budget_s=job.budget.remaining(), max_trials=job.max_trials, on_trial=on_trial)
+    if not result.trials:
+        setup_s = job.budget.elapsed()
+        result = run(opt, evaluate, max_trials=1, on_trial=on_trial)
+        result.stopped_by = f"time budget (optimizer set-up took {setup_s:.0f} s; one trial measured past it)"
+    return result
+
+
+def _require_a_running_configuration(job: IngestJob, name: str, result: SearchResult, tuning_s: float) -> None:
+    """Raise :class:`NoRunningConfiguration` when the search found nothing that runs."""
+    if result.best_config is not None and result.best is not None and not result.best.failed:
+        return
+    reasons = sorted({str(t.measurement.extra.get("failure")) for t in result.trials if t.measurement.failed})
+    raise NoRunningConfiguration(_trial_history(result),
+        f"optimizer {name!r} found no configuration that runs within the node's memory budget "
+        f"({job.node.ram_budget_mb:,.0f} MB) in {tuning_s:.0f} s ({len(result.trials)} trials; failures: "
+        f"{'; '.join(reasons)[:500] or 'none'}); fix the pipeline, or raise the time budget or the node's RAM"
+    )
 
 
 def _progress(trial: Trial) -> None:
     m = trial.measurement
-    figure = "OOM/failed" if m.oom else f"{m.rows_per_s:,.0f} rows/s, {m.peak_rss_mb:,.0f} MB"
+    figure = "OOM/failed" if m.failed else f"{m.rows_per_s:,.0f} rows/s, {m.peak_rss_mb:,.0f} MB"
     print(f"  [{trial.elapsed_s:6.1f}s] {figure}  {trial.config}", file=sys.stderr, flush=True)
 
 
@@ -124,119 +234,21 @@ def _failures(trials: list[Trial]) -> dict[str, int]:
     """How many trials failed, by reason (out of memory, a hung or dead worker, a pipeline error)."""
     counts: dict[str, int] = {}
     for t in trials:
-        if t.measurement.oom:
+        if t.measurement.failed:
             reason = str(t.measurement.extra.get("failure", "out of memory")).split(":")[0]
             counts[reason] = counts.get(reason, 0) + 1
     return counts
 
 
-def tune_pipeline(
-    spec: PipelineSpec,
-    node: Node,
-    optimizer: str | Optimizer,
-    *,
-    time_budget_s: float,
-    seed: int = 0,
-    max_trials: int | None = None,
-    search: MeasureProtocol = SEARCH_PROTOCOL,
-    final: MeasureProtocol | None = FINAL_PROTOCOL,
-    calibration: Callable[[], Any] | None = None,
-    progress: bool = True,
-    worker: MeasureWorker | None = None,
-    control: Config | None = None,
-    control_every: int = 10,
-) -> IngestTuningResult:
-    """Tune ``spec`` on ``node`` with ``optimizer`` (see the module doc).
-
-    ``optimizer`` is a registry name (``optimizers.ingestion_optimizers.INGESTION_OPTIMIZERS``),
-    or an ask/tell optimizer already built (e.g. a grid in another order), named by its ``name``.
-    ``calibration`` (called only by optimizers that use one) defaults, for an optimizer that
-    requires one, to calibrating the pipeline here (:func:`calibration_for`)."""
-    name = optimizer if isinstance(optimizer, str) else optimizer.name
-    if time_budget_s <= 0:
-        raise UserError(f"the tuning time budget must be positive, got {time_budget_s} s")
-    own_worker = worker is None and spec.portable
-    w = MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb) if own_worker else worker
-    controls: list[dict[str, Any]] = []
-    trials_done = 0
-    controls_s = 0.0
-    try:
-
-        def measure(config: Config) -> Measurement:
-            if w is not None:
-                return w.measure(config, **search.as_kwargs())
-            return measure_in_process(spec, config, **search.as_kwargs())
-
-        def measure_control() -> None:
-            nonlocal controls_s
-            t = time.monotonic()
-            m = measure(dict(control))  # type: ignore[arg-type]
-            controls_s += time.monotonic() - t
-            controls.append({"before_trial": trials_done, "elapsed_s": round(t - start, 2),
-                             "rows_per_s": m.rows_per_s, "oom": m.oom, "label": m.label, **m.cores})
-
-        def evaluate(config: Config) -> Measurement:
-            nonlocal trials_done
-            if control is not None and control_every > 0 and trials_done % control_every == 0:
-                measure_control()
-            trials_done += 1
-            return measure(config)
-
-        start = time.monotonic()
-        opt = build_optimizer(spec, node, optimizer, time_budget_s=time_budget_s, seed=seed, calibration=calibration)
-        remaining = max(0.0, time_budget_s - (time.monotonic() - start))
-        result = run(opt, evaluate, time_budget_s=remaining, max_trials=max_trials,
-                     on_trial=_progress if progress else None)
-        if not result.trials:
-            # The optimizer's set-up (calibration, agent loading) used the whole budget: measure
-            # its first proposal anyway rather than return nothing; tuning_s shows the overrun.
-            setup_s = time.monotonic() - start
-            result = run(opt, evaluate, max_trials=1, on_trial=_progress if progress else None)
-            result.stopped_by = f"time budget (optimizer set-up took {setup_s:.0f} s; one trial measured past it)"
-        if control is not None and control_every > 0 and trials_done:
-            measure_control()  # closing control, after the last trial
-        tuning_s = time.monotonic() - start
-        if result.best_config is None or result.best is None or result.best.oom:
-            reasons = sorted({str(t.measurement.extra.get("failure")) for t in result.trials if t.measurement.oom})
-            raise NoRunningConfiguration(_trial_history(result),
-                f"optimizer {name!r} found no configuration that runs within the node's memory budget "
-                f"({node.ram_budget_mb:,.0f} MB) in {tuning_s:.0f} s ({len(result.trials)} trials; failures: "
-                f"{'; '.join(reasons)[:500] or 'none'}); fix the pipeline, or raise the time budget or the node's RAM"
-            )
-        chosen, final_m = recommendation(opt, result)
-        if final is not None:
-            final_m = w.measure(chosen, **final.as_kwargs()) if w is not None else measure_in_process(spec, chosen, **final.as_kwargs())
-    finally:
-        if own_worker and w is not None:
-            w.close()
-    controls_info = ({"controls": controls, "controls_s": round(controls_s, 2), "control_config": dict(control),
-                      "control_every": control_every} if control is not None else {})
-    return IngestTuningResult(
-        optimizer=name,
-        pipeline=spec.name,
-        config=chosen,
-        rows_per_s=final_m.rows_per_s,
-        peak_rss_mb=final_m.peak_rss_mb,
-        tuning_s=tuning_s,
-        label=final_m.label,
-        oom=final_m.oom,
-        final_measurement={"protocol": (final or search).as_kwargs(), **dict(final_m.extra)},
-        search=_search_summary(result, search, time_budget_s, controls_info),
-        node={"name": node.name, "vcpus": node.vcpus, "ram_gib": node.ram_gib, "hourly_usd": node.hourly_usd},
-    )
-
-
-def _search_summary(
-    result: SearchResult, search: MeasureProtocol, time_budget_s: float, controls: dict[str, Any]
-) -> dict[str, Any]:
+def _search_summary(result: SearchResult, job: IngestJob, controls: dict[str, Any]) -> dict[str, Any]:
     """The search part of a tuning result: trials, why it stopped, protocol, controls and history."""
     assert result.best is not None
     return {
         "trials": len(result.trials),
         "stopped_by": result.stopped_by,
         "best_trial_rows_per_s": result.best.rows_per_s,
-        "protocol": search.as_kwargs(),
-        "time_budget_s": time_budget_s,
+        "protocol": job.search.as_kwargs(),
+        "time_budget_s": job.budget.total_s,
         **controls,
         "failed_trials": _failures(result.trials),
         "history": _trial_history(result),
@@ -247,7 +259,7 @@ def _trial_history(result: SearchResult) -> list[dict[str, Any]]:
     """Every trial of a search, in order: configuration, measurement and failure reason."""
     return [
         {"config": t.config, "rows_per_s": t.measurement.rows_per_s, "peak_rss_mb": t.measurement.peak_rss_mb,
-         "oom": t.measurement.oom, "label": t.measurement.label, "elapsed_s": t.elapsed_s, **t.measurement.cores,
+         "oom": t.measurement.failed, "label": t.measurement.label, "elapsed_s": t.elapsed_s, **t.measurement.cores,
          **({"failure": t.measurement.extra["failure"]} if "failure" in t.measurement.extra else {})}
         for t in result.trials
     ]
@@ -314,7 +326,7 @@ def verify_configurations(
             if c.config is None:
                 continue
             m = worker.measure(c.config, **protocol.as_kwargs())
-            verified = VerifiedConfig(c.optimizer, dict(c.config), m.rows_per_s, m.peak_rss_mb, m.oom, m.label,
+            verified = VerifiedConfig(c.optimizer, dict(c.config), m.rows_per_s, m.peak_rss_mb, m.failed, m.label,
                                       m.extra.get("spread"), protocol.as_kwargs())
             if on_verified is not None:
                 on_verified(verified)

@@ -36,12 +36,14 @@ DATA_FORMAT = "tsv"  # Criteo's own text format
 
 @dataclass(frozen=True)
 class IngestData:
-    """The data folder tuned on: where it is, whether it was generated now or reused."""
+    """The data folder tuned on: where it is, whether it was generated now or reused, and its
+    shard files (listed once here; every later task builds the pipeline over this list)."""
 
     path: str
     generated: bool
     reused: bool
     manifest: dict[str, Any] = field(default_factory=dict)
+    shards: tuple[str, ...] = ()
 
     @property
     def rows(self) -> Any:
@@ -62,19 +64,26 @@ def locate_or_generate_data(data: DataSpec) -> IngestData:
         manifest_file = folder / MANIFEST
         manifest = json.loads(manifest_file.read_text()) if manifest_file.is_file() else {}
         logger.info("data: using %s", folder)
-        return IngestData(str(folder), generated=False, reused=True, manifest=manifest)
+        return IngestData(str(folder), generated=False, reused=True, manifest=manifest, shards=_shards(folder))
     folder = paths.cache_dir("data") / f"criteo-{DATA_FORMAT}-{data.rows}-seed{data.seed}"
     manifest_file = folder / MANIFEST
     if manifest_file.is_file():
         logger.info("data cached: reusing %s (%s rows)", folder, data.rows)
-        return IngestData(str(folder), generated=True, reused=True, manifest=json.loads(manifest_file.read_text()))
+        return IngestData(str(folder), generated=True, reused=True, manifest=json.loads(manifest_file.read_text()),
+                          shards=_shards(folder))
     if folder.exists():  # an interrupted earlier generation: start clean
         import shutil
 
         shutil.rmtree(folder)
     manifest = generate(data.rows, DATA_FORMAT, folder, seed=data.seed)
     logger.info("data: generated %s rows into %s", data.rows, folder)
-    return IngestData(str(folder), generated=True, reused=False, manifest=manifest)
+    return IngestData(str(folder), generated=True, reused=False, manifest=manifest, shards=_shards(folder))
+
+
+def _shards(folder: Path) -> tuple[str, ...]:
+    from ingestion.dlrm import list_shards
+
+    return tuple(list_shards(folder, DATA_FORMAT)[0])
 
 
 def pipeline_workload_of(ing: IngestSpec, data: IngestData) -> dict[str, Any]:
@@ -98,10 +107,10 @@ def _node(cpu_budget: int | None) -> dict[str, Any]:
     return {"name": n.name, "vcpus": cpu_budget or n.vcpus, "ram_gib": n.ram_gib, "hourly_usd": n.hourly_usd}
 
 
-def _pipeline(data_path: str, cpu_budget: int | None, batch_size: int) -> Any:
+def _pipeline(data_path: str, cpu_budget: int | None, batch_size: int, shards: tuple[str, ...] = ()) -> Any:
     from ingestion.dlrm import dlrm_spec
 
-    return dlrm_spec(data_path, DATA_FORMAT, node=_node(cpu_budget), batch_sizes=(batch_size,))
+    return dlrm_spec(data_path, DATA_FORMAT, node=_node(cpu_budget), batch_sizes=(batch_size,), shards=shards or None)
 
 
 @task(
@@ -171,19 +180,20 @@ def tune_ingestion(
     is reported as a :class:`TuningFailure`, not fatal."""
     from ingestion.measure import MeasureWorker
     from ingestion.node import Node
-    from optimizers.tuning import tune_pipeline
+    from optimizers.tuning import IngestJob, TuningOptions, tune_pipeline
 
     index, count = position
     budget = float(ing.time_budget_s)
     progress = Progress(progress_key, f"InTune: tuning with {optimizer} ({index + 1}/{count})")
-    spec = _pipeline(data.path, ing.cpu_budget, ing.batch_size)
+    spec = _pipeline(data.path, ing.cpu_budget, ing.batch_size, data.shards)
     node = Node(**_node(ing.cpu_budget))
     # Every trial goes through this worker, so each measurement updates the progress artifact.
     worker = ReportingWorker(MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb),
                              _progress_reporter(progress, optimizer, position, budget))
+    job = IngestJob.create(spec, node, time_budget_s=budget, seed=ing.seed, final=None,
+                           calibration=_calibration_loader(profile))
     try:
-        result = tune_pipeline(spec, node, optimizer, time_budget_s=budget, seed=ing.seed, final=None,
-                               calibration=_calibration_loader(profile), progress=False, worker=worker)
+        result = tune_pipeline(job, optimizer, TuningOptions(worker=worker, progress=False))
     except UserError as exc:
         if required:
             raise
@@ -204,7 +214,7 @@ def measure_configurations(
     from ingestion.node import Node
     from optimizers.tuning import verify_configurations, verify_protocol
 
-    spec = _pipeline(data.path, ing.cpu_budget, ing.batch_size)
+    spec = _pipeline(data.path, ing.cpu_budget, ing.batch_size, data.shards)
     logger = get_run_logger()
     return verify_configurations(
         spec, Node(**_node(ing.cpu_budget)), chosen, verify_protocol(ing.verify_window_s, ing.verify_repeats),

@@ -186,7 +186,7 @@ class ClusterModel:
     def node_rows_per_s(self, job: JobModel, unit: Unit, config: Mapping[str, int]) -> tuple[float, bool]:
         """(rows/s the node delivers to the job's trainers, out of memory) for ``config``."""
         m = simulate(job.pipeline, config, unit.node)
-        if m.oom:
+        if m.failed:
             return 0.0, True
         return min(m.rows_per_s * self.overheads.worker_efficiency, self.network_cap(job, unit)), False
 

@@ -69,9 +69,9 @@ class SuiteMember:
         """``config`` on the simulator, failing as the live pipeline does when tf.data rejects it."""
         reason = self.rejects(config)
         if reason is not None:
-            return Measurement(rows_per_s=0.0, oom=True, label="simulated", extra={"failure": reason, "config": dict(config)})
+            return Measurement(rows_per_s=0.0, failed=True, label="simulated", extra={"failure": reason, "config": dict(config)})
         m = simulate(model, config, node, noise=noise, rng=rng)
-        return m if not m.oom else Measurement(0.0, m.peak_rss_mb, True, "simulated", {**dict(m.extra), "failure": "memory limit"})
+        return m if not m.failed else Measurement(0.0, m.peak_rss_mb, True, "simulated", {**dict(m.extra), "failure": "memory limit"})
 
 
 def _member(module, role: Role, shape: str) -> SuiteMember:

@@ -46,7 +46,7 @@ class OptunaSearch:
 
     def tell(self, config: Config, measurement: Measurement) -> None:
         key = tuple(sorted(config.items()))
-        score = 0.0 if measurement.oom else float(measurement.rows_per_s)
+        score = 0.0 if measurement.failed else float(measurement.rows_per_s)
         self._seen[key] = score
         self.history.append((dict(config), measurement))
         trial = self._open.pop(key, None)

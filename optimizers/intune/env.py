@@ -371,7 +371,7 @@ class InTuneEnv(gym.Env):
         new = apply_action(self.task.space, self.config, ACTIONS[action])
         assert new is not None
         m = self.task.evaluate(new)
-        if m.oom:
+        if m.failed:
             self.masker.forbidden.add(Masker.key(new))
             return self._obs(), self.oom_reward, True, False, self._info(oom=True)
         old_x = max(self.measurement.rows_per_s, 1e-9)

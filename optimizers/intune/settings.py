@@ -1,4 +1,4 @@
-"""Every setting of the InTune tuner in one frozen dataclass (what travels instead of keywords)."""
+"""Every setting of the InTune optimizer in one frozen dataclass (what travels instead of keywords)."""
 
 from __future__ import annotations
 
@@ -10,44 +10,80 @@ from core.errors import UserError
 
 @dataclass(frozen=True)
 class InTuneSettings:
-    """How InTune searches, stops and confirms (see :mod:`optimizers.intune.tuner`).
+    """Every number InTune's search uses (the phases are in :mod:`optimizers.intune.phases`;
+    ``docs/intune.md`` has one table of them, with why each is what it is).
 
+    Set-up: ``calibrate_share`` of the time budget for calibrating the pipeline when no profile
+    is cached, ``train_share`` of it (and at most ``train_steps`` environment steps) for training
+    an agent when none is saved. Start: the model's best configuration (exhaustive on the model
+    up to ``exhaustive_limit`` configurations), and the model's best of each other CPU split it
+    predicts within ``start_band`` of its best, ``start_splits`` splits in all; a start whose
+    candidates all failed tries the configurations within ``start_fallback_depth`` moves.
     Search: ``max_steps`` live measurements at most; ``patience`` steps without a gain of
-    ``min_gain`` count as a stall; ``branch`` moves tried from each measured configuration;
-    ``model_weight`` times the model's predicted log gain is added to the agent's Q-value
-    (``use_agent=False`` ranks by the model alone: the ablation's model-only variant); ``refit``
-    re-fits the model to the live measurements; ``max_jumps`` model jumps of ``jump_width``.
-    Stall: ``max_escapes`` escapes within ``escape_depth`` moves, plausible models within
-    ``escape_slack`` squared log error per point. Not sure yet (``sure_error``): while the
-    re-fitted model misses the live measurements by more than this RMS log error, or some
-    unmeasured configuration may still gain ``min_gain`` under a plausible model, InTune keeps
-    exploring instead of stopping, until ``finish_share`` of its time budget. Failures:
-    ``failure_penalty`` (a factor on the predicted throughput of a configuration that a learnt
-    failure rule matches once; matched by two failures, it is masked). End: ``confirm_top``
-    configurations within ``confirm_band`` measured again, a near-tie within ``settle_band``
-    settled by up to ``settle_rounds`` more paired measurements of the top two, while they fit
-    in the budget (a noisy pipeline's near-tie is where a pick goes wrong). When those
-    configurations all share one CPU split, the best measured configuration of another split is
-    confirmed with them if it measured within ``confirm_split_band`` of the best (``None``: off):
-    the split is the decision that moves throughput most, and one noisy search measurement must
-    not settle it. ``finetune_steps`` gradient steps per live transition; ``memory_margin`` of the RAM
-    budget the model's memory prediction must stay under.
+    ``min_gain`` count as a stall (the agent's "stop" counts after ``agent_stop_share`` of
+    them); ``branch`` moves tried from each measured configuration; ``model_weight`` times the
+    model's predicted log gain is added to the agent's Q-value (``use_agent=False`` ranks by the
+    model alone); ``finetune_steps`` gradient steps per live transition once the replay buffer
+    holds ``finetune_min_replay``. Refit (``refit``): a factor on all costs, one on per-call
+    costs and one per parallel stage, each within ``refit_range``, fitted to at most
+    ``fit_points`` live measurements (the level only with fewer than ``level_only_below``), with
+    a weak prior of weight ``refit_prior_weight``: the first fit tries ``refit_values`` in
+    ``refit_passes`` passes, later ones ``refit_steps`` around the last fit. Jumps:
+    ``max_jumps`` model jumps, each climbing the model for at most ``jump_rounds`` rounds through
+    the best ``jump_width`` neighbours. Stall: ``max_escapes`` escapes within ``escape_depth``
+    moves, plausible models stretched by ``escape_stretch`` within ``escape_slack`` squared log
+    error per point. Not sure yet (``sure_error``): while the re-fitted model misses the live
+    measurements by more than this RMS log error, or some unmeasured configuration may still gain
+    ``min_gain``, InTune explores (the whole grid up to ``explore_grid`` configurations, else near
+    the ``explore_bases`` best measured; ``explore_shortlist`` candidates scored). Failures:
+    ``failure_penalty`` on a configuration one learnt failure rule matches (two: masked);
+    ``memory_margin`` of the RAM budget the model's memory prediction must stay under. Time: the
+    search stops when the next step would end past ``finish_share`` of the budget; the
+    confirmation must end within ``confirm_share``; the next measurement is expected to take as
+    long as the longest of the last ``duration_window``; once ``reserve_after`` configurations ran,
+    the time the confirmation needs is kept. End: ``confirm_top`` configurations within
+    ``confirm_band`` measured again (with the best of another CPU split within
+    ``confirm_split_band`` when they share one; ``None``: off), a near-tie within
+    ``settle_band`` settled by up to ``settle_rounds`` more paired measurements of the top two.
     """
 
+    calibrate_share: float = 0.35
+    train_share: float = 0.25
+    train_steps: int = 40_000
+    exhaustive_limit: int = 4000
+    start_band: float = 0.15
+    start_splits: int = 3
+    start_fallback_depth: int = 2
     finish_share: float = 0.9
+    confirm_share: float = 0.97
+    duration_window: int = 7
+    reserve_after: int = 3
     max_steps: int = 60
     patience: int = 10
+    agent_stop_share: float = 0.5
     branch: int = 3
     model_weight: float = 1.0
     use_agent: bool = True
     refit: bool = True
+    fit_points: int = 12
+    level_only_below: int = 3
+    refit_range: tuple[float, float] = (0.25, 4.0)
+    refit_prior_weight: float = 0.02
+    refit_passes: int = 2
+    refit_values: tuple[float, ...] = (0.5, 0.65, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0)
+    refit_steps: tuple[float, ...] = (0.8, 0.9, 1.1, 1.25)
     max_jumps: int = 8
     jump_width: int = 8
+    jump_rounds: int = 12
     min_gain: float = 0.01
     max_escapes: int = 6
     escape_depth: int = 3
     escape_slack: float = 0.02 ** 2
+    escape_stretch: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4)
     sure_error: float = 0.05
+    explore_grid: int = 2000
+    explore_bases: int = 3
+    explore_shortlist: int = 48
     failure_penalty: float = 0.5
     confirm_top: int = 3
     confirm_band: float = 0.10
@@ -55,10 +91,12 @@ class InTuneSettings:
     settle_band: float | None = 0.10
     settle_rounds: int = 3
     finetune_steps: int = 4
+    finetune_min_replay: int = 8
     memory_margin: float = 0.85
 
     def __post_init__(self) -> None:
-        for name in ("finish_share", "memory_margin", "failure_penalty"):
+        for name in ("finish_share", "confirm_share", "memory_margin", "failure_penalty", "calibrate_share",
+                     "train_share", "agent_stop_share"):
             value = getattr(self, name)
             if not 0 < value <= 1:
                 raise UserError(f"InTune setting {name} must be in (0, 1], got {value}")
@@ -66,7 +104,8 @@ class InTuneSettings:
             value = getattr(self, name)
             if value is not None and not 0 < value < 1:
                 raise UserError(f"InTune setting {name} must be in (0, 1) or None (off), got {value}")
-        for name in ("max_steps", "patience", "branch", "settle_rounds"):
+        for name in ("max_steps", "patience", "branch", "settle_rounds", "start_splits", "fit_points",
+                     "duration_window", "refit_passes"):
             if getattr(self, name) < 1:
                 raise UserError(f"InTune setting {name} must be at least 1, got {getattr(self, name)}")
 

@@ -33,7 +33,7 @@ from optimizers.intune.agent import DQNConfig, MaskedDQN
 from optimizers.intune.env import (ACTIONS, RESIDUAL_CLIP, STOP, Masker, apply_action, calibration_like, observe,
                                    random_start, randomised)
 from optimizers.intune.pretrain import PRETRAINED
-from optimizers.intune.tuner import model_best
+from optimizers.intune.phases.start import model_best
 
 @dataclass(frozen=True)
 class PretrainSettings:
@@ -75,7 +75,7 @@ def episode(agent: MaskedDQN, rng: np.random.Generator, s: PretrainSettings,
     masker = Masker(space, node, belief)
     config = random_start(space, masker, rng) if rng.random() < s.random_start else model_best(belief, space, node, masker)[0]
     m = member.simulate(truth, config, node, noise=s.noise, rng=rng)
-    if m.oom:
+    if m.failed:
         return 0, []
     start_x = best_x = m.rows_per_s
     residuals, improved = [], False
@@ -90,13 +90,13 @@ def episode(agent: MaskedDQN, rng: np.random.Generator, s: PretrainSettings,
         a = int(rng.choice(moves)) if rng.random() < epsilon else max(moves, key=lambda i: q[i] + gains[i])
         target = apply_action(space, config, ACTIONS[a])
         new = member.simulate(truth, target, node, noise=s.noise, rng=rng)
-        actual = math.log(max(new.rows_per_s, 1e-9) / max(m.rows_per_s, 1e-9)) if not new.oom else -RESIDUAL_CLIP
+        actual = math.log(max(new.rows_per_s, 1e-9) / max(m.rows_per_s, 1e-9)) if not new.failed else -RESIDUAL_CLIP
         residual = float(np.clip(actual - gains[a], -RESIDUAL_CLIP, RESIDUAL_CLIP))
         residuals.append((abs(residual), abs(residual - float(q[a]))))
         mask = np.zeros(len(ACTIONS), dtype=bool)
         mask[STOP] = True
         agent.remember(obs, a, residual, obs, True, mask)
-        if new.oom:
+        if new.failed:
             masker.forbidden.add(Masker.key(target))
             continue
         improved = new.rows_per_s > m.rows_per_s

@@ -102,7 +102,7 @@ def autotune_node(model: PipelineModel, space: KnobSpace, node: Node) -> NodeCho
     """tf.data AUTOTUNE's configuration (the hill-climbing model of ``optimizers.baselines.autotune_model``)."""
     config, _ = hill_climb(model, space, node)
     m = simulate(model, config, node)
-    return NodeChoice(config, 0.0 if m.oom else m.rows_per_s, "model of tf.data AUTOTUNE", 1)
+    return NodeChoice(config, 0.0 if m.failed else m.rows_per_s, "model of tf.data AUTOTUNE", 1)
 
 
 def _monotone(space: KnobSpace) -> list[str]:

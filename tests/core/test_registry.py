@@ -21,7 +21,8 @@ from ingestion.node import Node
 from ingestion.pipeline import PipelineSpec
 from ingestion.simulator import dlrm_like_space, random_pipeline, simulate
 from optimizers.asktell import run
-from optimizers.ingestion_optimizers import INGESTION_OPTIMIZERS, IngestionOptimizer, make_optimizer
+from optimizers.ingestion_optimizers import INGESTION_OPTIMIZERS, IngestionOptimizer, IngestJob
+from optimizers.tuning import build_optimizer
 from serverless.backends import BACKENDS, BackendEntry, BackendOption
 from serverless.invocation import BillingRecord, Invocation, InvokeBatch, check_memory_mb
 from serverless.pricing import billed_ms
@@ -214,7 +215,8 @@ def test_the_plugin_optimizer_keeps_the_contract_and_tunes(plugins: None) -> Non
     node = Node("sim-4", vcpus=4, ram_gib=8)
     truth = random_pipeline(np.random.default_rng(3), "transform")
     spec = PipelineSpec("sim", build=lambda c: None, space=dlrm_like_space(node), rows_per_element=1)
-    result = run(make_optimizer("random", spec, node, seed=1), lambda c: simulate(truth, c, node))
+    job = IngestJob.create(spec, node, time_budget_s=60, seed=1)
+    result = run(build_optimizer(job, "random"), lambda c: simulate(truth, c, node))
     assert len(result.trials) == 6 and all(spec.space.is_valid(t.config) for t in result.trials)
     assert result.best is not None and result.best.label == "simulated"
     assert result.best.rows_per_s == max(simulate(truth, t.config, node).rows_per_s for t in result.trials)

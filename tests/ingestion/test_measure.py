@@ -14,10 +14,11 @@ from ingestion.knobs import Knob, KnobSpace  # noqa: E402
 from ingestion.measure import MeasureWorker, measure_in_process  # noqa: E402
 from ingestion.node import Node  # noqa: E402
 from ingestion.pipeline import PipelineSpec  # noqa: E402
-from optimizers.tuning import MeasureProtocol, tune_pipeline  # noqa: E402
+from optimizers.tuning import IngestJob, MeasureProtocol, TuningOptions, tune_pipeline  # noqa: E402
 from trainwise.cli import main  # noqa: E402
 
-TINY = MeasureProtocol(warmup_s=0.05, window_s=0.1, repeats=2)
+# windows long enough that a loaded machine still pulls rows in every one of them
+TINY = MeasureProtocol(warmup_s=0.2, window_s=0.5, repeats=2)
 NODE = {"name": "t", "vcpus": 2, "ram_gib": 4.0, "hourly_usd": 0.0}
 
 
@@ -35,7 +36,7 @@ def user_pipeline_spec() -> PipelineSpec:
 
 def test_measure_in_process_counts_rows():
     spec = user_pipeline_spec()
-    m = measure_in_process(spec, {"threads": 1, "batch": 64}, warmup_s=0.05, window_s=0.1, repeats=3)
+    m = measure_in_process(spec, {"threads": 1, "batch": 64}, warmup_s=0.2, window_s=0.5, repeats=3)
     assert m.label == "measured" and m.rows_per_s > 0 and m.peak_rss_mb > 0
     assert len(m.extra["windows_rows_per_s"]) == 3 and m.extra["rows"] % 64 == 0 and m.extra["rows"] > 0
     # the cores this process kept busy over the windows (it pulled rows all along: more than none,
@@ -67,7 +68,8 @@ def test_machine_busy_counts_this_process_work():
 @pytest.mark.slow
 def test_user_pipeline_is_tuned_by_a_baseline():
     spec = user_pipeline_spec()
-    r = tune_pipeline(spec, Node("t", 2, 4), "grid", time_budget_s=60, search=TINY, final=TINY, progress=False).to_json()
+    job = IngestJob.create(spec, Node("t", 2, 4), time_budget_s=60, search=TINY, final=TINY)
+    r = tune_pipeline(job, "grid", TuningOptions(progress=False)).to_json()
     assert r["search"]["trials"] == spec.space.grid_size() == 6
     assert spec.space.is_valid(r["config"]) and r["rows_per_s"] > 0 and r["label"] == "measured"
     assert all(t["cores_busy"] > 0 for t in r["search"]["history"])  # every trial says what cores it had
@@ -78,7 +80,7 @@ def test_worker_measures_dlrm_and_reports_memory(tmp_path):
     datagen.generate(400, "tsv", tmp_path / "d", shards=2)
     spec = dlrm_spec(str(tmp_path / "d"), node=NODE, batch_sizes=[32])
     with MeasureWorker(spec, memory_limit_mb=8000) as w:
-        m = w.measure(spec.space.initial(), warmup_s=0.05, window_s=0.1, repeats=1, stage_profile=True)
+        m = w.measure(spec.space.initial(), warmup_s=0.2, window_s=0.5, repeats=1, stage_profile=True)
         assert m.rows_per_s > 0 and m.extra["rows"] % 32 == 0
         assert m.peak_rss_mb >= m.extra["rss_before_mb"] > 0  # TF's runtime lives in the worker, not here
         assert set(m.extra["stage_rows_per_s"]) == {"read", "shuffle", "batch", "parse", "transform", "prefetch"}
@@ -86,8 +88,8 @@ def test_worker_measures_dlrm_and_reports_memory(tmp_path):
         assert all(c > 0 for c in m.extra["stage_cores_busy"].values())
     # a memory limit below TensorFlow's own footprint: reported as out of memory, not a crash
     with MeasureWorker(spec, memory_limit_mb=50) as w:
-        m = w.measure(spec.space.initial(), warmup_s=0.05, window_s=0.1, repeats=1)
-        assert m.oom and m.extra["failure"] in ("memory limit", "worker exit 75")
+        m = w.measure(spec.space.initial(), warmup_s=0.2, window_s=0.5, repeats=1)
+        assert m.failed and m.extra["failure"] in ("memory limit", "worker exit 75")
 
 
 def _run_cli(argv, capsys):
@@ -130,7 +132,7 @@ def test_cli_bench_measures_a_config_file(tmp_path, capsys):
               "parse_parallelism": 1, "transform_parallelism": 0, "prefetch_buffer": 1}
     (tmp_path / "c.json").write_text(json.dumps(config))
     code, err = _run_cli(["ingest", "bench", "--config", str(tmp_path / "c.json"), "--data", str(tmp_path / "d"),
-                          "--warmup-s", "0.05", "--window-s", "0.1", "--repeats", "2", "--json-out",
+                          "--warmup-s", "0.2", "--window-s", "0.5", "--repeats", "2", "--json-out",
                           str(tmp_path / "b.json")], capsys)
     assert code == 0, err
     doc = json.loads((tmp_path / "b.json").read_text())

@@ -14,7 +14,7 @@ from ingestion.dlrm import dlrm_knob_space
 from ingestion.node import Node
 from ingestion.pipeline import PipelineSpec
 from ingestion.simulator import model_from_space, simulate
-from optimizers.tuning import tune_pipeline
+from optimizers.tuning import IngestJob, TuningOptions, tune_pipeline
 from ingestion.measurement import Measurement
 
 NODE = Node("test", vcpus=2, ram_gib=4)
@@ -73,7 +73,7 @@ def test_reanchor_recovers_a_known_level_change_and_keeps_knob_effects():
 
 def test_reanchor_with_nothing_measured_keeps_the_level():
     cal = _calibration(_truth())
-    kept = reanchor(cal, NODE, evaluate=lambda c, **kw: Measurement(rows_per_s=0.0, oom=True), samples=2)
+    kept = reanchor(cal, NODE, evaluate=lambda c, **kw: Measurement(rows_per_s=0.0, failed=True), samples=2)
     assert kept.model == cal.model and "level kept" in kept.reanchors[-1]["note"]
 
 
@@ -82,8 +82,8 @@ def test_tune_pipeline_interleaves_control_measurements_that_are_not_trials():
     worker = FakeWorker(truth)
     spec = PipelineSpec("fake", build=lambda c: None, space=SPACE, rows_per_element=1)
     control = sequential_config(SPACE)
-    out = tune_pipeline(spec, NODE, "grid", time_budget_s=600, final=None, progress=False, worker=worker,
-                        control=control, control_every=10)
+    out = tune_pipeline(IngestJob.create(spec, NODE, time_budget_s=600, final=None), "grid",
+                        TuningOptions(worker=worker, progress=False, control=control, control_every=10))
     search = out.search
     assert search["trials"] == len(search["history"]) == SPACE.grid_size() == 80
     assert [c["before_trial"] for c in search["controls"]] == list(range(0, 80, 10)) + [80]

@@ -94,11 +94,11 @@ def _node(args: argparse.Namespace) -> Any:
     )
 
 
-def _check_bad_rows(data: Path, fmt: str, policy: str) -> dict[str, Any]:
+def _check_bad_rows(data: Path, fmt: str, shards: list[str], policy: str) -> dict[str, Any]:
     """Scan TSV shards for malformed rows first: error names the first one, skip counts them."""
     from ingestion.dlrm import count_bad_rows
 
-    report = count_bad_rows(data, fmt)
+    report = count_bad_rows(data, fmt, shards)
     corrupt = report.get("corrupt_files") or []
     if corrupt:  # a damaged TFRecord shard cannot be read past its bad record: never skipped silently
         raise UserError(
@@ -125,11 +125,12 @@ def gen_data_handler(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def _validate_common(args: argparse.Namespace) -> tuple[Path, str]:
+def _validate_common(args: argparse.Namespace) -> tuple[Path, str, list[str]]:
+    """The data folder, its format and its shards, listed once for the whole command."""
     from ingestion.dlrm import list_shards
 
-    _, fmt = list_shards(args.data, args.format)
-    return args.data, fmt
+    shards, fmt = list_shards(args.data, args.format)
+    return args.data, fmt, shards
 
 
 def tune_handler(args: argparse.Namespace) -> dict[str, Any]:
@@ -140,16 +141,16 @@ def tune_handler(args: argparse.Namespace) -> dict[str, Any]:
     if args.batch_size < 1:
         raise UserError(f"--batch-size must be at least 1, got {args.batch_size}")
     node = _node(args)
-    data, fmt = _validate_common(args)
-    bad = _check_bad_rows(data, fmt, args.on_bad_row)
+    data, fmt, shards = _validate_common(args)
+    bad = _check_bad_rows(data, fmt, shards, args.on_bad_row)
     from ingestion.dlrm import dlrm_spec
-    from optimizers.tuning import tune_pipeline
+    from optimizers.tuning import IngestJob, tune_pipeline
 
-    spec = dlrm_spec(str(data), fmt, node, [args.batch_size], args.on_bad_row)
+    spec = dlrm_spec(str(data), fmt, node, [args.batch_size], args.on_bad_row, shards=shards)
     print(f"tuning {spec.name} on {node.vcpus} vCPUs with {args.optimizer} (budget {args.time_budget_s:.0f} s)",
           file=sys.stderr)
-    result = tune_pipeline(spec, node, args.optimizer, time_budget_s=args.time_budget_s, seed=args.seed,
-                           max_trials=args.max_trials).to_json()
+    job = IngestJob.create(spec, node, time_budget_s=args.time_budget_s, seed=args.seed, max_trials=args.max_trials)
+    result = tune_pipeline(job, args.optimizer).to_json()
     result.update(data=str(data), format=fmt, rows_checked=bad["rows"], bad_rows=bad["bad_rows"],
                   on_bad_row=args.on_bad_row)
     print(f"{args.optimizer}: {result['rows_per_s']:,.0f} rows/s (measured), peak RSS {result['peak_rss_mb']:,.0f} MB, "
@@ -183,12 +184,12 @@ def bench_handler(args: argparse.Namespace) -> dict[str, Any]:
     if args.warmup_s < 0 or args.window_s <= 0 or args.repeats < 1:
         raise UserError("--warmup-s must be >= 0, --window-s > 0 and --repeats >= 1")
     node = _node(args)
-    data, fmt = _validate_common(args)
-    bad = _check_bad_rows(data, fmt, args.on_bad_row)
+    data, fmt, shards = _validate_common(args)
+    bad = _check_bad_rows(data, fmt, shards, args.on_bad_row)
     from ingestion.dlrm import AUTOTUNE, dlrm_spec
     from ingestion.measure import measure
 
-    spec = dlrm_spec(str(data), fmt, node, [int(config.get("batch_size", 4096))], args.on_bad_row)
+    spec = dlrm_spec(str(data), fmt, node, [int(config.get("batch_size", 4096))], args.on_bad_row, shards=shards)
     unknown = sorted(set(config) - set(spec.space.names))
     if unknown:
         raise UserError(f"unknown knob(s) {unknown} in --config; the knobs are {spec.space.names}")
@@ -200,7 +201,7 @@ def bench_handler(args: argparse.Namespace) -> dict[str, Any]:
         raise UserError(f"knob values must be >= -1 (-1 = AUTOTUNE), got {low}")
     m = measure(spec, config, warmup_s=args.warmup_s, window_s=args.window_s, repeats=args.repeats,
                 stage_profile=args.stages, memory_limit_mb=node.ram_budget_mb)
-    if m.oom:
+    if m.failed:
         raise UserError(f"configuration {config} failed ({m.extra.get('failure')}) within the memory budget "
                         f"{node.ram_budget_mb:,.0f} MB")
     print(f"{m.rows_per_s:,.0f} rows/s (measured, median of {args.repeats}), spread {m.extra['spread']:.1%}, "

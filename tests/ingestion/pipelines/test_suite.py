@@ -30,7 +30,7 @@ def test_model_matches_the_space(name):
     knobs = {s.threads_knob for s in model.stages if s.threads_knob} | {s.buffer_knob for s in model.stages if s.buffer_knob}
     assert knobs <= set(space.names)
     assert {k.name for k in space.cpu_knobs} == {s.threads_knob for s in model.stages if s.threads_knob}
-    ok = [c for c in space.grid() if not m.simulate(model, c, NODE).oom]
+    ok = [c for c in space.grid() if not m.simulate(model, c, NODE).failed]
     assert ok and space.initial() in ok
 
 
@@ -39,12 +39,12 @@ def test_simulated_rejections_and_memory_failures_are_failed_measurements():
     space = clicks.space(NODE)
     bad = {**space.initial(), "cycle": 1, "read": 2}
     m = clicks.simulate(clicks.model(space), bad, NODE)
-    assert m.oom and "cycle_length" in m.extra["failure"]
+    assert m.failed and "cycle_length" in m.extra["failure"]
     heavy = member("shuffle-heavy")
     space = heavy.space(NODE)
     big = {**space.initial(), "shuffle_buffer": max(space.knob("shuffle_buffer").values)}
     m = heavy.simulate(heavy.model(space), big, NODE)
-    assert m.oom and m.extra["failure"] == "memory limit"
+    assert m.failed and m.extra["failure"] == "memory limit"
 
 
 def test_unknown_member_is_a_user_error():

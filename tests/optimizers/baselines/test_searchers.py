@@ -10,7 +10,8 @@ from ingestion.node import Node
 from ingestion.pipeline import PipelineSpec
 from ingestion.measurement import Measurement
 from optimizers.asktell import run
-from optimizers.ingestion_optimizers import INGESTION_OPTIMIZERS, make_optimizer
+from optimizers.ingestion_optimizers import INGESTION_OPTIMIZERS, IngestJob
+from optimizers.tuning import build_optimizer
 from optimizers.baselines.autotune import autotune_config
 from optimizers.baselines.grid import GridSearch
 from optimizers.baselines.heuristic import heuristic_config
@@ -78,9 +79,9 @@ def test_autotune_knobs_default_for_a_user_pipeline():
 
 def test_registry_names_and_unknown_optimizer():
     for name in ("naive", "heuristic", "autotune", "grid", "hillclimb", "optuna"):
-        assert make_optimizer(name, _spec(), NODE).ask() is not None
+        assert build_optimizer(IngestJob.create(_spec(), NODE, time_budget_s=60), name).ask() is not None
     with pytest.raises(UserError, match="unknown ingestion optimizer 'random'; allowed: intune, "):
-        make_optimizer("random", _spec(), NODE)
+        build_optimizer(IngestJob.create(_spec(), NODE, time_budget_s=60), "random")
     assert set(INGESTION_OPTIMIZERS) >= {"intune", "plumber"}
     assert [n for n in INGESTION_OPTIMIZERS if INGESTION_OPTIMIZERS.get(n).needs_calibration] == ["plumber"]
 
@@ -113,23 +114,25 @@ def _simulated_problem():
 
 def test_tune_pipeline_calibrates_by_itself_only_for_an_optimizer_that_requires_it(monkeypatch):
     import ingestion.calibrate
-    from optimizers.tuning import tune_pipeline
+    from optimizers.tuning import TuningOptions, tune_pipeline
 
     spec, node, truth = _simulated_problem()
     calls = []
     monkeypatch.setattr(ingestion.calibrate, "calibrate", lambda s, n, **kw: calls.append((s.name, n.name)) or truth)
     worker = _SimulatedWorker(truth, node)
-    plumber = tune_pipeline(spec, node, "plumber", time_budget_s=60, final=None, progress=False, worker=worker)
+    plumber = tune_pipeline(IngestJob.create(spec, node, time_budget_s=60, final=None), "plumber",
+                            TuningOptions(worker=worker, progress=False))
     assert calls == [("sim", "sim-4")]  # as `trainwise ingest tune --optimizer plumber` does
     assert plumber.optimizer == "plumber" and spec.space.is_valid(plumber.config) and plumber.label == "simulated"
     assert plumber.to_json()["search"]["trials"] == 1
-    grid = tune_pipeline(spec, node, "grid", time_budget_s=60, max_trials=3, final=None, progress=False, worker=worker)
+    grid = tune_pipeline(IngestJob.create(spec, node, time_budget_s=60, max_trials=3, final=None), "grid",
+                         TuningOptions(worker=worker, progress=False))
     assert calls == [("sim", "sim-4")] and grid.search["trials"] == 3  # the grid never pays for profiling
 
 
 def test_intune_uses_the_calibration_it_is_given(monkeypatch, tmp_path):
     import ingestion.calibrate
-    from optimizers.tuning import tune_pipeline
+    from optimizers.tuning import TuningOptions, tune_pipeline
 
     monkeypatch.setenv("TRAINWISE_HOME", str(tmp_path))
     spec, node, truth = _simulated_problem()
@@ -139,6 +142,7 @@ def test_intune_uses_the_calibration_it_is_given(monkeypatch, tmp_path):
 
     monkeypatch.setattr(ingestion.calibrate, "calibrate", no_calibration)
     given = []
-    result = tune_pipeline(spec, node, "intune", time_budget_s=60, max_trials=3, final=None, progress=False,
-                           worker=_SimulatedWorker(truth, node), calibration=lambda: given.append(1) or truth)
+    job = IngestJob.create(spec, node, time_budget_s=60, max_trials=3, final=None,
+                           calibration=lambda: given.append(1) or truth)
+    result = tune_pipeline(job, "intune", TuningOptions(worker=_SimulatedWorker(truth, node), progress=False))
     assert given == [1] and result.optimizer == "intune" and spec.space.is_valid(result.config)

@@ -73,7 +73,7 @@ def test_oom_configuration_is_never_allowed_when_memory_is_tight():
         for idx, allowed in enumerate(masker.mask(config)):
             if allowed and idx != STOP:
                 new = apply_action(space, config, ACTIONS[idx])
-                assert not simulate(truth, new, node).oom
+                assert not simulate(truth, new, node).failed
 
 
 def test_invalid_action_is_a_penalised_no_op():

@@ -18,7 +18,8 @@ from optimizers.intune.agent import DQNConfig, MaskedDQN
 from optimizers.intune.env import Masker, calibration_like, randomised
 from optimizers.intune.failures import FailureRules, Rule
 from optimizers.intune.settings import InTuneSettings
-from optimizers.intune.tuner import InTuneOptimizer
+from optimizers.intune.optimizer import InTuneOptimizer
+from optimizers.intune.phases.escape import within_moves
 
 MODEL_ONLY = InTuneSettings(use_agent=False, finetune_steps=0)
 
@@ -54,10 +55,10 @@ def test_a_rejected_start_is_not_a_reason_to_stop():
     rejected = {**space.initial(), "cycle": 1, "read": 2}
     assert m.rejects(rejected)
     opt, result = _tune(m, node, space, truth, belief, start=rejected)
-    assert result.trials[0].measurement.oom
-    assert len(result.trials) >= 10 and opt.current is not None
+    assert result.trials[0].measurement.failed
+    assert len(result.trials) >= 10 and opt.state.current is not None
     best, measured = opt.best
-    assert not m.rejects(best) and not measured.oom
+    assert not m.rejects(best) and not measured.failed
     assert m.simulate(truth, best, node).rows_per_s >= 0.9 * _oracle(m, node, space, truth)
 
 
@@ -67,10 +68,10 @@ def test_it_learns_which_configurations_fail_and_stops_trying_them():
     invalid = sum(1 for c in space.grid() if m.rejects(c))
     assert invalid >= 20  # a quarter of the space is rejected by tf.data
     opt, result = _tune(m, node, space, truth, belief, budget_s=300)
-    failed = [t.config for t in result.trials if t.measurement.oom]
+    failed = [t.config for t in result.trials if t.measurement.failed]
     assert len(failed) <= 4 and len(result.trials) >= 3 * len(failed)
     assert len(failed) <= 1 or any(r.startswith("read > cycle") for r in opt.report()["failure_rules"])
-    assert not m.rejects(opt.best[0]) and not opt.best[1].oom
+    assert not m.rejects(opt.best[0]) and not opt.best[1].failed
 
 
 def test_failure_rules_generalise_and_running_configurations_refute_them():
@@ -90,10 +91,10 @@ def test_failure_rules_generalise_and_running_configurations_refute_them():
 def test_memory_failures_scale_the_memory_model_instead_of_forming_rules():
     m, node, space, truth, belief = _case("shuffle-heavy", 2)
     opt, result = _tune(m, node, space, truth, belief)
-    assert not opt.failures.failed  # memory limits are no rule
+    assert not opt.state.failures.failed  # memory limits are no rule
     big = {**opt.best[0], "shuffle_buffer": max(space.knob("shuffle_buffer").values)}
-    assert not opt.masker.safe(big)
-    assert not opt.best[1].oom
+    assert not opt.state.masker.safe(big)
+    assert not opt.best[1].failed
 
 
 def test_a_memory_failure_masks_what_holds_as_much_when_the_model_cannot_size_memory():
@@ -101,13 +102,13 @@ def test_a_memory_failure_masks_what_holds_as_much_when_the_model_cannot_size_me
     # a calibration that could not size the elements: the model's memory is its base alone
     blind = replace(belief, stages=tuple(replace(st, bytes_per_row=0.0) for st in belief.stages))
     start = {**space.initial(), "shuffle_buffer": max(space.knob("shuffle_buffer").values)}
-    assert m.simulate(truth, start, node).oom
+    assert m.simulate(truth, start, node).failed
     opt, result = _tune(m, node, space, truth, blind, start=start)
-    assert result.trials[0].measurement.oom  # the start fails; the search goes on
-    assert len(result.trials) >= 10 and not opt.best[1].oom
-    assert opt.masker.safe(space.initial())
+    assert result.trials[0].measurement.failed  # the start fails; the search goes on
+    assert len(result.trials) >= 10 and not opt.best[1].failed
+    assert opt.state.masker.safe(space.initial())
     larger = {k: max(v, space.knob(k).values[-1] if k == "prefetch" else v) for k, v in start.items()}
-    assert not opt.masker.safe(larger)
+    assert not opt.state.masker.safe(larger)
     later = [t.config for t in result.trials[1:]]
     assert not any(all(c[k] >= v for k, v in start.items()) for c in later)
 
@@ -124,13 +125,13 @@ def test_a_short_budget_after_a_failed_start_is_searched_not_kept_for_a_confirma
     def evaluate(config):
         t[0] += 7.0 if config == start else (10.0 if last_failed[0] else 4.2)
         out = m.simulate(truth, config, node)
-        last_failed[0] = out.oom
+        last_failed[0] = out.failed
         return out
 
     opt = InTuneOptimizer(space, node, blind, MaskedDQN(DQNConfig(), seed=0), MODEL_ONLY, start=start,
                           time_budget_s=60.0, clock=lambda: t[0])
     result = run(opt, evaluate, time_budget_s=60.0, clock=lambda: t[0])
-    assert result.trials[0].measurement.oom
+    assert result.trials[0].measurement.failed
     # the budget is used (search, then the confirmation of what is near-tied) and kept
     assert 0.8 * 60.0 <= result.trials[-1].elapsed_s <= 60.0
     assert len([h for h in opt.history if not h.get("repeat")]) >= 5
@@ -143,14 +144,14 @@ def test_it_uses_its_budget_while_the_model_misses_and_stops_early_when_sure():
     assert result.tuning_s >= 0.8 * 180 or len(result.trials) >= space.grid_size() * 0.5
     sure, exact = _tune(m, node, space, truth, truth, noise=0.0)
     assert len(exact.trials) < len(result.trials) and exact.tuning_s < 0.8 * 180
-    assert sure.finished and sure.explorations < unsure.explorations
+    assert sure.finished and sure.state.explorations < unsure.state.explorations
 
 
 def test_a_paired_win_never_goes_to_a_configuration_clearly_slower_than_the_best():
     m, node, space, truth, belief = _case("dlrm-tsv", 2)
     opt = InTuneOptimizer(space, node, belief, MaskedDQN(DQNConfig(), seed=0), MODEL_ONLY)
-    a, b = opt._within_moves(opt.start, 1)[:2]
-    opt.start_queue = []
+    a, b = within_moves(opt.state.masker, opt.start, 1)[:2]
+    opt.state.start_queue = []
 
     def m_(x):
         return Measurement(rows_per_s=x, peak_rss_mb=500.0, label="measured")
@@ -158,13 +159,13 @@ def test_a_paired_win_never_goes_to_a_configuration_clearly_slower_than_the_best
     opt.tell(opt.ask(), m_(100.0))
     opt.tell(a, m_(200.0))
     opt.tell(b, m_(185.0))
-    assert opt._confirm_or_finish("scripted") == a
+    assert opt.confirm_or_finish("scripted") == a
     opt.tell(a, m_(150.0))
     assert opt.ask() == b
     opt.tell(b, m_(170.0))  # measured back to back, b beats a
     best, measured = opt.best
     assert best == b and measured.rows_per_s == 177.5
-    assert measured.rows_per_s >= (1 - opt.settings.confirm_band) * max(v.rows_per_s for v in opt.visited.values())
+    assert measured.rows_per_s >= (1 - opt.settings.confirm_band) * max(v.rows_per_s for v in opt.state.visited.values())
 
 
 @pytest.mark.slow
@@ -173,8 +174,8 @@ def test_recommendation_is_never_a_failed_or_clearly_worse_configuration(seed):
     m, node, space, truth, belief = _case("shuffle-heavy", 2, seed=seed)
     opt, result = _tune(m, node, space, truth, belief, noise=0.08)
     best, measured = opt.best
-    assert not measured.oom and Masker.key(best) not in opt.masker.forbidden
-    means = [v.rows_per_s for v in opt.visited.values() if not v.oom]
+    assert not measured.failed and Masker.key(best) not in opt.state.masker.forbidden
+    means = [v.rows_per_s for v in opt.state.visited.values() if not v.failed]
     assert measured.rows_per_s >= (1 - opt.settings.confirm_band) * max(means)
 
 

@@ -1,0 +1,89 @@
+"""What one InTune search works with: its fixed set-up and the state its phases update."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ingestion.knobs import KnobSpace
+from ingestion.measurement import Config, Measurement
+from ingestion.node import Node
+from ingestion.simulator import PipelineModel
+from optimizers.intune.agent import MaskedDQN
+from optimizers.intune.env import Masker
+from optimizers.intune.failures import FailureRules
+from optimizers.intune.settings import InTuneSettings
+
+#: A move proposed by the agent, kept until its measurement arrives: the observation, the
+#: action, the base configuration's measurement and the base configuration.
+PendingMove = tuple[np.ndarray, int, Measurement, Config]
+
+
+@dataclass(frozen=True)
+class SearchSetup:
+    """What does not change during a search: the space, the node, the model before any refit
+    (``prior``), the settings, the agent, and the time budget read from ``clock`` (None: no
+    time budget, the search stops by its steps and stalls)."""
+
+    space: KnobSpace
+    node: Node
+    prior: PipelineModel
+    settings: InTuneSettings
+    agent: MaskedDQN
+    time_budget_s: float | None = None
+    clock: Callable[[], float] = time.monotonic
+
+
+@dataclass
+class SearchState:
+    """What the search has measured and decided so far; the phases read and update it.
+
+    ``belief`` is the model re-fitted to the live measurements; ``visited`` the estimate of
+    every measured configuration (the mean of its measurements), ``samples`` all its
+    measurements and ``paired`` those of the confirmation and settle (taken back to back).
+    """
+
+    belief: PipelineModel
+    masker: Masker
+    failures: FailureRules
+    start: Config
+    start_source: str
+    start_alternatives: list[Config]
+    start_queue: list[Config]
+    visited: dict[tuple, Measurement] = field(default_factory=dict)
+    samples: dict[tuple, list[float]] = field(default_factory=dict)
+    paired: dict[tuple, list[float]] = field(default_factory=dict)
+    expanded: dict[tuple, int] = field(default_factory=dict)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    durations: list[float] = field(default_factory=list)
+    refit_factors: list[float] = field(default_factory=list)
+    current: Config | None = None
+    current_m: Measurement | None = None
+    start_x: float = 1e-9
+    pending: PendingMove | None = None
+    no_improve: int = 0
+    steps: int = 0
+    jumps: int = 0
+    escapes: int = 0
+    explorations: int = 0
+    confirm_queue: list[Config] | None = None
+    confirm_reason: str = ""
+    confirm_order: list[tuple] = field(default_factory=list)
+    settle: list[Config] = field(default_factory=list)
+    settle_rounds: int = 0
+    t0: float | None = None
+    last_ask: float | None = None
+    finished: str | None = None
+
+    def ranked(self) -> list[tuple[tuple, Measurement]]:
+        """The measured configurations that ran, best first by their estimate."""
+        return sorted((kv for kv in self.visited.items() if not kv[1].failed), key=lambda kv: -kv[1].rows_per_s)
+
+    def set_belief(self, model: PipelineModel, factors: list[float]) -> None:
+        """A re-fitted model: the belief, the masker's memory model and the fitted factors."""
+        self.belief = model
+        self.masker.belief = model
+        self.refit_factors = factors
