@@ -47,7 +47,10 @@ class RLSpec(_Strict):
     Types are checked here; values by :class:`~optimizers.seraph.request.SeraphRequest`
     (:meth:`request`), whose errors :func:`parse_spec` names as ``rl.<field>``."""
 
-    env_id: str = Field("CartPole-v1", description="a Gymnasium environment id")
+    env_id: str = Field("CartPole-v1", description="a Gymnasium environment id, or the user's own env as "
+                        "'module:EnvId' (the module, importable from PYTHONPATH, registers EnvId)")
+    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for gymnasium.make, "
+                                       "plain values (checked by SeraphRequest)")
     target_reward: float = Field(description="mean episode return at which training counts as done")
     max_steps: int | None = Field(
         None, description="environment steps after which training gives up (default: 3x the env preset's)"
@@ -90,14 +93,22 @@ class RLSpec(_Strict):
         fields = ("env_id", "target_reward", "objective", "weight", "deadline_s", "budget_usd", "backend",
                   "architecture", "seed", "max_steps", "replan_every", "retune")
         extra = {} if self.baseline_config is None else {"baseline_config": parse_baseline_config(self.baseline_config)}
-        return SeraphRequest(**{f: getattr(self, f) for f in fields}, faults=parse_faults(self.inject_faults), **extra)
+        return SeraphRequest(**{f: getattr(self, f) for f in fields}, faults=parse_faults(self.inject_faults),
+                             env_kwargs=dict(self.env_kwargs), **extra)
 
     @field_validator("env_id")
     @classmethod
     def _known_env(cls, v: str) -> str:
         import gymnasium
 
-        if v not in gymnasium.registry:
+        if ":" in v:  # the user's own module: importable, and registers the env
+            from serverless.envs import check_env_id
+
+            try:
+                check_env_id(v)
+            except UserError as exc:
+                raise ValueError(str(exc)) from None
+        elif v not in gymnasium.registry:
             close = [k for k in gymnasium.registry if v.split("-")[0].lower() in k.lower()][:5]
             raise ValueError(f"unknown Gymnasium environment {v!r}" + (f"; did you mean one of {close}?" if close else ""))
         return v

@@ -9,6 +9,12 @@ Event::
      "weights_npz_b64": "<base64 npz>"          # or
      "weights_s3": {"bucket": "...", "key": "..."}}
 
+An optional ``"env_kwargs": {...}`` (a JSON object) is passed to
+``gymnasium.make(env_id, **env_kwargs)``. An ``env_id`` in gymnasium's ``module:EnvId``
+form makes ``gymnasium.make`` import ``module`` (which registers ``EnvId``) in this
+process, so the module must be importable here: on the worker's path, in the Ray
+``runtime_env``, or in the Lambda zip.
+
 Result::
 
     {"trajectories_npz_b64": "<base64 npz>", "episode_returns": [...],
@@ -67,6 +73,7 @@ float32 and ``last_value`` (scalar).
 
 from __future__ import annotations
 
+import json
 import time
 
 _MODULE_T0 = time.perf_counter()
@@ -85,6 +92,23 @@ MODULE_INIT_MS = (time.perf_counter() - _MODULE_T0) * 1000.0
 REQUIRED_KEYS = ("env_id", "num_steps", "seed", "policy_spec", "actor_id")
 
 
+@dataclass(frozen=True)
+class EnvRef:
+    """Which env an event asks for: its id and its kwargs (canonical JSON, "{}" for none).
+
+    A cached env is reused only for the same id and kwargs."""
+
+    env_id: str
+    kwargs_json: str = "{}"
+
+    @classmethod
+    def of(cls, event: dict[str, Any]) -> "EnvRef":
+        kwargs = event.get("env_kwargs") or {}
+        if not isinstance(kwargs, dict):
+            raise ValueError(f"env_kwargs must be a JSON object, got {kwargs!r}")
+        return cls(str(event["env_id"]), json.dumps(kwargs, sort_keys=True))
+
+
 @dataclass
 class _ActorState:
     """One actor's env, mid-episode, kept between warm invocations.
@@ -93,7 +117,7 @@ class _ActorState:
     the episode in progress began and the (env-side) actions stepped since: enough to
     rebuild it elsewhere by replay."""
 
-    env_id: str
+    env_ref: EnvRef
     env: Any
     obs: np.ndarray
     episode_return: float = 0.0
@@ -152,24 +176,24 @@ def _validate(event: dict[str, Any]) -> None:
         raise ValueError("num_steps must be the sum of the slots' num_steps")
 
 
-def _cached_env(cache: dict[int, _ActorState], key: int, env_id: str, seed: int) -> tuple[_ActorState, bool]:
+def _cached_env(cache: dict[int, _ActorState], key: int, env_ref: EnvRef, seed: int) -> tuple[_ActorState, bool]:
     """The cached env under ``key`` (warm) or a freshly reset one (cold)."""
     state = cache.get(key)
-    if state is not None and state.env_id == env_id:
+    if state is not None and state.env_ref == env_ref:
         return state, False
-    return _fresh_env(cache, key, env_id, seed), True
+    return _fresh_env(cache, key, env_ref, seed), True
 
 
-def _fresh_env(cache: dict[int, _ActorState], key: int, env_id: str, seed: int) -> _ActorState:
+def _fresh_env(cache: dict[int, _ActorState], key: int, env_ref: EnvRef, seed: int) -> _ActorState:
     """A new env under ``key``, reset with ``seed`` (closing the one it replaces)."""
     old = cache.pop(key, None)
     if old is not None:
         old.env.close()
-    env = gym.make(env_id, disable_env_checker=True)
+    env = gym.make(env_ref.env_id, disable_env_checker=True, **json.loads(env_ref.kwargs_json))
     obs, _ = env.reset(seed=seed)
     env.action_space.seed(seed)
     state = _ActorState(
-        env_id=env_id, env=env, obs=np.asarray(obs, dtype=np.float32), episode_start={"seed": seed},
+        env_ref=env_ref, env=env, obs=np.asarray(obs, dtype=np.float32), episode_start={"seed": seed},
         replayable=cache is _SLOTS,
     )
     cache[key] = state
@@ -195,26 +219,26 @@ def _episode_snapshot(state: _ActorState) -> dict[str, Any]:
     }
 
 
-def _is_at(state: _ActorState | None, env_id: str, episode: dict[str, Any]) -> bool:
+def _is_at(state: _ActorState | None, env_ref: EnvRef, episode: dict[str, Any]) -> bool:
     """Whether a cached env is exactly at ``episode``'s point (so it continues warm)."""
     return (
         state is not None
-        and state.env_id == env_id
+        and state.env_ref == env_ref
         and state.episode_start == episode["start"]
         and len(state.episode_actions) == int(episode["steps"])
     )
 
 
-def _replayed_env(cache: dict[int, _ActorState], key: int, env_id: str, episode: dict[str, Any]) -> _ActorState | None:
+def _replayed_env(cache: dict[int, _ActorState], key: int, env_ref: EnvRef, episode: dict[str, Any]) -> _ActorState | None:
     """A new env under ``key`` brought to ``episode``'s point by replaying its actions, or
     None when the replay does not reach the recorded observation."""
     start = episode["start"]
     replay = decode_b64(episode["replay_npz_b64"])
     actions = replay["actions"].astype(np.int64) if replay["actions"].dtype.kind in "iu" else replay["actions"]
     if "seed" in start:
-        state = _fresh_env(cache, key, env_id, int(start["seed"]))
+        state = _fresh_env(cache, key, env_ref, int(start["seed"]))
     else:
-        state = _fresh_env(cache, key, env_id, 0)
+        state = _fresh_env(cache, key, env_ref, 0)
         state.env.unwrapped.np_random.bit_generator.state = start["rng"]
         obs, _ = state.env.reset()
         state.obs = np.asarray(obs, dtype=np.float32)
@@ -242,32 +266,32 @@ def _step(state: _ActorState, action: Any) -> tuple[Any, float, bool, bool]:
     return next_obs, float(reward), bool(terminated), bool(truncated)
 
 
-def _actor_state(actor_id: int, env_id: str, seed: int) -> tuple[_ActorState, bool]:
+def _actor_state(actor_id: int, env_ref: EnvRef, seed: int) -> tuple[_ActorState, bool]:
     """The cached env for ``actor_id`` (warm) or a freshly reset one (cold)."""
-    return _cached_env(_ACTORS, actor_id, env_id, seed)
+    return _cached_env(_ACTORS, actor_id, env_ref, seed)
 
 
 def _slot_rollouts(policy: NumpyPolicy, event: dict[str, Any]) -> tuple[dict[str, Any], float]:
     """Every slot of a slot event in turn: one result, its segments in the event's order,
     and the milliseconds spent making (or replaying) envs."""
-    env_id = str(event["env_id"])
+    env_ref = EnvRef.of(event)
     outs, make_ms, mismatched, replayed = [], 0.0, [], 0
     for entry in event["slots"]:
         slot, seed, episode = int(entry["slot"]), int(entry["seed"]), entry.get("episode")
         t_env = time.perf_counter()
         if episode is None:  # a new slot: its env as reset with its seed, whatever ran here before
-            if _is_at(_SLOTS.get(slot), env_id, {"start": {"seed": seed}, "steps": 0}):
+            if _is_at(_SLOTS.get(slot), env_ref, {"start": {"seed": seed}, "steps": 0}):
                 state, cold = _SLOTS[slot], False
             else:
-                state, cold = _fresh_env(_SLOTS, slot, env_id, seed), True
-        elif _is_at(_SLOTS.get(slot), env_id, episode):
+                state, cold = _fresh_env(_SLOTS, slot, env_ref, seed), True
+        elif _is_at(_SLOTS.get(slot), env_ref, episode):
             state, cold = _SLOTS[slot], False
         else:
-            rebuilt = _replayed_env(_SLOTS, slot, env_id, episode)
+            rebuilt = _replayed_env(_SLOTS, slot, env_ref, episode)
             if rebuilt is None:
                 mismatched.append(slot)
             replayed += 1
-            state, cold = rebuilt or _fresh_env(_SLOTS, slot, env_id, seed), True
+            state, cold = rebuilt or _fresh_env(_SLOTS, slot, env_ref, seed), True
         if cold:
             make_ms += (time.perf_counter() - t_env) * 1000.0
         outs.append(rollout(policy, state, int(entry["num_steps"]), np.random.default_rng(seed)))
@@ -379,7 +403,7 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         t_roll += make_ms / 1000.0  # making envs is init, not rollout
     else:
         t_env = time.perf_counter()
-        state, cold = _actor_state(actor_id, str(event["env_id"]), seed)
+        state, cold = _actor_state(actor_id, EnvRef.of(event), seed)
         if cold:
             init_ms += (time.perf_counter() - t_env) * 1000.0
         t_roll = time.perf_counter()

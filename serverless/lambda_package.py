@@ -1,11 +1,13 @@
 """Build the rollout function's deployment zip and its dependency layer.
 
-    python -m serverless.lambda_package --out build/rollout.zip
+    python -m serverless.lambda_package --out build/rollout.zip [--env my_envs:Beacon-v0]
     python -m serverless.lambda_package --layer --arch x86_64 --out build/rollout-deps-layer.zip
 
 The function zip holds only the project's own modules that the handler imports,
 found by walking the import statements of ``serverless.handler`` (first-party
-packages only), so nothing the handler does not need ships. Third-party imports
+packages only), so nothing the handler does not need ships. For a user's own env
+(``--env module:EnvId``) the module's file, or its whole top-level package, ships
+beside them, so the function's ``gymnasium.make`` can import it. Third-party imports
 are listed in the build report; they come from a **Lambda layer** built by
 ``--layer`` with pip for the Lambda platform (manylinux wheels, CPython 3.11, the
 chosen architecture). A layer keeps the function zip tiny, so redeploying after a
@@ -174,8 +176,29 @@ def _report(out: Path, **extra: object) -> dict[str, object]:
     }
 
 
-def build_function_zip(out: Path, entry: str = HANDLER_MODULE, root: Path = PROJECT_ROOT) -> dict[str, object]:
-    """Pack the handler and the first-party modules it imports; nothing else."""
+def _env_module_files(env_id: str | None) -> dict[str, bytes]:
+    """The user's env module of a ``module:EnvId`` id, as zip entries: its file, or every
+    ``.py`` file of its top-level package (none for a registry id or an installed package)."""
+    from serverless.envs import check_env_id, env_module_root
+
+    if env_id is None:
+        return {}
+    check_env_id(env_id)  # the module imports and registers the env (a one-line error otherwise)
+    source = env_module_root(env_id)
+    if source is None:
+        return {}
+    if source.is_file():
+        return {source.name: source.read_bytes()}
+    return {
+        str(path.relative_to(source.parent)).replace("\\", "/"): path.read_bytes()
+        for path in sorted(source.rglob("*.py")) if "__pycache__" not in path.parts
+    }
+
+
+def build_function_zip(out: Path, entry: str = HANDLER_MODULE, root: Path = PROJECT_ROOT,
+                       env_id: str | None = None) -> dict[str, object]:
+    """Pack the handler and the first-party modules it imports, and the user's env module
+    when ``env_id`` names one; nothing else."""
     if _module_path(entry, root) is None:
         raise FileNotFoundError(f"handler module {entry} not found under {root}")
     modules, third_party = handler_closure(entry, root)
@@ -184,10 +207,15 @@ def build_function_zip(out: Path, entry: str = HANDLER_MODULE, root: Path = PROJ
         path = _module_path(module, root)
         assert path is not None
         files[str(path.relative_to(root)).replace("\\", "/")] = path.read_bytes()
+    env_files = _env_module_files(env_id)
+    clash = sorted(set(env_files) & set(files))
+    if clash:
+        raise ValueError(f"env module files {clash} would overwrite the project's own in the zip")
+    files |= env_files
     _write_zip(out, files)
     unzipped = sum(len(v) for v in files.values())
     return _report(out, handler=HANDLER_ENTRY, files=sorted(files), unzipped_bytes=unzipped,
-                   needs_layer=third_party)
+                   needs_layer=third_party, **({"env_module_files": sorted(env_files)} if env_files else {}))
 
 
 def build_layer_zip(out: Path, arch: str = "x86_64", requirements: tuple[str, ...] = LAYER_REQUIREMENTS,
@@ -218,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
                         "or build/rollout-deps-layer-<arch>.zip with --layer)")
     parser.add_argument("--layer", action="store_true", help="build the numpy+gymnasium layer instead")
     parser.add_argument("--arch", choices=ARCHITECTURES.names(), default="x86_64")
+    parser.add_argument("--env", default=None, metavar="MODULE:ENV_ID",
+                        help="ship the user's env module of this id (gymnasium's module:EnvId form) in the zip")
     parser.add_argument("--box2d", action="store_true",
                         help="add Box2D and pygame to the layer (needed for LunarLander and other Box2D envs)")
     args = parser.parse_args(argv)
@@ -226,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         requirements = LAYER_REQUIREMENTS + (BOX2D_REQUIREMENTS if args.box2d else ())
         report = build_layer_zip(out, args.arch, requirements)
     else:
-        report = build_function_zip(args.out or Path("build/rollout.zip"))
+        report = build_function_zip(args.out or Path("build/rollout.zip"), env_id=args.env)
     print(json.dumps(report, indent=2))
     return 0
 

@@ -66,6 +66,7 @@ def rollout_events(
     run: RunConfig,
     steps_per_env: int = 0,
     slot_episodes: dict[int, dict[str, Any]] | None = None,
+    env_kwargs: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """One event per actor; the weights are encoded once and shared by all.
 
@@ -75,7 +76,7 @@ def rollout_events(
     > 0 splits the batch into slots of about that many steps (:func:`slot_plan`); 0 is one
     env per function: slot ``k`` is actor ``k``'s env, with the actor's share of the batch.
     A retried or hedged attempt therefore steps exactly the experience of the attempt it
-    replaces, in either layout.
+    replaces, in either layout. Non-empty ``env_kwargs`` ride in every event as JSON.
     """
     weights_b64 = encode_b64(export_numpy(learner.model))
     spec_dict = learner.spec.to_dict()
@@ -88,6 +89,7 @@ def rollout_events(
             "actor_id": actor_id,
             "weights_npz_b64": weights_b64,
         }
+        | ({"env_kwargs": dict(env_kwargs)} if env_kwargs else {})
         for actor_id, n in enumerate(run.steps_per_actor())
     ]
     if steps_per_env > 0:

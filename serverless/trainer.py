@@ -111,9 +111,13 @@ class TrainSpec:
     resume_run: RunConfig | None = None
     faults: FaultSpec | None = None  # inject faults into the backend's invocations
     retry: RolloutRetryPolicy = field(default_factory=RolloutRetryPolicy)
+    env_kwargs: dict[str, Any] = field(default_factory=dict)  # gymnasium.make(env_id, **env_kwargs)
 
     def validate(self) -> None:
         """Every check that can fail, before any work starts."""
+        from serverless.envs import parse_env_kwargs
+
+        parse_env_kwargs(self.env_kwargs)
         if not isinstance(self.target_reward, (int, float)) or not math.isfinite(self.target_reward):
             raise UserError(f"target reward must be a finite number, got {self.target_reward!r}")
         if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or self.max_steps < 1:
@@ -156,7 +160,7 @@ class TrainSpec:
             "resume": self.resume,
             "reach_window": self.reach_window,
             "inject_faults": self.faults.describe() if self.faults is not None else None,
-        } | ({"resume_run": self.resume_run.to_dict()} if self.resume_run is not None else {})
+        } | ({"env_kwargs": dict(self.env_kwargs)} if self.env_kwargs else {}) | ({"resume_run": self.resume_run.to_dict()} if self.resume_run is not None else {})
 
 
 @dataclass
@@ -299,7 +303,7 @@ class _Training:
         from serverless.envs import inspect_env
 
         self.spec = spec
-        policy_spec: PolicySpec = inspect_env(spec.env_id, hidden=tuple(spec.ppo.hidden))
+        policy_spec: PolicySpec = inspect_env(spec.env_id, hidden=tuple(spec.ppo.hidden), env_kwargs=spec.env_kwargs)
         self.ppo = replace(spec.ppo)
         if self.ppo.anneal_steps is None:
             self.ppo.anneal_steps = spec.max_steps
@@ -364,7 +368,8 @@ class _Training:
         """Send the policy out, get one result per slot back, and pay for every attempt."""
         spec, state = self.spec, self.state
         events = rollout_events(
-            spec.env_id, spec.seed, state.iteration, self.learner, run, self.ppo.steps_per_env, state.slot_episodes
+            spec.env_id, spec.seed, state.iteration, self.learner, run, self.ppo.steps_per_env, state.slot_episodes,
+            spec.env_kwargs,
         )
         try:
             got = clock.rollouts(lambda: self.collector.collect(events, run.memory_mb, run.actors, state.iteration))

@@ -100,9 +100,11 @@ def layout_of(request: SeraphRequest) -> LayoutChoice:
     the one the request fixes, else the baseline's unless references show better."""
     base = request.baseline_config
     if request.steps_per_env is not None:
-        fixed = workload_for(request.env_id, request.max_steps, request.architecture, request.steps_per_env)
+        fixed = workload_for(request.env_id, request.max_steps, request.architecture, request.steps_per_env,
+                             env_kwargs=request.env_kwargs)
         return fixed_layout(request.env_id, base, request.steps_per_env, pilot_batch(fixed))
-    slots = workload_for(request.env_id, request.max_steps, request.architecture, DEFAULT_STEPS_PER_ENV)
+    slots = workload_for(request.env_id, request.max_steps, request.architecture, DEFAULT_STEPS_PER_ENV,
+                         env_kwargs=request.env_kwargs)
     return choose_layout(request.env_id, base, DEFAULT_STEPS_PER_ENV, batches_for(slots))
 
 
@@ -111,9 +113,11 @@ def workload_of(request: SeraphRequest, layout: LayoutChoice) -> Workload:
     At the baseline's layout the search keeps the baseline's batch: another batch there
     has no measured steps to the target."""
     if request.steps_per_env is not None:
-        return workload_for(request.env_id, request.max_steps, request.architecture, request.steps_per_env)
+        return workload_for(request.env_id, request.max_steps, request.architecture, request.steps_per_env,
+                            env_kwargs=request.env_kwargs)
     batches = (layout.batch,) if layout.at_baseline else layout.batches
-    return workload_for(request.env_id, request.max_steps, request.architecture, layout.steps_per_env, batches)
+    return workload_for(request.env_id, request.max_steps, request.architecture, layout.steps_per_env, batches,
+                        request.env_kwargs)
 
 
 def pilot_plan_of(request: SeraphRequest, layout: LayoutChoice) -> PilotPlan:

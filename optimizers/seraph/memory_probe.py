@@ -136,6 +136,7 @@ def probe_memory_sizes(
     steps: int = PROBE_STEPS,
     cold_steps: int = PROBE_COLD_STEPS,
     architecture: str = "x86_64",
+    env_kwargs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Invoke a cold rollout of ``cold_steps`` and a warm one of ``steps`` env steps at each
     memory size; price them.
@@ -151,14 +152,14 @@ def probe_memory_sizes(
 
     if not memory_sizes:
         raise ValueError("the memory probe needs at least one memory size")
-    learner = PPOLearner(inspect_env(env_id, hidden=hidden), PPOConfig(hidden=hidden), seed=seed)
+    learner = PPOLearner(inspect_env(env_id, hidden=hidden, env_kwargs=env_kwargs), PPOConfig(hidden=hidden), seed=seed)
     ledger = CostLedger(PriceTable.load(), architecture=architecture)
     rows: list[ProbeRow] = []
     labels: set[str] = set()
 
     def call(memory_mb: int, i: int, n_steps: int) -> tuple[Any, float]:
         run = RunConfig(actors=1, memory_mb=memory_mb, batch=n_steps)
-        batch = backend.invoke(rollout_events(env_id, seed, _PROBE_SEED_OFFSET + i, learner, run), memory_mb, concurrency=1)
+        batch = backend.invoke(rollout_events(env_id, seed, _PROBE_SEED_OFFSET + i, learner, run, env_kwargs=env_kwargs), memory_mb, concurrency=1)
         labels.add(batch.lambda_s_label)
         bill = batch.invocations[0].billing
         if bill.error is not None:

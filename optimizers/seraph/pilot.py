@@ -177,7 +177,7 @@ def time_learner_updates(
     from serverless.ppo import PPOConfig, PPOLearner
 
     ppo = PPOConfig.from_dict(dict(workload.ppo))
-    spec = inspect_env(workload.env_id, hidden=ppo.hidden)
+    spec = inspect_env(workload.env_id, hidden=ppo.hidden, env_kwargs=workload.env_kwargs)
     rng = np.random.default_rng(seed)
     rows = []
     for batch in batches:
@@ -257,6 +257,7 @@ class Workload:
     ppo: dict[str, Any]
     architecture: str = "x86_64"
     batches: tuple[int, ...] = ()  # the batches searched at this layout; empty: the env's set
+    env_kwargs: dict[str, Any] = field(default_factory=dict)  # gymnasium.make(env_id, **env_kwargs)
 
     @property
     def steps_per_env(self) -> int:
@@ -264,7 +265,10 @@ class Workload:
         return int(self.ppo.get("steps_per_env", 0) or 0)
 
     def key_dict(self) -> dict[str, Any]:
+        """The profile's key; kwargs only when given, so a profile of the env's own
+        defaults keeps the key it has without them."""
         key = {"env_id": self.env_id, "max_steps": self.max_steps, "ppo": self.ppo, "architecture": self.architecture}
+        key |= {"env_kwargs": dict(self.env_kwargs)} if self.env_kwargs else {}
         return {**key, "batches": list(self.batches)} if self.batches else key
 
 
@@ -317,6 +321,7 @@ def _pilot_spec(workload: Workload, backend_name: str, schedule: list[RunShape],
     ppo.anneal_steps = workload.max_steps  # the same learning-rate schedule as the real run
     return TrainSpec(
         env_id=workload.env_id,
+        env_kwargs=dict(workload.env_kwargs),
         target_reward=1e30,  # the pilot never stops early (the trainer wants a finite target)
         max_steps=sum(s.batch for s in schedule),
         run=run_config(schedule[0]),
@@ -370,10 +375,12 @@ def _probe_beside_pilot(
     hidden = tuple(spec.ppo.hidden)
     t0 = time.perf_counter()
     if cut is None:
-        probe = probe_memory_sizes(workload.env_id, sweep, backend, hidden=hidden, seed=spec.seed, architecture=workload.architecture)
+        probe = probe_memory_sizes(workload.env_id, sweep, backend, hidden=hidden, seed=spec.seed, architecture=workload.architecture,
+                                   env_kwargs=workload.env_kwargs)
         return ProbeOutcome(probe, time.perf_counter() - t0, sweep, pilot.lambda_time_s)
     if cut:
-        probe = probe_memory_sizes(workload.env_id, cut, backend, hidden=hidden, seed=spec.seed, architecture=workload.architecture)
+        probe = probe_memory_sizes(workload.env_id, cut, backend, hidden=hidden, seed=spec.seed, architecture=workload.architecture,
+                                   env_kwargs=workload.env_kwargs)
     else:
         from serverless.pricing import PriceTable
 
@@ -537,7 +544,7 @@ def serves(cached: Profile, memory_sweep: tuple[int, ...], cost_baseline_mb: int
 
 def workload_for(
     env_id: str, max_steps: int | None, architecture: str = "x86_64", steps_per_env: int = DEFAULT_STEPS_PER_ENV,
-    batches: tuple[int, ...] = (),
+    batches: tuple[int, ...] = (), env_kwargs: dict[str, Any] | None = None,
 ) -> Workload:
     """The workload the trainer's preset defines for ``env_id`` (PPO settings included).
 
@@ -546,10 +553,12 @@ def workload_for(
     ``steps_per_env`` > 0 splits every batch into env slots (``PPOConfig.steps_per_env``;
     default :data:`DEFAULT_STEPS_PER_ENV`), 0 gives one env per function. ``batches``
     narrows the search to those batches (at the baseline's layout, its own).
+    ``env_kwargs`` go to ``gymnasium.make`` and into the profile's key.
     """
     from serverless.presets import preset_for
 
     preset = preset_for(env_id)
     steps = max_steps if max_steps is not None else 3 * preset.max_steps
     ppo = replace(preset.ppo, steps_per_env=steps_per_env).to_dict()
-    return Workload(env_id=env_id, max_steps=int(steps), ppo=ppo, architecture=architecture, batches=tuple(batches))
+    return Workload(env_id=env_id, max_steps=int(steps), ppo=ppo, architecture=architecture, batches=tuple(batches),
+                    env_kwargs=dict(env_kwargs or {}))

@@ -10,7 +10,7 @@ command line, ``rl.objective`` in a workload file) with :meth:`RequestError.name
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from core.errors import UserError
@@ -61,10 +61,11 @@ class SeraphRequest:
     replan_every: int = 3  # iterations between re-plans
     retune: bool = True  # re-plan during training
     faults: "FaultSpec | None" = None  # faults injected into the rollout functions (text: parse_faults)
+    env_kwargs: dict[str, Any] = field(default_factory=dict)  # gymnasium.make(env_id, **env_kwargs)
 
     checked_fields: ClassVar[tuple[str, ...]] = (
         "objective", "weight", "deadline_s", "budget_usd", "backend", "architecture", "target_reward",
-        "max_steps", "replan_every", "steps_per_env", "seed", "baseline_config", "faults",
+        "max_steps", "replan_every", "steps_per_env", "seed", "baseline_config", "faults", "env_kwargs",
     )
 
     def __post_init__(self) -> None:
@@ -139,12 +140,22 @@ class SeraphRequest:
 
         return None if isinstance(self.faults, FaultSpec) else f"must be a parsed fault spec, got {self.faults!r}"
 
+    def _check_env_kwargs(self) -> str | None:
+        """A JSON object of plain values (``serverless.envs.parse_env_kwargs``)."""
+        from serverless.envs import parse_env_kwargs
+
+        try:
+            parse_env_kwargs(self.env_kwargs)
+        except UserError as exc:
+            return str(exc)
+        return None if isinstance(self.env_kwargs, dict) else f"must be a JSON object, got {self.env_kwargs!r}"
+
     def check_env(self) -> None:
-        """That ``env_id`` names a Gymnasium env the trainer supports (loads gymnasium)."""
+        """That ``env_id`` (with ``env_kwargs``) names a Gymnasium env the trainer supports (loads gymnasium)."""
         from serverless.envs import inspect_env
 
         try:
-            inspect_env(self.env_id)
+            inspect_env(self.env_id, env_kwargs=self.env_kwargs)
         except UserError as exc:
             raise RequestError("env_id", str(exc)) from None
 

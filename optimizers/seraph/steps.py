@@ -126,6 +126,7 @@ def _train_spec(planned: SeraphPlan, run: Any) -> Any:
     ppo.anneal_steps = workload.max_steps
     return TrainSpec(
         env_id=workload.env_id,
+        env_kwargs=dict(workload.env_kwargs),
         target_reward=request.target_reward,
         max_steps=workload.max_steps,
         run=run,

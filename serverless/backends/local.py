@@ -36,6 +36,7 @@ from typing import Any
 
 from serverless.invocation import LAMBDA_MAX_TIMEOUT_S, BillingRecord, Invocation, InvokeBatch
 from serverless.backends.local_worker import read_frame, write_frame
+from serverless.envs import user_import_paths
 from serverless.invocation import check_memory_mb
 from serverless.lambda_clock import (
     DEFAULT_COLD_START_MS,
@@ -61,7 +62,8 @@ class _Worker:
         env = dict(os.environ)
         for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             env[var] = "1"  # one function = one single-threaded handler
-        env["PYTHONPATH"] = _PROJECT_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+        # the project and every user directory on this process's path (an env module's among them)
+        env["PYTHONPATH"] = os.pathsep.join([_PROJECT_ROOT, *user_import_paths(), env.get("PYTHONPATH", "")])
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "serverless.backends.local_worker"],
             stdin=subprocess.PIPE,

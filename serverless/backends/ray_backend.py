@@ -10,16 +10,33 @@ Figures: ``wall_s`` and ``lambda_s`` are both the measured wall time of the batc
 own measured duration rounded up to 1 ms, priced as if it had run on Lambda at the
 requested memory size (the ledger says "modelled from price table"). Memory size
 does not limit a Ray task's CPU; it only prices it.
+
+Every task runs in a ``runtime_env`` (:func:`rollout_runtime_env`) whose PYTHONPATH holds
+the project and the user's directories on the driver's path, so a ``module:EnvId`` env's
+module imports in Ray's worker processes as it does in the driver.
 """
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 from typing import Any
 
 from serverless.invocation import BillingRecord, Invocation, InvokeBatch
 from serverless.invocation import check_memory_mb
 from serverless.pricing import billed_ms
+
+_PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def rollout_runtime_env() -> dict[str, Any]:
+    """The rollout tasks' Ray ``runtime_env``: PYTHONPATH = the project, then the user's
+    directories on this process's path (:func:`serverless.envs.user_import_paths`)."""
+    from serverless.envs import user_import_paths
+
+    paths = [_PROJECT_ROOT, *(p for p in user_import_paths() if p != _PROJECT_ROOT)]
+    return {"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}}
 
 
 def _rollout_task(event: dict[str, Any]) -> dict[str, Any]:
@@ -43,7 +60,7 @@ class RayBackend:
             else:
                 ray.init(ignore_reinit_error=True, log_to_driver=False, include_dashboard=False)
         self._ray = ray
-        self._task = ray.remote(num_cpus=1, max_retries=0)(_rollout_task)
+        self._task = ray.remote(num_cpus=1, max_retries=0, runtime_env=rollout_runtime_env())(_rollout_task)
 
     def invoke(self, events: list[dict[str, Any]], memory_mb: int, concurrency: int | None = None) -> InvokeBatch:
         check_memory_mb(memory_mb)

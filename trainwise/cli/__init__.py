@@ -54,6 +54,15 @@ def add_json_out(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_env_args(parser: argparse.ArgumentParser) -> None:
+    """``--env`` (a registry id or the user's own ``module:EnvId``) and ``--env-kwargs``."""
+    parser.add_argument("--env", required=True,
+                        help="gymnasium env id (Box observations; Discrete or Box actions), e.g. CartPole-v1, or your "
+                        "own env as module:EnvId (the module, importable from PYTHONPATH, registers EnvId)")
+    parser.add_argument("--env-kwargs", default=None, metavar="JSON",
+                        help='keyword arguments for gymnasium.make, a JSON object such as \'{"speed": 0.2}\'')
+
+
 def add_inject_faults(parser: argparse.ArgumentParser) -> None:
     """``--inject-faults SPEC``: make the function backend fail like Lambda (docs/faults.md)."""
     parser.add_argument(

@@ -10,7 +10,7 @@ from typing import Any
 
 from core.errors import UserError
 from serverless.backends import BACKENDS
-from trainwise.cli import finite_float
+from trainwise.cli import add_env_args, finite_float
 
 
 def add_backend_args(p: argparse.ArgumentParser) -> None:
@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Actor-learner PPO: the actors are serverless functions. Stops when the mean return of the "
         "last 20 completed training episodes reaches --target-reward, or after --max-steps env steps.",
     )
-    p.add_argument("--env", required=True, help="gymnasium env id (Box observations; Discrete or Box actions)")
+    add_env_args(p)
     p.add_argument("--target-reward", type=finite_float, required=True, help="stop when the recent mean return reaches this")
     p.add_argument("--max-steps", type=int, default=None, help="env-step budget (default: the env's preset)")
     p.add_argument("--actors", type=int, default=None, help="concurrent rollout functions (default 4)")
@@ -93,10 +93,13 @@ def build_train_spec(args: argparse.Namespace) -> Any:
     from serverless.trainer import RunConfig, TrainSpec
     from trainwise.cli import parse_inject_faults
 
+    from serverless.envs import parse_env_kwargs
+
     preset = preset_for(args.env)
     backend_options = backend_options_of(args)
     spec = TrainSpec(
         env_id=args.env,
+        env_kwargs=parse_env_kwargs(args.env_kwargs),
         target_reward=args.target_reward,
         max_steps=preset.max_steps if args.max_steps is None else args.max_steps,
         run=RunConfig(
@@ -176,9 +179,9 @@ def run_train(args: argparse.Namespace) -> dict[str, Any]:
     from trainwise.cli import parse_inject_faults
 
     parse_inject_faults(args)
-    from serverless.envs import inspect_env
+    from serverless.envs import inspect_env, parse_env_kwargs
 
-    inspect_env(args.env)  # unknown id / unsupported space: a clear error now
+    inspect_env(args.env, env_kwargs=parse_env_kwargs(args.env_kwargs))  # unknown id / unsupported space: a clear error now
     spec = build_train_spec(args)
     from serverless.trainer import train
 

@@ -26,14 +26,14 @@ from trainwise.cli import finite_float
 def register(rl_sub: argparse._SubParsersAction) -> None:
     from optimizers.seraph.objectives import OBJECTIVES
     from optimizers.seraph.defaults import DEFAULT_STEPS_PER_ENV
-    from trainwise.cli import add_inject_faults, add_json_out
+    from trainwise.cli import add_env_args, add_inject_faults, add_json_out
 
     p = rl_sub.add_parser(
         "tune",
         help="Seraph: choose (and re-choose) actor functions, memory and batch to reach a reward cheaply or fast",
         description=__doc__.split("\n\n")[0],
     )
-    p.add_argument("--env", required=True, help="gymnasium env id, e.g. CartPole-v1, LunarLander-v3")
+    add_env_args(p)
     p.add_argument("--target-reward", required=True, type=finite_float, help="mean recent episode return to reach")
     p.add_argument("--objective", required=True, metavar="OBJECTIVE",
                    help=f"{' | '.join(OBJECTIVES.names())} (Lambda Power Tuning's names)")
@@ -65,12 +65,13 @@ def register(rl_sub: argparse._SubParsersAction) -> None:
 
 
 #: The flag that sets each request field, where it is not ``--`` + the field with dashes.
-FLAGS = {"env_id": "--env", "retune": "--no-retune", "faults": "--inject-faults"}
+FLAGS = {"env_id": "--env", "env_kwargs": "--env-kwargs", "retune": "--no-retune", "faults": "--inject-faults"}
 
 
 def build_request(args: argparse.Namespace) -> Any:
     """The flags as a Seraph request, checked (env included); errors name the flag."""
     from optimizers.seraph.request import RequestError, SeraphRequest, parse_baseline_config, parse_faults
+    from serverless.envs import parse_env_kwargs
 
     try:
         extra = {} if args.baseline_config is None else {"baseline_config": parse_baseline_config(args.baseline_config)}
@@ -78,7 +79,8 @@ def build_request(args: argparse.Namespace) -> Any:
             env_id=args.env, target_reward=args.target_reward, objective=args.objective, weight=args.weight,
             deadline_s=args.deadline_s, budget_usd=args.budget_usd, backend=args.backend,
             architecture=args.architecture, seed=args.seed, max_steps=args.max_steps, steps_per_env=args.steps_per_env,
-            replan_every=args.replan_every, retune=not args.no_retune, faults=parse_faults(args.inject_faults), **extra,
+            replan_every=args.replan_every, retune=not args.no_retune, faults=parse_faults(args.inject_faults),
+            env_kwargs=parse_env_kwargs(args.env_kwargs), **extra,
         )
         request.check_env()  # unknown or unsupported env: an error naming what is allowed
     except RequestError as exc:
