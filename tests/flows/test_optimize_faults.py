@@ -21,9 +21,9 @@ def _no_wait(task: Any) -> Any:
     return task.with_options(retry_delay_seconds=0, retry_jitter_factor=None)
 
 
-@pytest.mark.parametrize("fault, retried", [(OSError("disk busy"), True), (ConnectionError("reset"), True),
+@pytest.mark.parametrize("fault, retried", [(TimeoutError("read timed out"), True), (ConnectionError("reset"), True),
                                             (UserError("ingestion.data.path is not a folder"), False),
-                                            (ValueError("a bug"), False)])
+                                            (ValueError("a bug"), False), (OSError("disk full"), False)])
 def test_the_external_retry_policy_under_prefect(fault: Exception, retried: bool, monkeypatch: pytest.MonkeyPatch,
                                                  tmp_path: Path) -> None:
     """A real project task (locate-or-generate-data, EXTERNAL_RETRIES) whose work fails once."""
@@ -71,11 +71,11 @@ def test_a_transient_failure_that_persists_fails_after_the_retries(monkeypatch: 
 
     calls: list[int] = []
 
-    def always_busy(*_a: Any, **_k: Any) -> Any:
+    def always_timing_out(*_a: Any, **_k: Any) -> Any:
         calls.append(1)
-        raise OSError("disk busy")
+        raise TimeoutError("read timed out")
 
-    monkeypatch.setattr(ingestion.datagen, "generate", always_busy)
+    monkeypatch.setattr(ingestion.datagen, "generate", always_timing_out)
 
     from optimizers.spec import DataSpec
 

@@ -1,6 +1,6 @@
-"""Task helpers that need no Prefect server: retry classification, the branch
-concurrency decision, the progress-reporting backend, report rendering helpers and
-the profile cache policy's hardware part."""
+"""Task helpers that need no Prefect server: the branch concurrency decision, the
+progress-reporting backend, report rendering helpers and the profile cache policy's
+hardware part (retry classification: ``test_retry.py``)."""
 
 from __future__ import annotations
 
@@ -13,23 +13,6 @@ from serverless.invocation import BillingRecord, Invocation, InvokeBatch
 from tasks import branches
 from tasks.progress import ReportingBackend
 from tasks.report import _for_artifact, fmt, md_table
-from tasks.retry import is_transient, retry_if_transient
-from core.errors import UserError
-
-
-def test_only_transient_failures_are_retried() -> None:
-    assert is_transient(ConnectionError("reset by peer"))
-    assert is_transient(TimeoutError())
-    assert is_transient(RuntimeError("worker lost"))
-    assert not is_transient(UserError("bad memory size"))
-    assert not is_transient(ValueError("bug"))
-
-    class _State:
-        def __init__(self, exc: BaseException) -> None:
-            self.data = exc
-
-    assert retry_if_transient(None, None, _State(OSError("disk busy"))) is True
-    assert retry_if_transient(None, None, _State(UserError("no"))) is False
 
 
 @pytest.mark.parametrize(
