@@ -9,8 +9,9 @@ packages only), so nothing the handler does not need ships. For a user's own env
 (``--env module:EnvId``) the module's file, or its whole top-level package, ships
 beside them, so the function's ``gymnasium.make`` can import it. Third-party imports
 are listed in the build report; they come from a **Lambda layer** built by
-``--layer`` with pip for the Lambda platform (manylinux wheels, CPython 3.11, the
-chosen architecture). A layer keeps the function zip tiny, so redeploying after a
+``--layer`` with pip for the Lambda platform: CPython :data:`LAMBDA_PYTHON_VERSION` wheels
+for the chosen architecture, manylinux up to the glibc of the runtime's OS (Amazon Linux
+2023). A layer keeps the function zip tiny, so redeploying after a
 code change uploads kilobytes, while the rarely changing numpy + gymnasium (about
 20 MB zipped, well under the 250 MB unzipped limit) upload once. boto3 is part of
 the Lambda Python runtime and is not packed.
@@ -32,6 +33,16 @@ import zipfile
 from pathlib import Path
 
 from serverless.architectures import ARCHITECTURES
+
+#: The Python the function runs in. Everything that depends on it follows this one value:
+#: the Lambda runtime's name, the CPython tag (cpXY) of the layer's wheels, and the
+#: Terraform module's runtime default (tests/infra/test_terraform.py checks it).
+LAMBDA_PYTHON_VERSION = "3.12"
+LAMBDA_RUNTIME = f"python{LAMBDA_PYTHON_VERSION}"
+#: glibc of Amazon Linux 2023, the OS of the python3.12 and later runtimes: the newest
+#: manylinux wheels the function can load are manylinux_2_34.
+LAMBDA_GLIBC = (2, 34)
+_OLDEST_MANYLINUX_GLIBC_MINOR = 17  # manylinux2014
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 FIRST_PARTY = ("serverless", "core")
@@ -218,16 +229,26 @@ def build_function_zip(out: Path, entry: str = HANDLER_MODULE, root: Path = PROJ
                    needs_layer=third_party, **({"env_module_files": sorted(env_files)} if env_files else {}))
 
 
-def build_layer_zip(out: Path, arch: str = "x86_64", requirements: tuple[str, ...] = LAYER_REQUIREMENTS,
-                    python_version: str = "3.11") -> dict[str, object]:
+def wheel_platforms(arch: str) -> list[str]:
+    """pip's ``--platform`` values for the runtime on ``arch``: every manylinux from the runtime's
+    glibc down to manylinux2014 (pip takes a platform literally, not the older ones it implies)."""
+    machine = ARCHITECTURES.get(arch).wheel_machine
+    major, newest = LAMBDA_GLIBC
+    minors = range(newest, _OLDEST_MANYLINUX_GLIBC_MINOR - 1, -1)
+    return [*(f"manylinux_{major}_{minor}_{machine}" for minor in minors), f"manylinux2014_{machine}"]
+
+
+def build_layer_zip(out: Path, arch: str = "x86_64",
+                    requirements: tuple[str, ...] = LAYER_REQUIREMENTS) -> dict[str, object]:
     """pip-install the handler's third-party dependencies for the Lambda platform into ``python/``."""
     if arch not in ARCHITECTURES:
         raise ValueError(ARCHITECTURES.unknown(arch))
+    platforms = [arg for platform in wheel_platforms(arch) for arg in ("--platform", platform)]
     with tempfile.TemporaryDirectory() as tmp:
         target = Path(tmp) / "python"
         subprocess.run(
             [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target", str(target),
-             "--platform", ARCHITECTURES.get(arch).wheel_platform, "--python-version", python_version,
+             *platforms, "--python-version", LAMBDA_PYTHON_VERSION,
              "--implementation", "cp", "--only-binary=:all:", *requirements],
             check=True,
         )
@@ -237,7 +258,7 @@ def build_layer_zip(out: Path, arch: str = "x86_64", requirements: tuple[str, ..
                 files[str(path.relative_to(tmp)).replace("\\", "/")] = path.read_bytes()
         _write_zip(out, files)
         unzipped = sum(len(v) for v in files.values())
-    return _report(out, arch=arch, requirements=list(requirements), unzipped_bytes=unzipped)
+    return _report(out, arch=arch, runtime=LAMBDA_RUNTIME, requirements=list(requirements), unzipped_bytes=unzipped)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,7 @@ import hcl2
 import pytest
 
 from serverless.lambda_config import TERRAFORM_OUTPUT_KEYS
+from serverless.lambda_package import LAMBDA_RUNTIME
 
 ROOT = Path(__file__).resolve().parents[2]
 TF = ROOT / "infra" / "terraform"
@@ -280,6 +281,15 @@ def test_lambda_function_is_configurable_and_logs_are_retained() -> None:
     assert unquote(log_group["name"]) == "/aws/lambda/${var.name}"
     arch = named(module, "variable")["architecture"]
     assert "x86_64" in json.dumps(arch["validation"]) and "arm64" in json.dumps(arch["validation"])
+
+
+def test_the_function_and_its_layer_run_the_python_the_layer_is_built_for() -> None:
+    module = MODULES["rollout_lambda"]
+    assert variable_defaults(module)["runtime"] == LAMBDA_RUNTIME == "python3.12"
+    res = resources(module)
+    assert res[("aws_lambda_function", "rollout")]["runtime"] == "${var.runtime}"
+    assert res[("aws_lambda_layer_version", "deps")]["compatible_runtimes"] == ["${var.runtime}"]
+    assert "runtime" not in named(DEV, "module")["rollout_lambda"]  # dev takes the module's default
 
 
 def test_bucket_is_encrypted_private_versioned_and_expires_trajectories() -> None:

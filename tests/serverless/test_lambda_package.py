@@ -1,4 +1,5 @@
-"""The function zip: only the handler's modules, complete (importable alone), reproducible."""
+"""The function zip: only the handler's modules, complete (importable alone), reproducible;
+the layer: wheels for the runtime's Python and glibc."""
 
 from __future__ import annotations
 
@@ -9,7 +10,11 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
-from serverless.lambda_package import HANDLER_ENTRY, build_function_zip, handler_closure
+import pytest
+
+import serverless.lambda_package
+from serverless.lambda_package import (HANDLER_ENTRY, LAMBDA_PYTHON_VERSION, build_function_zip, build_layer_zip,
+                                      handler_closure)
 
 # Runs in a fresh interpreter without site processing (so the editable install of this
 # project is invisible) and with only the zip and site-packages on sys.path: the handler
@@ -77,3 +82,26 @@ def test_handler_runs_from_the_zip_alone(tmp_path: Path) -> None:
     with zipfile.ZipFile(zip_path) as archive:
         packed = {n[:-3].replace("/__init__", "").replace("/", ".") for n in archive.namelist()}
     assert set(out["project_modules"]) <= packed
+
+
+@pytest.mark.parametrize(("arch", "machine"), [("x86_64", "x86_64"), ("arm64", "aarch64")])
+def test_the_layer_is_built_for_the_runtimes_python_and_glibc(arch: str, machine: str, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """pip is asked for the runtime's CPython and every manylinux Amazon Linux 2023 can load."""
+    asked: list[list[str]] = []
+
+    def pip(args: list[str], check: bool) -> None:
+        asked.append(args)
+        target = Path(args[args.index("--target") + 1]) / "numpy"
+        target.mkdir(parents=True)
+        (target / "__init__.py").write_text("")
+
+    monkeypatch.setattr(serverless.lambda_package.subprocess, "run", pip)
+    report = build_layer_zip(tmp_path / "layer.zip", arch)
+    (args,) = asked
+    assert args[args.index("--python-version") + 1] == LAMBDA_PYTHON_VERSION == "3.12"
+    platforms = [args[i + 1] for i, arg in enumerate(args) if arg == "--platform"]
+    assert platforms[0] == f"manylinux_2_34_{machine}" and platforms[-1] == f"manylinux2014_{machine}"
+    assert f"manylinux_2_28_{machine}" in platforms and f"manylinux_2_35_{machine}" not in platforms
+    assert report["runtime"] == "python3.12" and report["arch"] == arch
+    assert zipfile.ZipFile(tmp_path / "layer.zip").namelist() == ["python/numpy/__init__.py"]

@@ -38,7 +38,7 @@ from moto.server import ThreadedMotoServer
 from serverless import s3_payload
 from serverless.invocation import LAMBDA_SYNC_PAYLOAD_LIMIT_BYTES
 from serverless.backends.lambda_backend import LambdaBackend, RetryPolicy
-from serverless.lambda_package import build_function_zip
+from serverless.lambda_package import LAMBDA_RUNTIME, build_function_zip
 from tests.infra.test_terraform import DEV, dev_names
 from trainwise.cli import main as trainwise_main
 from core.errors import UserError
@@ -90,7 +90,7 @@ def deployed(aws: str, tmp_path: Path) -> dict[str, Any]:
     client = boto3.client("lambda")
     function = client.create_function(
         FunctionName=names["function_name"],
-        Runtime="python3.11",
+        Runtime=LAMBDA_RUNTIME,
         Role=role["Role"]["Arn"],
         Handler=str(package["handler"]),
         Code={"ZipFile": (tmp_path / "rollout.zip").read_bytes()},

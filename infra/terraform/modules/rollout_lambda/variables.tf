@@ -27,9 +27,13 @@ variable "handler" {
 }
 
 variable "runtime" {
-  description = "Lambda managed runtime; matches the project's Python."
+  description = "Lambda managed runtime (Amazon Linux 2023); matches serverless/lambda_package.py LAMBDA_PYTHON_VERSION, the Python the layer's wheels are built for."
   type        = string
-  default     = "python3.11"
+  default     = "python3.12"
+  validation {
+    condition     = can(regex("^python3\\.(1[2-9]|[2-9][0-9])$", var.runtime))
+    error_message = "runtime must be a Python runtime on Amazon Linux 2023: python3.12 or later."
+  }
 }
 
 variable "architecture" {
