@@ -6,10 +6,13 @@ tests/serverless/backends/test_lambda_backend.py to create the moto resources un
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import math
 import re
 import shutil
 import subprocess
+import types
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -387,3 +390,134 @@ def test_every_checkov_skip_gives_its_reason_and_is_listed_in_the_docs() -> None
         assert check in aws_doc, f"{check} is skipped in infra/terraform but not listed in docs/aws.md"
     # The checks the hardening fixes are never skipped.
     assert not {"CKV_AWS_79", "CKV_AWS_8", "CKV2_AWS_41", "CKV_AWS_135", "CKV_AWS_126"} & set(skips)
+
+
+# ---------------------------------------------------------------------------------------------
+# validation of the root variables, evaluated in Python
+
+_NO_VALUE = object()  # what a failing Terraform function gives: can() turns it into false
+
+
+def _cidrhost(cidr: str, host: int) -> Any:
+    try:
+        return ipaddress.ip_network(cidr, strict=False)[host]
+    except ValueError:
+        return _NO_VALUE
+
+
+_FUNCTIONS: dict[str, Any] = {
+    "can": lambda value: value is not _NO_VALUE,
+    "regex": lambda pattern, text: re.search(pattern, text) or _NO_VALUE,
+    "contains": lambda items, value: value in items,
+    "endswith": lambda text, suffix: text.endswith(suffix),
+    "floor": math.floor,
+    "alltrue": all,
+    "tonumber": float,
+    "split": lambda separator, text: text.split(separator),
+    "cidrhost": _cidrhost,
+}
+
+
+def _for_expressions(text: str) -> str:
+    """``[for x in xs : body]`` -> ``[(body) for x in xs]`` (bodies may hold brackets and strings)."""
+    start = text.find("[for ")
+    if start < 0:
+        return text
+    depth, in_string = 0, False
+    for end in range(start, len(text)):
+        char = text[end]
+        if char == '"' and text[end - 1] != "\\":
+            in_string = not in_string
+        elif not in_string and char in "[]":
+            depth += 1 if char == "[" else -1
+            if depth == 0:
+                break
+    header, _, body = text[start + 1:end].partition(" : ")
+    return text[:start] + f"[({_for_expressions(body)}) {header}]" + _for_expressions(text[end + 1:])
+
+
+def _python(condition: str) -> str:
+    """A validation condition made only of the functions and operators above, as Python."""
+    text = unquote(condition)
+    text = text[2:-1] if text.startswith("${") and text.endswith("}") else text
+    text = _for_expressions(text).replace("&&", " and ").replace("||", " or ")
+    return re.sub(r"!(?!=)", " not ", text)
+
+
+def accepts(directory: Path, name: str, value: Any) -> bool:
+    """Whether every validation of variable ``name`` accepts ``value``."""
+    spec = named(directory, "variable")[name]
+    if isinstance(value, list):
+        value = [types.SimpleNamespace(**v) if isinstance(v, dict) else v for v in value]
+    var = types.SimpleNamespace(**{name: value})
+    scope = {"__builtins__": {}, **_FUNCTIONS, "var": var}  # globals: a comprehension sees them
+    return all(eval(_python(v["condition"]), scope) for v in spec["validation"])  # noqa: S307
+
+
+# name: (values it accepts, values it rejects)
+ROOT_VARIABLE_DOMAINS: dict[str, tuple[list[Any], list[Any]]] = {
+    "region": (["us-east-1", "eu-west-1", "ap-southeast-2", "us-gov-west-1"], ["", "US-EAST-1", "useast1", "eu-west"]),
+    "environment": (["dev", "staging", "team-a1", "a" * 15], ["", "Dev", "dev_1", "-dev", "dev-", "a" * 16]),
+    "package_zip_path": (["build/rollout.zip", "/abs/rollout.zip"], ["", "build/rollout.tar.gz"]),
+    "layer_zip_path": (["", "build/rollout-deps-layer-arm64.zip"], ["build/layer", "layer.zip.bak"]),
+    "lambda_architecture": (["x86_64", "arm64"], ["", "aarch64", "sparc"]),
+    "lambda_memory_mb": ([128, 1769, 10240], [0, 64, 127, 10241, 1769.5]),
+    "lambda_timeout_s": ([1, 300, 900], [0, -1, 901, 2.5]),
+    "lambda_reserved_concurrency": ([-1, 0, 20, 1000], [-2, 2.5]),
+    "log_retention_days": ([1, 14, 365, 3653], [0, 2, 13, 10000]),
+    "s3_prefix": (["rollouts", "team/a/rollouts", "runs_2.v1"], ["", "/rollouts", "rollouts/", "a//b", "a b"]),
+    "trajectories_expire_days": ([1, 3, 30], [0, -1, 1.5]),
+    "vpc_id": (["", "vpc-0123abcd", "vpc-0123456789abcdef0"], ["vpc-123", "0123456789abcdef0", "vpc-XYZ12345"]),
+    "subnet_id": (["", "subnet-0123abcd", "subnet-0123456789abcdef0"], ["subnet-1", "vpc-0123abcd"]),
+    "learner_instance_type": (["c7i.large", "c7i-flex.large", "u-6tb1.metal"], ["", "c7i", "C7I.LARGE", "large"]),
+    "learner_count": ([0, 1, 8], [-1, 1.5]),
+    "ingest_instance_type": (["c7i.large", "m7g.xlarge"], ["", "c7i"]),
+    "ingest_count": ([0, 1, 4], [-1, 0.5]),
+    "ingest_pools": ([[], [{"instance_type": "c7i.large", "count": 2}]],
+                     [[{"instance_type": "c7i.large", "count": 0}], [{"instance_type": "large", "count": 1}],
+                      [{"instance_type": "c7i.large", "count": 1.5}]]),
+    "admin_cidrs": ([[], ["10.0.0.0/16"], ["203.0.113.7/32", "2001:db8::/48"]],
+                    [["0.0.0.0/0"], ["10.0.0.0/8"], ["not-a-cidr"], ["::/0"]]),
+}
+
+
+def test_every_root_variable_with_a_bounded_domain_is_validated() -> None:
+    variables = named(DEV, "variable")
+    bounded = {name for name, spec in variables.items() if spec["type"] not in ("bool", "${bool}")}
+    assert bounded == set(ROOT_VARIABLE_DOMAINS), sorted(bounded ^ set(ROOT_VARIABLE_DOMAINS))
+    for name in bounded:
+        for validation in variables[name].get("validation", []):
+            assert len(unquote(validation["error_message"]).split()) >= 4, f"{name}: say what is allowed"
+        assert variables[name].get("validation"), f"envs/dev variable {name} has no validation block"
+
+
+@pytest.mark.parametrize("name", sorted(ROOT_VARIABLE_DOMAINS))
+def test_root_variable_validations_accept_the_domain_and_reject_the_rest(name: str) -> None:
+    good, bad = ROOT_VARIABLE_DOMAINS[name]
+    assert accepts(DEV, name, variable_defaults(DEV)[name]), f"{name}: its own default is rejected"
+    assert [v for v in good if not accepts(DEV, name, v)] == [], f"{name}: rejects valid values"
+    assert [v for v in bad if accepts(DEV, name, v)] == [], f"{name}: accepts invalid values"
+
+
+def test_the_lambda_module_takes_only_an_amazon_linux_2023_python_runtime() -> None:
+    module = MODULES["rollout_lambda"]
+    assert all(accepts(module, "runtime", r) for r in ("python3.12", "python3.13", LAMBDA_RUNTIME))
+    assert not any(accepts(module, "runtime", r) for r in ("python3.11", "python3.9", "python3.120", "nodejs22.x"))
+
+
+# ---------------------------------------------------------------------------------------------
+# shared state
+
+
+def test_dev_shows_an_s3_backend_with_native_locking_as_a_partial_configuration() -> None:
+    versions = (DEV / "versions.tf").read_text()
+    assert re.search(r'^\s*#\s*backend "s3" \{\}\s*$', versions, re.MULTILINE), "the commented S3 backend block"
+    assert "terraform" in _parse(DEV / "versions.tf") and "backend" not in json.dumps(_parse(DEV / "versions.tf"))
+    example = DEV / "backend.hcl.example"
+    with open(example) as handle:
+        settings = {k: unquote(v) for k, v in _strip_comments(hcl2.load(handle)).items()}
+    assert {"bucket", "key", "region", "use_lockfile", "encrypt"} <= set(settings)
+    assert settings["use_lockfile"] is True and settings["encrypt"] is True
+    assert "dynamodb_table" not in settings  # DynamoDB locking is deprecated in favour of use_lockfile
+    assert settings["key"].endswith(".tfstate")
+    assert "-backend-config=backend.hcl" in example.read_text()
