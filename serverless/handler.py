@@ -81,9 +81,10 @@ _MODULE_T0 = time.perf_counter()
 from dataclasses import dataclass, field  # noqa: E402
 from typing import Any  # noqa: E402
 
-import gymnasium as gym  # noqa: E402
+import gymnasium  # noqa: E402,F401  (imported here: its import time is part of a cold start's init)
 import numpy as np  # noqa: E402
 
+from serverless.envs import make_env  # noqa: E402
 from serverless.policy import NumpyPolicy, PolicySpec, decode_b64, decode_npz_field, encode_b64  # noqa: E402
 
 # Import time of this module (numpy, gymnasium): part of a cold start's init.
@@ -189,7 +190,7 @@ def _fresh_env(cache: dict[int, _ActorState], key: int, env_ref: EnvRef, seed: i
     old = cache.pop(key, None)
     if old is not None:
         old.env.close()
-    env = gym.make(env_ref.env_id, disable_env_checker=True, **json.loads(env_ref.kwargs_json))
+    env = make_env(env_ref.env_id, json.loads(env_ref.kwargs_json), disable_env_checker=True)
     obs, _ = env.reset(seed=seed)
     env.action_space.seed(seed)
     state = _ActorState(
