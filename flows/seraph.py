@@ -13,7 +13,6 @@ from tasks.caching import call_cached
 from tasks.report import render_report
 from tasks.rl import (
     plan_rl_configuration,
-    profile_key_of,
     profile_rl_workload,
     render_seraph_section,
     train_rl_baseline,
@@ -30,7 +29,7 @@ def _profile(job: SeraphJob, out: Path, ttl_hours: float, refresh: bool) -> Pilo
     this run's folder). A profile from Prefect's cache is another run's: reused, with no
     checkpoint here; one that does not serve this job's probe (another objective's stop)
     is measured again."""
-    kwargs = {"job": job, "profile_key": profile_key_of(job), "checkpoint_dir": str(out / "seraph" / "checkpoint"),
+    kwargs = {"job": job, "profile_key": job.profile_key, "checkpoint_dir": str(out / "seraph" / "checkpoint"),
               "reuse": not refresh}
     what = f"Seraph {job.workload.env_id}/{job.request.backend}"
     outcome, hit = call_cached(profile_rl_workload, what=what, ttl_hours=ttl_hours, refresh=refresh, **kwargs)

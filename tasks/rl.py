@@ -41,13 +41,6 @@ class ProfileKey(CachePolicy):
         return str(inputs["profile_key"])
 
 
-def profile_key_of(job: SeraphJob) -> str:
-    """The key of the profile ``job`` plans with (the key Seraph's file cache stores it under)."""
-    from optimizers.seraph.workload_profile import profile_key
-
-    return profile_key(job.workload.key_dict(), job.request.backend)
-
-
 @task(
     name="profile-rl-workload",
     cache_policy=ProfileKey(),
@@ -59,7 +52,7 @@ def profile_rl_workload(job: SeraphJob, profile_key: str, checkpoint_dir: str, r
     """Seraph's ``profile`` step for the job, as ``rl tune`` calls it: the file cache when
     ``reuse``, else a pilot (short real training that probes memory sizes, concurrency and
     batch) whose final checkpoint goes to ``checkpoint_dir``. Returns the outcome as JSON;
-    ``profile_key`` is the cache key (:func:`profile_key_of`)."""
+    ``profile_key`` is the cache key (:attr:`SeraphJob.profile_key`)."""
     from optimizers import seraph
 
     pilot = seraph.profile(job, reuse=reuse, checkpoint_dir=Path(checkpoint_dir))

@@ -81,6 +81,13 @@ class SeraphJob:
     def baseline(self) -> BaselineConfig:
         return self.request.baseline_config
 
+    @property
+    def profile_key(self) -> str:
+        """The key of the profile this job plans with (the key Seraph's file cache stores it under)."""
+        from optimizers.seraph.workload_profile import profile_key
+
+        return profile_key(self.workload.key_dict(), self.request.backend)
+
     def search_space(self, profile: "Profile") -> SearchSpace:
         """The space the planner searches with ``profile``: its probed memory sizes, and no
         fewer functions than its pilot visited."""
