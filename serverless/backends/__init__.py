@@ -1,4 +1,4 @@
-"""Function backends: the local Lambda emulator, Ray tasks, AWS Lambda.
+"""Function backends: the local Lambda emulator, Ray actors, AWS Lambda.
 
 All implement :class:`serverless.invocation.FunctionBackend`. Each is one entry of
 :data:`BACKENDS`, which declares how to build it, the labels of the figures it
@@ -136,7 +136,7 @@ BACKENDS.register("local", BackendEntry(
 ))
 BACKENDS.register("ray", BackendEntry(
     name="ray", factory=_ray, clock="measured", billing=("measured",),
-    description="Ray tasks, on a local Ray or a cluster",
+    description="Ray actors that keep their envs warm, on a local Ray or a cluster",
     options=(BackendOption("address", str, "join this Ray cluster (default: start Ray locally)"),),
     clock_name="run time, Ray rollouts",
 ))

@@ -1,17 +1,37 @@
-"""The Ray backend: each rollout is a Ray task running the same ``handler``.
+"""The Ray backend: rollout actors, each a function instance running the same ``handler``.
 
-``RayBackend()`` starts Ray locally (``ray.init()``); ``RayBackend(address=...)``
-joins an existing cluster. Ray worker processes keep the handler module loaded, so
-warm env state survives between tasks that land on the same worker (Ray chooses
-the worker; a task on a new worker is a cold start, reported by the handler).
+**Session.** ``RayBackend()`` joins the Ray session of this process when there is one
+(``ray.is_initialized()``), else starts Ray locally (``ray.init()``);
+``RayBackend(address=...)`` connects to an existing cluster. ``close()`` kills the
+backend's own actors and calls ``ray.shutdown()`` only when the backend called
+``ray.init`` itself: a session the user started stays up, and disconnecting from a
+joined cluster leaves the cluster running.
+
+**Actors.** A pool of Ray actors (``num_cpus=1`` each), one per concurrent function:
+``min(concurrency, events, the cluster's CPUs)`` of them run a batch, and the pool is
+kept across ``invoke`` calls. Each actor is one long-lived process, so the handler's
+warm state (its cached envs, mid-episode, keyed by env id, kwargs and slot) survives
+between iterations, as in a warm Lambda container. Events go to actor
+``actor_id % actors``, as on the local emulator, so an actor's env stays on its actor.
+Which actor runs an event never changes what it returns: a slot event's env is
+continued warm or rebuilt by replay (``serverless.handler``), so a batch on Ray steps
+exactly the trajectories the handler steps in this process for the same events. A new
+memory size resets the actors' warm state (on Lambda: new instances, cold starts), and
+an actor that dies is replaced by a new one on the next call. The actors hold their
+CPUs until ``close()``.
+
+**Weights.** The policy's weights (an event's ``weights_npz_b64``) are put in Ray's
+object store once (``ray.put``) and every event of the batch, and of its retry rounds,
+takes them by reference; the actor puts them back into the event, so the handler's
+event is the one the other backends send.
 
 Figures: ``wall_s`` and ``lambda_s`` are both the measured wall time of the batch
 (label "measured": nothing is modelled), and each billing record is the handler's
 own measured duration rounded up to 1 ms, priced as if it had run on Lambda at the
 requested memory size (the ledger says "modelled from price table"). Memory size
-does not limit a Ray task's CPU; it only prices it.
+does not limit an actor's CPU; it only prices it.
 
-Every task runs in a ``runtime_env`` (:func:`rollout_runtime_env`) whose PYTHONPATH holds
+Every actor runs in a ``runtime_env`` (:func:`rollout_runtime_env`) whose PYTHONPATH holds
 the project and the user's directories on the driver's path, so a ``module:EnvId`` env's
 module imports in Ray's worker processes as it does in the driver.
 """
@@ -28,10 +48,11 @@ from serverless.invocation import check_memory_mb
 from serverless.pricing import billed_ms
 
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
+_WEIGHTS = "weights_npz_b64"
 
 
 def rollout_runtime_env() -> dict[str, Any]:
-    """The rollout tasks' Ray ``runtime_env``: PYTHONPATH = the project, then the user's
+    """The rollout actors' Ray ``runtime_env``: PYTHONPATH = the project, then the user's
     directories on this process's path (:func:`serverless.envs.user_import_paths`)."""
     from serverless.envs import user_import_paths
 
@@ -39,13 +60,43 @@ def rollout_runtime_env() -> dict[str, Any]:
     return {"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}}
 
 
-def _rollout_task(event: dict[str, Any]) -> dict[str, Any]:
-    from serverless.handler import handler
+class RolloutActor:
+    """One function instance (a Ray actor): runs the handler, whose warm state lives on in
+    this process between calls."""
 
-    try:
-        return {"ok": True, "result": handler(event, None)}
-    except Exception as exc:  # reported per invocation
-        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    def run(self, event: dict[str, Any], weights_b64: str | None) -> dict[str, Any]:
+        """``handler(event)`` with the weights put back into the event; errors as a reply."""
+        from serverless.handler import handler
+
+        if weights_b64 is not None:
+            event = {**event, _WEIGHTS: weights_b64}
+        try:
+            return {"ok": True, "result": handler(event, None)}
+        except Exception as exc:  # reported per invocation
+            return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+
+    def reset(self) -> None:
+        """Forget the warm state: the next call of every actor id is a cold start."""
+        from serverless.handler import reset_warm_state
+
+        reset_warm_state()
+
+
+def _invocation(reply: dict[str, Any], memory_mb: int) -> Invocation:
+    """An actor's reply as an invocation billed from the handler's measured duration."""
+    if not reply.get("ok"):
+        return Invocation(None, BillingRecord(0, 0.0, 0.0, memory_mb, error=str(reply.get("error")), label="measured"))
+    result = reply["result"]
+    t = result["timings"]
+    cold = bool(result.get("cold_start"))
+    return Invocation(result, BillingRecord(
+        billed_ms=billed_ms(t["total_ms"]),
+        duration_ms=t["total_ms"],
+        init_ms=t["init_ms"] if cold else 0.0,
+        memory_mb=memory_mb,
+        cold_start=cold,
+        label="measured",
+    ))
 
 
 class RayBackend:
@@ -54,63 +105,92 @@ class RayBackend:
     def __init__(self, address: str | None = None) -> None:
         import ray
 
-        if not ray.is_initialized():
+        self._started_ray = not ray.is_initialized()
+        if self._started_ray:
             if address:
-                ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+                ray.init(address=address, log_to_driver=False)
             else:
-                ray.init(ignore_reinit_error=True, log_to_driver=False, include_dashboard=False)
+                ray.init(log_to_driver=False, include_dashboard=False)
         self._ray = ray
-        self._task = ray.remote(num_cpus=1, max_retries=0, runtime_env=rollout_runtime_env())(_rollout_task)
+        self._actor_class = ray.remote(num_cpus=1, max_restarts=0, runtime_env=rollout_runtime_env())(RolloutActor)
+        self._actors: list[Any] = []
+        self._dead: set[int] = set()
+        self._memory_mb: int | None = None
+        self._weights: tuple[str, Any] | None = None  # the last weights put, and their reference
+
+    @property
+    def actors(self) -> tuple[Any, ...]:
+        """The handles of the backend's live rollout actors."""
+        return tuple(self._actors)
+
+    def _ensure_actors(self, n: int, memory_mb: int) -> list[Any]:
+        """The first ``n`` actors (made as needed, dead ones replaced), their warm state
+        reset when the memory size changed."""
+        for index in sorted(self._dead):
+            self._ray.kill(self._actors[index])
+            self._actors[index] = self._actor_class.remote()
+        self._dead.clear()
+        while len(self._actors) < n:
+            self._actors.append(self._actor_class.remote())
+        if self._memory_mb is not None and memory_mb != self._memory_mb:
+            for actor in self._actors:  # runs before any later call on the same actor
+                actor.reset.remote()
+        self._memory_mb = memory_mb
+        return self._actors[:n]
+
+    def _weights_ref(self, weights: str) -> Any:
+        """The object-store reference of ``weights``, put once while they stay the same."""
+        if self._weights is None or (self._weights[0] is not weights and self._weights[0] != weights):
+            self._weights = (weights, self._ray.put(weights))
+        return self._weights[1]
+
+    def _submit(self, actor: Any, event: dict[str, Any]) -> Any:
+        """Send ``event`` to ``actor``, its weights by reference."""
+        weights = event.get(_WEIGHTS)
+        if not isinstance(weights, str):
+            return actor.run.remote(event, None)
+        rest = {k: v for k, v in event.items() if k != _WEIGHTS}
+        return actor.run.remote(rest, self._weights_ref(weights))
+
+    def _reply(self, ref: Any, actor_index: int) -> dict[str, Any]:
+        try:
+            return self._ray.get(ref)
+        except self._ray.exceptions.RayActorError as exc:  # the process died: replaced next call
+            self._dead.add(actor_index)
+            return {"ok": False, "error": f"rollout actor died: {str(exc).splitlines()[0]}"}
+        except Exception as exc:
+            return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
 
     def invoke(self, events: list[dict[str, Any]], memory_mb: int, concurrency: int | None = None) -> InvokeBatch:
         check_memory_mb(memory_mb)
         if not events:  # as on the other backends: nothing to run, no invocations
             return InvokeBatch([], 0.0, 0.0, "measured", concurrency or 0)
-        ray = self._ray
         concurrency = len(events) if concurrency is None else int(concurrency)
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+        cpus = int(self._ray.cluster_resources().get("CPU", 0))
+        n_actors = max(1, min(concurrency, len(events), cpus))
         t0 = time.perf_counter()
-        replies: list[dict[str, Any]] = [{} for _ in events]
-        pending: dict[Any, int] = {}
-        next_index = 0
-        while next_index < len(events) or pending:
-            while next_index < len(events) and len(pending) < concurrency:
-                pending[self._task.remote(events[next_index])] = next_index
-                next_index += 1
-            done, _ = ray.wait(list(pending), num_returns=1)
-            for ref in done:
-                index = pending.pop(ref)
-                try:
-                    replies[index] = ray.get(ref)
-                except Exception as exc:  # task or worker failure
-                    replies[index] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        actors = self._ensure_actors(n_actors, memory_mb)
+        placed = [int(event.get("actor_id", i)) % n_actors for i, event in enumerate(events)]
+        refs = [self._submit(actors[a], event) for a, event in zip(placed, events)]
+        replies = [self._reply(ref, a) for ref, a in zip(refs, placed)]
         wall_s = time.perf_counter() - t0
-        invocations = []
-        for reply in replies:
-            if reply.get("ok"):
-                result = reply["result"]
-                t = result["timings"]
-                billing = BillingRecord(
-                    billed_ms=billed_ms(t["total_ms"]),
-                    duration_ms=t["total_ms"],
-                    init_ms=t["init_ms"] if result.get("cold_start") else 0.0,
-                    memory_mb=memory_mb,
-                    cold_start=bool(result.get("cold_start")),
-                    label="measured",
-                )
-                invocations.append(Invocation(result, billing))
-            else:
-                invocations.append(
-                    Invocation(None, BillingRecord(0, 0.0, 0.0, memory_mb, error=str(reply.get("error")), label="measured"))
-                )
         notes = []
-        cpus = int(ray.cluster_resources().get("CPU", 0))
         if concurrency > cpus:
-            notes.append(f"asked concurrency {concurrency} exceeds the Ray cluster's {cpus} CPUs; tasks queue")
+            notes.append(f"asked concurrency {concurrency} exceeds the Ray cluster's {cpus} CPUs; "
+                         f"{n_actors} rollout actors run the batch, the other events queue")
+        invocations = [_invocation(reply, memory_mb) for reply in replies]
         return InvokeBatch(invocations, wall_s, wall_s, "measured", concurrency, notes)
 
     def close(self) -> None:
-        """Disconnect from Ray (a local instance we started stops; a joined cluster keeps running)."""
-        if self._ray.is_initialized():
-            self._ray.shutdown()
+        """Kill the backend's actors; shut Ray down only if this backend started it."""
+        ray = self._ray
+        if ray.is_initialized():
+            for actor in self._actors:
+                ray.kill(actor)
+        self._actors, self._weights = [], None
+        self._dead.clear()
+        if self._started_ray and ray.is_initialized():
+            ray.shutdown()
+        self._started_ray = False
