@@ -32,6 +32,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from core.errors import UserError
 from serverless.architectures import ARCHITECTURES
 
 #: The Python the function runs in. Everything that depends on it follows this one value:
@@ -221,7 +222,8 @@ def build_function_zip(out: Path, entry: str = HANDLER_MODULE, root: Path = PROJ
     env_files = _env_module_files(env_id)
     clash = sorted(set(env_files) & set(files))
     if clash:
-        raise ValueError(f"env module files {clash} would overwrite the project's own in the zip")
+        raise UserError(f"env {env_id!r}: its module's files {clash} would overwrite the project's own in the zip; "
+                        "rename the module")
     files |= env_files
     _write_zip(out, files)
     unzipped = sum(len(v) for v in files.values())
@@ -277,7 +279,11 @@ def main(argv: list[str] | None = None) -> int:
         requirements = LAYER_REQUIREMENTS + (BOX2D_REQUIREMENTS if args.box2d else ())
         report = build_layer_zip(out, args.arch, requirements)
     else:
-        report = build_function_zip(args.out or Path("build/rollout.zip"), env_id=args.env)
+        try:
+            report = build_function_zip(args.out or Path("build/rollout.zip"), env_id=args.env)
+        except UserError as exc:
+            print(f"{parser.prog}: error: --env: {exc}", file=sys.stderr)
+            return 2
     print(json.dumps(report, indent=2))
     return 0
 

@@ -67,6 +67,15 @@ def test_zip_is_reproducible(tmp_path: Path) -> None:
     assert first["sha256"] == second["sha256"]
 
 
+def test_an_env_module_that_does_not_import_is_one_line_exit_2(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "rollout.zip"
+    assert serverless.lambda_package.main(["--out", str(out), "--env", "no_such_module_here:Nope-v0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--env" in err and "no_such_module_here" in err
+    assert not out.exists()
+
+
 def test_handler_runs_from_the_zip_alone(tmp_path: Path) -> None:
     zip_path = tmp_path / "rollout.zip"
     build_function_zip(zip_path)

@@ -3,8 +3,9 @@
 The wrapper adds three things to calling the binary yourself: it finds the binary
 (``terraform`` first, then ``tofu``) and says how to install one when neither is
 on PATH; it builds the function zip before ``plan``/``apply`` and passes its
-absolute path (Terraform hashes the file at plan time); and ``output --write
-FILE`` turns ``terraform output -json`` into the Lambda backend's configuration.
+absolute path (Terraform hashes the file at plan time), with the user's env module
+in it for ``--env module:EnvId``; and ``output --write FILE`` turns ``terraform
+output -json`` into the Lambda backend's configuration.
 """
 
 from __future__ import annotations
@@ -96,10 +97,14 @@ def _build_zip(args: argparse.Namespace) -> list[str]:
     if not args.package_zip or zip_path.is_dir():
         raise UserError(f"--package-zip {args.package_zip!r} must name a file to write, such as build/rollout.zip")
     try:
-        report = build_function_zip(zip_path)
+        report = build_function_zip(zip_path, env_id=args.env)
     except OSError as exc:
         raise UserError(f"--package-zip {zip_path}: cannot write the function zip there ({exc.strerror})") from None
-    print(f"built {zip_path} ({report['zip_bytes']} bytes, {len(report['files'])} modules)", file=sys.stderr)
+    except UserError as exc:
+        raise UserError(f"--env: {exc}") from None
+    shipped = report.get("env_module_files", [])
+    env_note = f", the env module's {len(shipped)} file(s) {', '.join(shipped)}" if shipped else ""
+    print(f"built {zip_path} ({report['zip_bytes']} bytes, {len(report['files'])} files{env_note})", file=sys.stderr)
     return ["-var", f"package_zip_path={zip_path}"]
 
 
@@ -196,6 +201,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--var", action="append", metavar="NAME=VALUE", help="a Terraform variable (repeatable)")
         p.add_argument("--var-file", default=None, help="a .tfvars file")
         p.add_argument("--package-zip", default=str(DEFAULT_ZIP), help="where to build the function zip")
+        p.add_argument("--env", default=None, metavar="MODULE:ENV_ID",
+                       help="your own env, as for `rl train --env`: its module (importable from PYTHONPATH) "
+                            "ships in the function zip")
         p.add_argument("--layer-zip", default=None,
                        help="numpy+gymnasium layer zip (default: the path in variables.tf; '' for no layer)")
         if action != "plan":

@@ -7,6 +7,7 @@ import os
 import stat
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,28 @@ def test_bad_input_is_refused_before_anything_runs(fake_terraform: Path, tmp_pat
     assert "rollout_function_name" in capsys.readouterr().err
     assert not (tmp_path / "c.json").exists()  # nothing half-written
     assert not fake_terraform.exists()  # terraform was never called
+
+
+def test_plan_ships_the_users_env_module_in_the_zip(fake_terraform: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.serverless.test_user_env import _forget, _write_env_module
+
+    env_id = _write_env_module(tmp_path, "infra_user_envs")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    zip_path = tmp_path / "out" / "rollout.zip"
+    try:
+        assert main(["infra", "plan", "--env", env_id, "--package-zip", str(zip_path), "--layer-zip", ""]) == 0
+    finally:
+        _forget("infra_user_envs")
+    names = zipfile.ZipFile(zip_path).namelist()
+    assert "infra_user_envs.py" in names and "serverless/handler.py" in names
+    assert f"package_zip_path={zip_path}" in _calls(fake_terraform)[1]["args"]
+
+
+def test_an_env_module_that_does_not_import_is_one_line_before_terraform_runs(
+        fake_terraform: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    zip_path = tmp_path / "rollout.zip"
+    assert main(["infra", "apply", "--env", "no_such_module_here:Nope-v0", "--package-zip", str(zip_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--env" in err and "no_such_module_here" in err and "sys.path" in err
+    assert not zip_path.exists() and not fake_terraform.exists()  # nothing built, terraform never called
