@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +47,15 @@ def _learning(result: Any) -> list[Any]:
             for r in result.iterations]
 
 
-def _dead(actor: Any) -> bool:
-    try:
-        ray.get(actor.reset.remote(), timeout=60)
-    except ray.exceptions.RayActorError:
-        return True
+def _dead(actor: Any, polls: int = 600) -> bool:
+    """Whether ``actor`` is (or within ``polls`` tenths of a second becomes) dead: a kill
+    reaches the actor asynchronously."""
+    for _ in range(polls):
+        try:
+            ray.get(actor.reset.remote(), timeout=60)
+        except ray.exceptions.RayActorError:
+            return True
+        time.sleep(0.1)
     return False
 
 
@@ -93,7 +98,9 @@ def test_a_new_memory_size_is_a_cold_start_and_a_dead_actor_is_replaced(users_ra
         cold = [inv.billing.cold_start for inv in backend.invoke(events, 1769, concurrency=2).invocations]
         warm = [inv.billing.cold_start for inv in backend.invoke(events, 1769, concurrency=2).invocations]
         resized = [inv.billing.cold_start for inv in backend.invoke(events, 3008, concurrency=2).invocations]
-        ray.kill(backend.actors[1])
+        victim = backend.actors[1]
+        ray.kill(victim)
+        assert _dead(victim)
         lost = backend.invoke(events, 3008, concurrency=2).invocations
         again = backend.invoke(events, 3008, concurrency=2).invocations
     finally:
