@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow  # a Ray start-up and actor processes
 @pytest.fixture(scope="module")
 def users_ray() -> Any:
     """A Ray session the user started before any backend."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     try:
         yield ray
     finally:
