@@ -144,5 +144,4 @@ BACKENDS.register("lambda", BackendEntry(
     name="lambda", factory=_lambda, clock="measured", billing=("billed", "measured"),
     description="AWS Lambda: the deployed rollout function, billed figures from its REPORT lines",
     options=(BackendOption("lambda_config", str, "AWS backend config (default .trainwise/aws.json)"),),
-    tunable=False,
 ))
