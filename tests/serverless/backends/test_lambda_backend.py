@@ -275,6 +275,29 @@ def hooked(backend: LambdaBackend, script: Callable[[int, int], str]) -> FakeLam
     return plane
 
 
+def stand_in_for_every_backend(monkeypatch: pytest.MonkeyPatch) -> list[FakeLambdaDataPlane]:
+    """Install the stand-in data plane (every invoke "ok") on the Lambda client of every
+    backend built from now on, wherever it is built (the trainer, the tuner, a flow's task);
+    returns the stand-ins, one per client, in the order the clients were made."""
+    from serverless.handler import reset_warm_state
+
+    reset_warm_state()
+    planes: list[FakeLambdaDataPlane] = []
+    original = LambdaBackend.lambda_client
+
+    def hooked_client(self: LambdaBackend) -> Any:
+        client = original.fget(self)
+        if not getattr(client, "_trainwise_hooked", False):
+            client._trainwise_function = self.config.function_name
+            client._trainwise_hooked = True
+            planes.append(FakeLambdaDataPlane(client, lambda actor, attempt: "ok"))
+            planes[-1].install()
+        return client
+
+    monkeypatch.setattr(LambdaBackend, "lambda_client", property(hooked_client))
+    return planes
+
+
 def trajectories(result: dict[str, Any]) -> dict[str, np.ndarray]:
     with np.load(io.BytesIO(base64.b64decode(result["trajectories_npz_b64"])), allow_pickle=False) as z:
         return {k: z[k] for k in z.files}
@@ -651,22 +674,7 @@ def test_rl_train_with_the_lambda_backend_records_billed_cost(deployed: dict[str
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """The trainer builds the backend from the config file itself; the stand-in data plane is
     installed on whichever Lambda client the backend creates."""
-    from serverless.handler import reset_warm_state
-
-    reset_warm_state()
-    planes: list[FakeLambdaDataPlane] = []
-    original = LambdaBackend.lambda_client
-
-    def hooked_client(self: LambdaBackend) -> Any:
-        client = original.fget(self)
-        if not getattr(client, "_trainwise_hooked", False):
-            client._trainwise_function = self.config.function_name
-            client._trainwise_hooked = True
-            planes.append(FakeLambdaDataPlane(client, lambda actor, attempt: "ok"))
-            planes[-1].install()
-        return client
-
-    monkeypatch.setattr(LambdaBackend, "lambda_client", property(hooked_client))
+    planes = stand_in_for_every_backend(monkeypatch)
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "train.json"
     code = trainwise_main(["rl", "train", "--env", "CartPole-v1", "--target-reward", "10000", "--max-steps", "256",
