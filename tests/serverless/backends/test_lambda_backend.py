@@ -188,9 +188,12 @@ class FakeLambdaDataPlane:
         self.in_flight = 0
         self.max_in_flight = 0
         self.warm: set[int] = set()
+        self.operations: set[str] = set()  # every Lambda API operation the client called
 
     def install(self) -> None:
         self.lambda_client.meta.events.register("before-send.lambda.Invoke", self)
+        self.lambda_client.meta.events.register("before-call.lambda.*",
+                                                lambda model, **_: self.operations.add(model.name))
 
     def __call__(self, request: Any, **_: Any) -> AWSResponse:
         body = request.body if isinstance(request.body, bytes) else request.body.read()

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from core.errors import UserError
+from tests.infra.test_terraform import MODULES, _policy_statements, unquote
 from tests.serverless.backends.test_lambda_backend import (  # noqa: F401  (fixtures are used by name)
     _qualifier,
     aws,
@@ -80,6 +81,12 @@ def test_rl_tune_on_lambda_profiles_plans_and_trains(deployed: dict[str, Any], t
     assert {f"trainwise-{mb}mb" for mb in probed} <= set(sizes)
     assert len({boto3.client("lambda").get_alias(FunctionName=deployed["names"]["function_name"], Name=a)["FunctionVersion"]
                 for a in sizes}) == len(sizes)  # one version per size
+    # The caller policy Terraform grants covers every Lambda call the tuner made, and grants
+    # no Lambda action it does not make (UpdateAlias: only when an alias moves to a new version).
+    used = {"lambda:" + ("InvokeFunction" if op == "Invoke" else op) for plane in planes for op in plane.operations}
+    granted = {unquote(a) for s in _policy_statements(MODULES["rollout_lambda"], "caller") for a in s["actions"]}
+    assert used <= granted, sorted(used - granted)
+    assert {a for a in granted if a.startswith("lambda:")} - used == {"lambda:UpdateAlias"}
 
 
 def test_the_seraph_flow_runs_on_lambda(prefect_harness: Any, deployed: dict[str, Any], tmp_path: Path,
