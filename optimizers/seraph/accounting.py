@@ -230,6 +230,7 @@ class TuningOverhead:
     planning_wall_s: float
     planning_cpu_s: float
     planning_cost_usd: float
+    figures: str = LABEL  # how the probe's and pilot's time and cost were got (figures_label)
 
     @property
     def gross_cost_usd(self) -> float:
@@ -252,7 +253,7 @@ class TuningOverhead:
             out["cold_start_credit_usd"] = b.cold_start_credit_usd
         return out | {
             "gross_cost_usd": self.gross_cost_usd, "net_cost_usd": self.net_cost_usd,
-            "label": "profiling cost and time modelled (probe and pilot ledgers); wall times measured",
+            "label": f"profiling cost and time: {self.figures} (probe and pilot ledgers); wall times measured",
             "note": "the pilot is real training: the run resumes from its checkpoint, so its steps count toward the target; "
             "net = gross less what the pilot's env steps would cost at the planned shape and less the run's own cold start",
         }
@@ -263,7 +264,7 @@ def tuning_overhead(pilot: PilotOutcome, plan: Plan, planning_wall_s: float, pla
     return TuningOverhead(
         pilot=PilotBill() if pilot.reused else _fresh_pilot_bill(pilot, plan),
         profiling_wall_s=pilot.wall_s, planning_wall_s=planning_wall_s, planning_cpu_s=planning_cpu_s,
-        planning_cost_usd=planning_cpu_s * plan.prices.learner_usd_per_s,
+        planning_cost_usd=planning_cpu_s * plan.prices.learner_usd_per_s, figures=figures_label(pilot.profile.backend),
     )
 
 

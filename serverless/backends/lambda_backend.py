@@ -273,8 +273,8 @@ class LambdaBackend:
         if code in ("AccessDeniedException", "AccessDenied"):
             return UserError(
                 f"the AWS identity in use may not call lambda:{operation} on '{name}' ({message}); grant it "
-                "what infra/terraform/modules/ec2_nodes grants the learner's instance role: InvokeFunction on "
-                f"the function's {ALIAS_PREFIX}* aliases, GetFunctionConfiguration, UpdateFunctionConfiguration, "
+                "the caller policy Terraform creates (output rollout_caller_policy_arn): InvokeFunction on the "
+                f"function's {ALIAS_PREFIX}* aliases, GetFunctionConfiguration, UpdateFunctionConfiguration, "
                 "PublishVersion, GetAlias, CreateAlias and UpdateAlias (docs/aws.md)"
             )
         if code in ("InvalidParameterValueException", "RequestEntityTooLargeException",

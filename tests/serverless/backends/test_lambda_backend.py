@@ -381,6 +381,18 @@ def test_sizes_asked_for_at_once_are_published_one_after_the_other(deployed: dic
         assert lam.get_function_configuration(FunctionName=name, Qualifier=alias)["MemorySize"] == size
 
 
+def test_a_denied_publish_names_the_caller_policy(deployed: dict[str, Any]) -> None:
+    backend = make_backend(deployed["config_path"])
+
+    def denied(request: Any, **_: Any) -> AWSResponse:  # what Lambda answers an identity without the action
+        headers = HeadersDict({"x-amzn-ErrorType": "AccessDeniedException", "Content-Type": "application/json"})
+        return AWSResponse(request.url, 403, headers, _Raw(json.dumps({"Message": "not authorized"}).encode()))
+
+    backend.lambda_client.meta.events.register("before-send.lambda.PublishVersion", denied)
+    with pytest.raises(UserError, match="may not call lambda:PublishVersion.*rollout_caller_policy_arn"):
+        backend.alias_for(512)
+
+
 def test_failed_memory_update_is_reported(deployed: dict[str, Any]) -> None:
     backend = make_backend(deployed["config_path"])
     backend.check()
