@@ -56,8 +56,11 @@ class RLSpec(_Strict):
         None, description="environment steps after which training gives up (default: 3x the env preset's)"
     )
     backend: str = Field("local", description="where rollout functions run: a function backend Seraph's tuner "
-                         "runs on (serverless.backends.BACKENDS: the local Lambda emulator or Ray; checked by "
-                         "SeraphRequest)")
+                         "runs on (serverless.backends.BACKENDS: the local Lambda emulator, Ray or AWS Lambda; "
+                         "checked by SeraphRequest)")
+    backend_options: dict[str, Any] = Field(default_factory=dict, description="the backend's own options, as "
+                                            "`rl train` takes them (lambda: {lambda_config: FILE}; checked by "
+                                            "SeraphRequest)")
     architecture: str = Field("x86_64", description="the Lambda architecture priced (serverless.architectures."
                               "ARCHITECTURES; checked by SeraphRequest)")
     objective: str = Field("cost", description="a Seraph objective (optimizers.seraph.objectives.OBJECTIVES): "
@@ -94,7 +97,7 @@ class RLSpec(_Strict):
                   "architecture", "seed", "max_steps", "replan_every", "retune")
         extra = {} if self.baseline_config is None else {"baseline_config": parse_baseline_config(self.baseline_config)}
         return SeraphRequest(**{f: getattr(self, f) for f in fields}, faults=parse_faults(self.inject_faults),
-                             env_kwargs=dict(self.env_kwargs), **extra)
+                             env_kwargs=dict(self.env_kwargs), backend_options=dict(self.backend_options), **extra)
 
     @field_validator("env_id")
     @classmethod

@@ -85,7 +85,8 @@ class LambdaConfig:
         if not path.is_file():
             raise UserError(
                 f"Lambda backend config {path} does not exist; deploy with `trainwise infra apply`, then "
-                f"write it with `trainwise infra output --write {path}`"
+                f"write it with `trainwise infra output --write {path}`, or name another file with --lambda-config "
+                "(rl.backend_options.lambda_config in a workload file)"
             )
         try:
             data = json.loads(path.read_text())

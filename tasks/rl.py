@@ -87,7 +87,6 @@ def train_rl_on_functions(planned: SeraphPlan, progress_key: str) -> SeraphResul
     the run: the backend is wrapped so every batch of rollouts reports its env steps and
     finished episodes."""
     from optimizers import seraph
-    from serverless.backends import make_backend
 
     request = planned.job.request
     progress = Progress(progress_key, f"Seraph: training {request.env_id} to {request.target_reward:g}")
@@ -103,7 +102,7 @@ def train_rl_on_functions(planned: SeraphPlan, progress_key: str) -> SeraphResul
         )
 
     # the trainer puts the request's fault injector around it: the report sees the rollouts that ran
-    backend = ReportingBackend(make_backend(request.backend), on_batch)
+    backend = ReportingBackend(request.function_backend(), on_batch)
     try:
         result = seraph.train(planned, backend_obj=backend)
     finally:
@@ -121,12 +120,11 @@ def train_rl_baseline(baseline: str, job: SeraphJob) -> dict[str, Any]:
     """Train the same workload to the same target at a fixed baseline configuration
     (no profiling, no re-tuning), so the report compares Seraph with a real run."""
     from optimizers.rl_baselines.static import run_static
-    from serverless.backends import make_backend
 
     if baseline != "static":
         raise UserError(f"unknown RL baseline {baseline!r}; allowed: static")
     request = job.request
-    backend = make_backend(request.backend, faults=job.faults)  # the same faults as Seraph's run
+    backend = request.function_backend(faults=job.faults)  # the same faults as Seraph's run
     try:
         out = run_static(job.workload, target_reward=request.target_reward, seed=request.seed, backend_obj=backend)
     finally:

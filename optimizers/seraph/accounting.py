@@ -22,6 +22,18 @@ from optimizers.seraph.workload_profile import PilotSummary
 LABEL = "modelled (local Lambda emulator clock and price table)"
 
 
+def figures_label(backend: str) -> str:
+    """How a run on ``backend`` got its time and cost figures: :data:`LABEL` on the
+    modelled clock; on a measured one, the backend's clock and billing labels."""
+    from serverless.backends import BACKENDS
+
+    entry = BACKENDS.get(backend)
+    if entry.clock == "modelled":
+        return LABEL
+    return (f"{entry.clock} ({entry.clock_name}); cost: {' or '.join(entry.billing)} durations priced with the "
+            "price table")
+
+
 @dataclass(frozen=True)
 class Phase:
     """Consecutive iterations at one shape (or the pilot, as phase ``"profiling"``):
@@ -102,15 +114,17 @@ class ModelCheck:
         return out
 
 
-def _new_phase(index: int, r: Any) -> Phase:
+def _new_phase(index: int, r: Any, label: str) -> Phase:
     return Phase(
         phase=index, config=r.shape, first_iteration=r.iteration, iterations=0, env_steps=0, predicted_time_s=0.0,
         measured_time_s=0.0, predicted_cost_usd=0.0, measured_cost_usd=0.0, measured_wall_s=0.0,
-        label=LABEL + "; measured_wall_s measured locally",
+        label=label + "; measured_wall_s measured locally",
     )
 
 
-def phases_from_records(records: list[Any], planner: Planner, cost_before: float) -> tuple[list[Phase], ModelCheck]:
+def phases_from_records(
+    records: list[Any], planner: Planner, cost_before: float, label: str = LABEL,
+) -> tuple[list[Phase], ModelCheck]:
     """Group consecutive iterations by shape; predicted vs measured per phase.
 
     The prediction for an iteration is the one the controller's model made *before*
@@ -135,7 +149,7 @@ def phases_from_records(records: list[Any], planner: Planner, cost_before: float
             static_errors.append(abs(static_t - r.iteration_lambda_s) / r.iteration_lambda_s)
         per_iteration.append((r.iteration, round(pred_t, 4), round(r.iteration_lambda_s, 4), round(r.learner_s, 4), int(r.cold)))
         if not phases or phases[-1].config != r.shape:
-            phases.append(_new_phase(len(phases), r))
+            phases.append(_new_phase(len(phases), r, label))
         phases[-1] = phases[-1].add(env_steps=r.shape.batch, predicted_s=pred_t, measured_s=r.iteration_lambda_s,
                                     predicted_usd=pred_c, measured_usd=meas_c, wall_s=r.wall_s)
     check = ModelCheck(
@@ -147,7 +161,7 @@ def phases_from_records(records: list[Any], planner: Planner, cost_before: float
     return phases, check
 
 
-def profiling_phase(pilot: PilotSummary) -> Phase:
+def profiling_phase(pilot: PilotSummary, label: str = LABEL) -> Phase:
     """The memory probe and the pilot's own iterations as phase "profiling" of a resumed run."""
     return Phase(
         phase="profiling",
@@ -159,7 +173,7 @@ def profiling_phase(pilot: PilotSummary) -> Phase:
         predicted_cost_usd=None,
         measured_cost_usd=pilot.cost_usd,
         measured_wall_s=pilot.wall_s,
-        label=LABEL,
+        label=label,
     )
 
 
@@ -216,6 +230,7 @@ class TuningOverhead:
     planning_wall_s: float
     planning_cpu_s: float
     planning_cost_usd: float
+    figures: str = LABEL  # how the probe's and pilot's time and cost were got (figures_label)
 
     @property
     def gross_cost_usd(self) -> float:
@@ -238,7 +253,7 @@ class TuningOverhead:
             out["cold_start_credit_usd"] = b.cold_start_credit_usd
         return out | {
             "gross_cost_usd": self.gross_cost_usd, "net_cost_usd": self.net_cost_usd,
-            "label": "profiling cost and time modelled (probe and pilot ledgers); wall times measured",
+            "label": f"profiling cost and time: {self.figures} (probe and pilot ledgers); wall times measured",
             "note": "the pilot is real training: the run resumes from its checkpoint, so its steps count toward the target; "
             "net = gross less what the pilot's env steps would cost at the planned shape and less the run's own cold start",
         }
@@ -249,7 +264,7 @@ def tuning_overhead(pilot: PilotOutcome, plan: Plan, planning_wall_s: float, pla
     return TuningOverhead(
         pilot=PilotBill() if pilot.reused else _fresh_pilot_bill(pilot, plan),
         profiling_wall_s=pilot.wall_s, planning_wall_s=planning_wall_s, planning_cpu_s=planning_cpu_s,
-        planning_cost_usd=planning_cpu_s * plan.prices.learner_usd_per_s,
+        planning_cost_usd=planning_cpu_s * plan.prices.learner_usd_per_s, figures=figures_label(pilot.profile.backend),
     )
 
 

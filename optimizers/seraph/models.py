@@ -268,7 +268,9 @@ class PerformanceModel:
             "learner_coef": list(self.learner_coef),
             "other_coef": list(self.other_coef),
             "fit_error": self.fit_error,
-            "steps_per_s_per_function": {str(m): self.steps_per_s(m) for m in self.memory_levels},
+            # None where the fit found no per-step time (k = 0: overhead explained every batch)
+            "steps_per_s_per_function": {str(m): (r if math.isfinite(r := self.steps_per_s(m)) else None)
+                                         for m in self.memory_levels},
         }
 
 

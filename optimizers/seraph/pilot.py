@@ -468,18 +468,20 @@ def run_pilot(
     progress: bool = False,
     min_actors: int = 1,
     cost_baseline_mb: int | None = None,
+    backend_options: dict[str, Any] | None = None,
 ) -> Profile:
     """Run the pilot, probe the memory sizes beside it, time the learner, and build a profile
     from all three. ``min_actors``: the fewest functions the pilot visits
     (:func:`pilot_schedule`). ``cost_baseline_mb``: for the cost objective, the baseline's
-    memory size, which lets the probe stop at it (:func:`_probe_beside_pilot`)."""
+    memory size, which lets the probe stop at it (:func:`_probe_beside_pilot`). Without a
+    ``backend``, one named ``backend_name`` is built with ``backend_options``."""
     from serverless.backends import make_backend
 
     schedule = pilot_schedule(pilot_batch(workload), workload.steps_per_env, min_actors)
     spec = _pilot_spec(workload, backend_name, schedule, seed, checkpoint_dir)
     own_backend = backend is None
     if own_backend:
-        backend = make_backend(backend_name)
+        backend = make_backend(backend_name, **(backend_options or {}))
     try:
         result = _train_pilot(workload, backend, spec, schedule, progress)
         probed = _probe_beside_pilot(workload, backend, spec, result, memory_sweep, cost_baseline_mb)
@@ -514,9 +516,10 @@ def profile_workload(
     cache_root: Path | None = None,
     min_actors: int = 1,
     cost_baseline_mb: int | None = None,
+    backend_options: dict[str, Any] | None = None,
 ) -> PilotOutcome:
     """The cached profile for this workload/backend/machine, or a fresh pilot's
-    (``min_actors`` and ``cost_baseline_mb``: see :func:`run_pilot`)."""
+    (``min_actors``, ``cost_baseline_mb`` and ``backend_options``: see :func:`run_pilot`)."""
     t0 = time.perf_counter()
     if reuse:
         cached = load_profile(workload.key_dict(), backend, cache_root)
@@ -525,6 +528,7 @@ def profile_workload(
     prof = run_pilot(
         workload, backend, seed=seed, memory_sweep=memory_sweep, backend=backend_obj,
         checkpoint_dir=checkpoint_dir, progress=progress, min_actors=min_actors, cost_baseline_mb=cost_baseline_mb,
+        backend_options=backend_options,
     )
     save_profile(prof, cache_root)
     return PilotOutcome(prof, reused=False, checkpoint_dir=checkpoint_dir, wall_s=time.perf_counter() - t0)

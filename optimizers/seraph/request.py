@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from core.errors import UserError
 from serverless.architectures import ARCHITECTURES
-from serverless.backends import check_tunable_backend
+from serverless.backends import check_backend_options, check_tunable_backend
 from optimizers.seraph.baseline import STATIC_DEFAULT_CONFIG, BaselineConfig, BaselineConfigError
 from optimizers.seraph.objectives import OBJECTIVES, Objective
 
@@ -62,10 +62,12 @@ class SeraphRequest:
     retune: bool = True  # re-plan during training
     faults: "FaultSpec | None" = None  # faults injected into the rollout functions (text: parse_faults)
     env_kwargs: dict[str, Any] = field(default_factory=dict)  # gymnasium.make(env_id, **env_kwargs)
+    backend_options: dict[str, Any] = field(default_factory=dict)  # the backend's own (lambda_config, ...)
 
     checked_fields: ClassVar[tuple[str, ...]] = (
         "objective", "weight", "deadline_s", "budget_usd", "backend", "architecture", "target_reward",
         "max_steps", "replan_every", "steps_per_env", "seed", "baseline_config", "faults", "env_kwargs",
+        "backend_options",
     )
 
     def __post_init__(self) -> None:
@@ -100,6 +102,14 @@ class SeraphRequest:
         """A registered backend the tuner runs on (``serverless.backends.BACKENDS``, ``tunable``)."""
         try:
             check_tunable_backend(self.backend)
+        except UserError as exc:
+            return str(exc)
+        return None
+
+    def _check_backend_options(self) -> str | None:
+        """Options the backend declares, each of its type (``BackendEntry.options``)."""
+        try:
+            check_backend_options(self.backend, self.backend_options)
         except UserError as exc:
             return str(exc)
         return None
@@ -160,6 +170,12 @@ class SeraphRequest:
             raise RequestError("env_id", str(exc)) from None
 
     # -- what the request implies ------------------------------------------------------------
+    def function_backend(self, faults: "FaultSpec | None" = None) -> Any:
+        """A new backend of this request's kind, built with its options (and ``faults``)."""
+        from serverless.backends import make_backend
+
+        return make_backend(self.backend, faults=faults, **self.backend_options)
+
     def objective_obj(self) -> Objective:
         return OBJECTIVES.make(self.objective, self.weight)
 

@@ -28,13 +28,14 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from optimizers.seraph.accounting import (
-    StepsCheck, achieved, phases_from_records, profiling_phase, training_summary, tuning_overhead,
+    StepsCheck, achieved, figures_label, phases_from_records, profiling_phase, training_summary, tuning_overhead,
 )
 from optimizers.seraph.controller import SeraphController
 from optimizers.seraph.job import SeraphJob
 from optimizers.seraph.planner import Planner
 from optimizers.seraph.pilot import PilotOutcome, noise_probe_every, profile_workload, run_config
 from optimizers.seraph.result import SeraphPlan, SeraphResult, TrainedRun
+from optimizers.seraph.request import SeraphRequest
 
 
 def make_planner(pilot: PilotOutcome, job: SeraphJob) -> Planner:
@@ -73,6 +74,7 @@ def profile(
         job.workload, job.request.backend, reuse=reuse, seed=job.request.seed, checkpoint_dir=checkpoint_dir,
         backend_obj=backend_obj, progress=progress, memory_sweep=job.pilot.memory_sweep,
         min_actors=job.pilot.min_actors, cost_baseline_mb=job.pilot.cost_stop_mb,
+        backend_options=job.request.backend_options,
     )
 
 
@@ -133,6 +135,7 @@ def _train_spec(planned: SeraphPlan, run: Any) -> Any:
         ppo=ppo,
         seed=request.seed,
         backend=request.backend,
+        backend_options=dict(request.backend_options),
         architecture=workload.architecture,
         checkpoint_every=0,
         checkpoint_dir=ckpt,
@@ -159,15 +162,16 @@ def train(planned: SeraphPlan, *, backend_obj: Any = None, progress: bool = Fals
     if not math.isfinite(res.cost_usd):
         raise RuntimeError("the ledger returned a non-finite cost")
     pilot, resumed = planned.pilot.profile.pilot, spec.resume
-    phases, check = phases_from_records(res.iterations, planner, pilot.training_cost_usd if resumed else 0.0)
+    label = figures_label(planned.job.request.backend)
+    phases, check = phases_from_records(res.iterations, planner, pilot.training_cost_usd if resumed else 0.0, label)
     run = TrainedRun(
         achieved=achieved(res, pilot, resumed, planned.overhead, fresh=not planned.pilot.reused),
-        phases=((profiling_phase(pilot),) if resumed else ()) + tuple(phases),
+        phases=((profiling_phase(pilot, label),) if resumed else ()) + tuple(phases),
         model_check=replace(check, env_steps_to_target=_steps_check(planned, res)),
         decisions=() if controller is None else tuple(controller.decisions),
         training=training_summary(res, planner.tracker.value),
     )
-    return SeraphResult(planned, run=run)
+    return SeraphResult(planned, label=label, run=run)
 
 
 def _steps_check(planned: SeraphPlan, res: Any) -> StepsCheck:
@@ -179,15 +183,13 @@ def _steps_check(planned: SeraphPlan, res: Any) -> StepsCheck:
 
 # ------------------------------------------------------------------------------ composed
 @contextmanager
-def _backend(backend_name: str, given: Any, needed: bool) -> Iterator[Any]:
+def _backend(request: SeraphRequest, given: Any, needed: bool) -> Iterator[Any]:
     """One backend for pilot and training (the pilot leaves its functions warm): ``given``,
     else a new one closed at the end, else none when nothing will run."""
     if given is not None or not needed:
         yield given
         return
-    from serverless.backends import make_backend
-
-    backend = make_backend(backend_name)
+    backend = request.function_backend()
     try:
         yield backend
     finally:
@@ -212,12 +214,12 @@ def tune_and_train(
 
         run_dir = new_run_dir("seraph")
     ckpt = None if plan_only else Path(run_dir) / "checkpoint"  # type: ignore[arg-type]
-    with _backend(job.request.backend, backend_obj, needed=not plan_only) as backend:
+    with _backend(job.request, backend_obj, needed=not plan_only) as backend:
         pilot = profile(job, reuse=not reprofile, checkpoint_dir=ckpt, backend_obj=backend, progress=progress)
         planned = plan(job, pilot)
         png = _pareto_png(planned, png_path)
         if plan_only or planned.shape is None:
-            return SeraphResult(planned, pareto_png=png)
+            return SeraphResult(planned, label=figures_label(job.request.backend), pareto_png=png)
         return replace(train(planned, backend_obj=backend, progress=progress), pareto_png=png)
 
 

@@ -96,6 +96,18 @@ def tunable_backends() -> tuple[str, ...]:
     return tuple(e.name for e in BACKENDS.entries() if e.tunable)
 
 
+def check_backend_options(name: str, options: dict[str, Any]) -> None:
+    """A UserError unless every one of ``options`` is an option backend ``name`` declares,
+    with a value of its type."""
+    if not isinstance(options, dict):
+        raise UserError(f"must be a mapping of option names to values, got {options!r}")
+    entry = BACKENDS.get(name)
+    for key, value in options.items():
+        opt = entry.option(key)
+        if not isinstance(value, opt.type) or isinstance(value, bool) and opt.type is not bool:
+            raise UserError(f"option {key!r} of function backend {name!r} must be a {opt.type.__name__}, got {value!r}")
+
+
 def check_tunable_backend(name: str) -> str:
     """``name`` if Seraph's tuner runs on it, else a UserError listing the backends it runs on."""
     allowed = ", ".join(tunable_backends())
@@ -144,5 +156,4 @@ BACKENDS.register("lambda", BackendEntry(
     name="lambda", factory=_lambda, clock="measured", billing=("billed", "measured"),
     description="AWS Lambda: the deployed rollout function, billed figures from its REPORT lines",
     options=(BackendOption("lambda_config", str, "AWS backend config (default .trainwise/aws.json)"),),
-    tunable=False,
 ))

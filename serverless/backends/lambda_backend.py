@@ -18,8 +18,16 @@ Design choices, each written down because a user would ask:
   (:mod:`serverless.lambda_report`), labelled ``billed``. If a response has no
   REPORT (an endpoint that does not send log tails, such as moto's), the record
   holds the client-side round trip, labelled ``measured``, never ``billed``.
-* **Memory changes** update the function's configuration and wait until the
-  update is ``Successful`` (botocore's ``function_updated`` waiter).
+* **One published version and alias per memory size** (as AWS Lambda Power Tuning
+  does): the first batch at a size sets ``$LATEST``'s memory, waits until the update
+  is ``Successful`` (botocore's ``function_updated`` waiter), publishes a version,
+  waits until it is active (``published_version_active``) and points the alias
+  ``trainwise-<MB>mb`` at it; every invoke names its alias (``Qualifier``). Sizes in
+  use at once never race on one configuration, and a sweep never changes the
+  function under a running batch. An alias left by an earlier run is reused when its
+  version runs at that size with ``$LATEST``'s code and configuration; otherwise it
+  moves to a fresh version. Aliases and versions are kept (docs/aws.md says why and
+  how to remove them).
 * **Retries and re-planning.** Throttling (429), 5xx service errors, connection
   errors, function errors and timeouts are retried with exponential backoff and full
   jitter; an endpoint that no attempt could connect to is a UserError naming the
@@ -49,12 +57,11 @@ from typing import Any, Callable
 
 from serverless import s3_payload
 from serverless.invocation import (
-    LAMBDA_MAX_MEMORY_MB,
-    LAMBDA_MIN_MEMORY_MB,
     LAMBDA_SYNC_PAYLOAD_LIMIT_BYTES,
     BillingRecord,
     Invocation,
     InvokeBatch,
+    check_memory_mb,
 )
 from serverless.lambda_config import DEFAULT_CONFIG_PATH, LambdaConfig
 from serverless.lambda_report import decode_log_result, parse_report
@@ -77,6 +84,13 @@ _CREDENTIAL_CODES = {
     "ExpiredTokenException",
     "InvalidClientTokenId",
 }
+
+#: Aliases this backend creates are named ALIAS_PREFIX + "<MB>mb" (infra/terraform grants
+#: InvokeFunction on them only).
+ALIAS_PREFIX = "trainwise-"
+#: The configuration a published version must share with $LATEST to be reused for its size.
+_DEPLOYMENT_FIELDS = ("CodeSha256", "Handler", "Runtime", "Role", "Timeout", "Environment", "Layers",
+                      "Architectures", "EphemeralStorage")
 
 HOW_TO_SET_CREDENTIALS = (
     "set AWS_PROFILE to a profile from ~/.aws/config (or run `aws configure`), or export "
@@ -170,7 +184,11 @@ class LambdaBackend:
         self._lambda: Any = None
         self._s3: Any = None
         self._ready = False
-        self._memory_mb: int | None = None
+        self._latest: dict[str, Any] = {}  # $LATEST's configuration, as check() read it
+        self._memory_mb: int | None = None  # $LATEST's memory size
+        self._publish_lock = threading.Lock()
+        self._aliases: dict[int, str] = {}  # memory size -> the alias that runs it, this session
+        self._pending_notes: list[str] = []  # what alias_for did, for the next batch's notes
         self._weights_keys: dict[str, str] = {}
 
     @classmethod
@@ -218,6 +236,7 @@ class LambdaBackend:
             raise UserError(f"no AWS credentials found for the Lambda backend: {HOW_TO_SET_CREDENTIALS}")
         configuration = self._call(self.lambda_client.get_function_configuration, "GetFunctionConfiguration",
                                    FunctionName=self.config.function_name)
+        self._latest = configuration
         self._memory_mb = int(configuration.get("MemorySize", 0)) or None
         self._ready = True
         return configuration
@@ -254,8 +273,9 @@ class LambdaBackend:
         if code in ("AccessDeniedException", "AccessDenied"):
             return UserError(
                 f"the AWS identity in use may not call lambda:{operation} on '{name}' ({message}); grant it "
-                "lambda:InvokeFunction, lambda:GetFunctionConfiguration and lambda:UpdateFunctionConfiguration "
-                "on the function (the learner's instance role in infra/terraform/modules/ec2_nodes does)"
+                "the caller policy Terraform creates (output rollout_caller_policy_arn): InvokeFunction on the "
+                f"function's {ALIAS_PREFIX}* aliases, GetFunctionConfiguration, UpdateFunctionConfiguration, "
+                "PublishVersion, GetAlias, CreateAlias and UpdateAlias (docs/aws.md)"
             )
         if code in ("InvalidParameterValueException", "RequestEntityTooLargeException",
                     "InvalidRequestContentException"):
@@ -274,25 +294,95 @@ class LambdaBackend:
                 raise explained from None
             raise
 
-    # -- memory ------------------------------------------------------------------------------
+    # -- memory: one published version and alias per size -----------------------------------
 
-    def set_memory(self, memory_mb: int) -> bool:
-        """Make the function run at ``memory_mb``; return True if the configuration changed.
+    def alias_for(self, memory_mb: int) -> str:
+        """The alias that runs the function at ``memory_mb`` (``trainwise-<MB>mb``).
 
-        Updates ``MemorySize`` and waits (``function_updated`` waiter) until the
-        update is ``Successful``; a concurrent update (``ResourceConflictException``)
-        is waited out and retried once.
+        The first call for a size looks the alias up and reuses its version when that
+        version runs at this size with ``$LATEST``'s code and configuration; otherwise it
+        publishes one (:meth:`_publish`) and points the alias at it. Later calls return the
+        alias without a request. Publishing holds a lock, so sizes asked for at once from
+        several threads are published one after the other and never race on ``$LATEST``.
         """
+        check_memory_mb(memory_mb)
+        with self._publish_lock:
+            if memory_mb in self._aliases:
+                return self._aliases[memory_mb]
+            if not self._ready:
+                self.check()
+            name = alias_name(memory_mb)
+            version, exists = self._reusable_version(name, memory_mb)
+            if version is not None:
+                self._pending_notes.append(f"{memory_mb} MB: alias {name} reused (version {version})")
+            else:
+                version = self._publish(memory_mb)
+                self._point_alias(name, version, exists)
+                self._pending_notes.append(f"{memory_mb} MB: published version {version} as alias {name}")
+            self._aliases[memory_mb] = name
+            return name
+
+    def _reusable_version(self, name: str, memory_mb: int) -> tuple[str | None, bool]:
+        """The version alias ``name`` points at if it can serve ``memory_mb`` as ``$LATEST``
+        is now (else None), and whether the alias exists."""
         from botocore.exceptions import ClientError
 
-        if not isinstance(memory_mb, int) or not LAMBDA_MIN_MEMORY_MB <= memory_mb <= LAMBDA_MAX_MEMORY_MB:
-            raise UserError(
-                f"memory_mb must be an integer from {LAMBDA_MIN_MEMORY_MB} to {LAMBDA_MAX_MEMORY_MB} MB, got {memory_mb!r}"
-            )
-        if not self._ready:
-            self.check()
+        try:
+            alias = self.lambda_client.get_alias(FunctionName=self.config.function_name, Name=name)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+                return None, False
+            raise self._explain(exc, "GetAlias") or exc from None
+        version = str(alias["FunctionVersion"])
+        configuration = self._call(self.lambda_client.get_function_configuration, "GetFunctionConfiguration",
+                                   FunctionName=self.config.function_name, Qualifier=version)
+        same = int(configuration.get("MemorySize", 0)) == memory_mb and _deployed(configuration) == _deployed(self._latest)
+        return (version if same else None), True
+
+    def _publish(self, memory_mb: int) -> str:
+        """Set ``$LATEST`` to ``memory_mb``, publish it, wait until the version is active;
+        return the version. A version that came out at another size (another caller changed
+        ``$LATEST`` between the update and the publish) is published again, at most twice."""
+        for _ in range(3):
+            self._update_memory(memory_mb)
+            published = self._call(self.lambda_client.publish_version, "PublishVersion",
+                                   FunctionName=self.config.function_name,
+                                   CodeSha256=self._latest.get("CodeSha256", ""),
+                                   Description=f"trainwise rollouts at {memory_mb} MB")
+            if int(published.get("MemorySize", 0)) == memory_mb:
+                version = str(published["Version"])
+                self._wait("published_version_active", Qualifier=version)
+                return version
+            self._memory_mb = int(published.get("MemorySize", 0)) or None
+        raise UserError(
+            f"Lambda function '{self.config.function_name}' could not be published at {memory_mb} MB: its "
+            "configuration changed under each attempt; another process is updating it, let it finish first"
+        )
+
+    def _point_alias(self, name: str, version: str, exists: bool) -> None:
+        """Create alias ``name`` on ``version``, or move it there (also when another caller
+        created it meanwhile)."""
+        from botocore.exceptions import ClientError
+
+        fn = self.config.function_name
+        if not exists:
+            try:
+                self._call(self.lambda_client.create_alias, "CreateAlias", FunctionName=fn, Name=name,
+                           FunctionVersion=version, Description="trainwise: rollouts at this memory size")
+                return
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "ResourceConflictException":
+                    raise
+        self._call(self.lambda_client.update_alias, "UpdateAlias", FunctionName=fn, Name=name, FunctionVersion=version)
+
+    def _update_memory(self, memory_mb: int) -> None:
+        """Set ``$LATEST``'s memory to ``memory_mb`` and wait (``function_updated``) until
+        the update is ``Successful``; a concurrent update (``ResourceConflictException``)
+        is waited out and retried once."""
+        from botocore.exceptions import ClientError
+
         if self._memory_mb == memory_mb:
-            return False
+            return
         for attempt in range(2):
             try:
                 self._call(self.lambda_client.update_function_configuration, "UpdateFunctionConfiguration",
@@ -301,25 +391,28 @@ class LambdaBackend:
             except ClientError as exc:
                 if exc.response["Error"]["Code"] != "ResourceConflictException" or attempt == 1:
                     raise
-                self._wait_updated()
-        self._wait_updated()
+                self._wait("function_updated")
+        self._wait("function_updated")
         self._memory_mb = memory_mb
-        return True
 
-    def _wait_updated(self) -> None:
-        """Wait until the last configuration update is active; a failed update is a UserError."""
+    def _wait(self, waiter_name: str, **qualifier: str) -> None:
+        """Wait with botocore's ``waiter_name`` until the update (or the published version)
+        is active; a failed one is a UserError."""
         from botocore.exceptions import WaiterError
 
-        waiter = self.lambda_client.get_waiter("function_updated")
+        waiter = self.lambda_client.get_waiter(waiter_name)
         try:
-            waiter.wait(FunctionName=self.config.function_name,
+            waiter.wait(FunctionName=self.config.function_name, **qualifier,
                         WaiterConfig={"Delay": self._waiter_delay_s, "MaxAttempts": 150})
         except WaiterError as exc:
             last = exc.last_response or {}
-            reason = last.get("LastUpdateStatusReason") or last.get("Error", {}).get("Message") or str(exc)
+            status = last.get("LastUpdateStatus") or last.get("State") or "unknown"
+            reason = (last.get("LastUpdateStatusReason") or last.get("StateReason")
+                      or last.get("Error", {}).get("Message") or str(exc))
+            what = f"version {qualifier['Qualifier']}" if qualifier else "update"
             raise UserError(
-                f"updating Lambda function '{self.config.function_name}' did not become active "
-                f"(LastUpdateStatus {last.get('LastUpdateStatus', 'unknown')}): {reason}"
+                f"Lambda function '{self.config.function_name}': the {what} did not become active "
+                f"({status}): {reason}"
             ) from None
 
     # -- payloads ----------------------------------------------------------------------------
@@ -382,10 +475,12 @@ class LambdaBackend:
 
     # -- invoking ----------------------------------------------------------------------------
 
-    def invoke_raw(self, payload: bytes) -> dict[str, Any]:
-        """The one place that calls ``lambda:Invoke`` (tests hook botocore events on this client)."""
+    def invoke_raw(self, payload: bytes, qualifier: str) -> dict[str, Any]:
+        """The one place that calls ``lambda:Invoke``, on alias ``qualifier`` (tests hook
+        botocore events on this client)."""
         return self.lambda_client.invoke(
             FunctionName=self.config.function_name,
+            Qualifier=qualifier,
             InvocationType="RequestResponse",
             LogType="Tail",
             Payload=payload,
@@ -396,7 +491,7 @@ class LambdaBackend:
             delay = self.retry.delay(attempt, self._rng)
         self._sleep(delay)
 
-    def _attempt(self, payload: bytes, memory_mb: int) -> Invocation:
+    def _attempt(self, payload: bytes, memory_mb: int, qualifier: str) -> Invocation:
         """One invoke; raises _Retryable for throttles/5xx/connection errors, UserError for config errors."""
         from botocore.exceptions import (
             BotoCoreError,
@@ -408,7 +503,7 @@ class LambdaBackend:
 
         started = time.perf_counter()
         try:
-            response = self.invoke_raw(payload)
+            response = self.invoke_raw(payload, qualifier)
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "")
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
@@ -452,7 +547,7 @@ class LambdaBackend:
             )
         return Invocation(result=result if error is None else None, billing=billing)
 
-    def _invoke_with_retries(self, payload: bytes, memory_mb: int) -> _Outcome:
+    def _invoke_with_retries(self, payload: bytes, memory_mb: int, qualifier: str) -> _Outcome:
         """Up to ``max_attempts`` attempts; every attempt that ran and failed keeps its bill."""
         billed_failures: list[BillingRecord] = []
         rejected = requests = 0
@@ -463,7 +558,7 @@ class LambdaBackend:
             if attempt:
                 self._backoff(attempt - 1)
             try:
-                invocation = self._attempt(payload, memory_mb)
+                invocation = self._attempt(payload, memory_mb, qualifier)
             except _Retryable as exc:
                 rejected += 1
                 last_rejected = str(exc)
@@ -487,15 +582,18 @@ class LambdaBackend:
         return _Outcome(last_ran, billed_failures[:-1], rejected, requests, retryable=True)
 
     def invoke(self, events: list[dict[str, Any]], memory_mb: int, concurrency: int | None = None) -> LambdaInvokeBatch:
-        """Invoke one function per event at ``memory_mb``, at most ``concurrency`` at once."""
+        """Invoke one function per event at ``memory_mb`` (its alias, :meth:`alias_for`), at
+        most ``concurrency`` at once."""
         if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
             raise UserError(f"concurrency must be a positive integer, got {concurrency!r}")
         started = time.perf_counter()
         notes: list[str] = []
         if not events:
             return LambdaInvokeBatch([], 0.0, 0.0, "measured", concurrency or 0, notes)
-        if self.set_memory(memory_mb):
-            notes.append(f"function memory set to {memory_mb} MB (configuration updated and active)")
+        qualifier = self.alias_for(memory_mb)
+        with self._publish_lock:
+            notes.extend(self._pending_notes)
+            self._pending_notes.clear()
         payloads = [self.prepare_payload(event) for event in events]
         width = min(concurrency or len(events), len(events))
         if self.config.reserved_concurrency and width > self.config.reserved_concurrency:
@@ -508,7 +606,7 @@ class LambdaBackend:
         pending = list(range(len(events)))
         for round_index in range(self.retry.replan_rounds + 1):
             with ThreadPoolExecutor(max_workers=min(width, len(pending)), thread_name_prefix="lambda-invoke") as pool:
-                futures = {pool.submit(self._invoke_with_retries, payloads[i], memory_mb): i for i in pending}
+                futures = {pool.submit(self._invoke_with_retries, payloads[i], memory_mb, qualifier): i for i in pending}
                 for future in as_completed(futures):
                     index = futures[future]
                     previous = outcomes[index]
@@ -552,6 +650,17 @@ class LambdaBackend:
             if client is not None and hasattr(client, "close"):
                 client.close()
         self._lambda = self._s3 = None
+
+
+def alias_name(memory_mb: int) -> str:
+    """The alias of the version that runs at ``memory_mb``: ``trainwise-<MB>mb``."""
+    return f"{ALIAS_PREFIX}{memory_mb}mb"
+
+
+def _deployed(configuration: dict[str, Any]) -> dict[str, Any]:
+    """What a version shares with ``$LATEST`` to run the same deployment: every field of
+    :data:`_DEPLOYMENT_FIELDS` (code, handler, runtime, role, environment, ...)."""
+    return {k: configuration.get(k) for k in _DEPLOYMENT_FIELDS}
 
 
 def _function_error_text(kind: str, body: bytes) -> str:

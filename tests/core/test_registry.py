@@ -148,7 +148,7 @@ def test_the_cli_lists_the_plugins(plugins: None, capsys: pytest.CaptureFixture[
     train = _help(["rl", "train"], capsys)
     assert "{local,ray,lambda,inprocess}" in train and "--inprocess-pause-ms" in train
     assert "inprocess: rollouts in this process" in train
-    assert "local | ray | inprocess" in _help(["rl", "tune"], capsys)
+    assert "local | ray | lambda | inprocess" in _help(["rl", "tune"], capsys)
     tune = _help(["ingest", "tune"], capsys)
     assert "naive,heuristic,random}" in tune and "random: random configurations" in tune
 

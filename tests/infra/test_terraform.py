@@ -521,3 +521,29 @@ def test_dev_shows_an_s3_backend_with_native_locking_as_a_partial_configuration(
     assert "dynamodb_table" not in settings  # DynamoDB locking is deprecated in favour of use_lockfile
     assert settings["key"].endswith(".tfstate")
     assert "-backend-config=backend.hcl" in example.read_text()
+
+
+def test_the_caller_policy_drives_only_the_functions_aliases_and_payloads() -> None:
+    """The rollout module's caller policy (what the Lambda backend calls): invokes only the
+    backend's memory-size aliases, changes only its own function, moves payloads only under
+    its own prefix, deletes no version or alias; the nodes' role gets it by attachment."""
+    from serverless.backends.lambda_backend import ALIAS_PREFIX
+
+    function = "${aws_lambda_function.rollout.arn}"
+    by_action: dict[str, set[str]] = {}
+    for statement in _policy_statements(MODULES["rollout_lambda"], "caller"):
+        assert unquote(statement["effect"]) == "Allow"
+        for action in statement["actions"]:
+            by_action.setdefault(unquote(action), set()).update(unquote(r) for r in statement["resources"])
+    assert by_action.pop("lambda:InvokeFunction") == {f"{function}:{ALIAS_PREFIX}*"}
+    assert by_action.pop("lambda:GetFunctionConfiguration") == {function, f"{function}:*"}
+    for action in ("UpdateFunctionConfiguration", "PublishVersion", "GetAlias", "CreateAlias", "UpdateAlias"):
+        assert by_action.pop(f"lambda:{action}") == {function}, action
+    prefix = "${var.artifacts_bucket_arn}/${local.prefix}"
+    assert by_action.pop("s3:PutObject") == {f"{prefix}/weights/*"}
+    assert by_action.pop("s3:GetObject") == by_action.pop("s3:DeleteObject") == {f"{prefix}/trajectories/*"}
+    assert by_action == {}, f"actions the backend does not call: {sorted(by_action)}"
+    nodes = resources(MODULES["ec2_nodes"])[("aws_iam_role_policy_attachment", "rollout_caller")]
+    assert nodes["policy_arn"] == "${var.caller_policy_arn}"
+    assert not [a for s in _policy_statements(MODULES["ec2_nodes"], "nodes") for a in s["actions"]
+                if unquote(a).startswith("lambda:")], "the nodes' own policy must not widen the caller policy"

@@ -87,6 +87,36 @@ def parse_inject_faults(args: argparse.Namespace) -> Any:
         raise UserError(f"--inject-faults: {str(exc).removeprefix('fault spec: ')}") from None
 
 
+def add_backend_options(p: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
+    """Each option of backends ``names`` as ``--<backend>-<option>`` (read by :func:`backend_options_of`)."""
+    from serverless.backends import BACKENDS
+
+    for name in names:
+        for opt in BACKENDS.get(name).options:
+            p.add_argument(opt.flag(name), type=opt.type, default=None, dest=_dest(name, opt.name),
+                           metavar=opt.name.upper(), help=f"{name} backend only: {opt.help}")
+
+
+def _dest(backend: str, option: str) -> str:
+    return f"backend_option__{backend}__{option}"
+
+
+def backend_options_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The options given for the chosen backend; an option of another backend is an error."""
+    from serverless.backends import BACKENDS
+
+    options: dict[str, Any] = {}
+    for name in BACKENDS.names():
+        for opt in BACKENDS.get(name).options:
+            value = getattr(args, _dest(name, opt.name), None)
+            if value is None:
+                continue
+            if name != args.backend:
+                raise UserError(f"{opt.flag(name)} applies to --backend {name}, not {args.backend}")
+            options[opt.name] = value
+    return options
+
+
 def build_parser() -> argparse.ArgumentParser:
     import importlib
 

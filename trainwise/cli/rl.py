@@ -10,7 +10,7 @@ from typing import Any
 
 from core.errors import UserError
 from serverless.backends import BACKENDS
-from trainwise.cli import add_env_args, finite_float
+from trainwise.cli import add_backend_options, add_env_args, backend_options_of, finite_float
 
 
 def add_backend_args(p: argparse.ArgumentParser) -> None:
@@ -18,10 +18,7 @@ def add_backend_args(p: argparse.ArgumentParser) -> None:
     names = BACKENDS.names()
     p.add_argument("--backend", choices=names, default="local",
                    help="where rollouts run: " + "; ".join(f"{n}: {BACKENDS.get(n).description}" for n in names))
-    for name in names:
-        for opt in BACKENDS.get(name).options:
-            p.add_argument(opt.flag(name), type=opt.type, default=None, dest=_dest(name, opt.name),
-                           metavar=opt.name.upper(), help=f"{name} backend only: {opt.help}")
+    add_backend_options(p, names)
 
 
 def add_architecture_arg(p: argparse.ArgumentParser) -> None:
@@ -30,24 +27,6 @@ def add_architecture_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--architecture", choices=ARCHITECTURES.names(), default=DEFAULT_ARCHITECTURE,
                    help="Lambda architecture priced: " + ", ".join(f"{a.name} ({a.description})"
                                                                   for a in ARCHITECTURES.entries()))
-
-
-def _dest(backend: str, option: str) -> str:
-    return f"backend_option__{backend}__{option}"
-
-
-def backend_options_of(args: argparse.Namespace) -> dict[str, Any]:
-    """The options given for the chosen backend; an option of another backend is an error."""
-    options: dict[str, Any] = {}
-    for name in BACKENDS.names():
-        for opt in BACKENDS.get(name).options:
-            value = getattr(args, _dest(name, opt.name), None)
-            if value is None:
-                continue
-            if name != args.backend:
-                raise UserError(f"{opt.flag(name)} applies to --backend {name}, not {args.backend}")
-            options[opt.name] = value
-    return options
 
 
 def register(sub: argparse._SubParsersAction) -> None:

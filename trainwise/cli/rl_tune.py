@@ -1,8 +1,8 @@
 """`trainwise rl tune` (Seraph): profile, plan, then train with dynamic re-tuning.
 
     trainwise rl tune --env CartPole-v1 --target-reward 475 --objective cost \\
-        [--weight W] [--deadline-s D] [--budget-usd B] --backend local|ray [--seed N] \\
-        [--plan-only] [--png FILE] --json-out FILE
+        [--weight W] [--deadline-s D] [--budget-usd B] [--seed N] \\
+        [--backend local|ray|lambda] [--lambda-config FILE] [--plan-only] [--png FILE] --json-out FILE
 
 The JSON holds ``plan`` (chosen configuration, predicted figures, Pareto front),
 ``phases`` (per phase: configuration, predicted vs measured time and cost) and
@@ -20,13 +20,13 @@ from typing import Any
 from core.errors import UserError
 from serverless.architectures import ARCHITECTURES, DEFAULT_ARCHITECTURE
 from serverless.backends import tunable_backends
-from trainwise.cli import finite_float
+from trainwise.cli import backend_options_of, finite_float
 
 
 def register(rl_sub: argparse._SubParsersAction) -> None:
     from optimizers.seraph.objectives import OBJECTIVES
     from optimizers.seraph.defaults import DEFAULT_STEPS_PER_ENV
-    from trainwise.cli import add_env_args, add_inject_faults, add_json_out
+    from trainwise.cli import add_backend_options, add_env_args, add_inject_faults, add_json_out
 
     p = rl_sub.add_parser(
         "tune",
@@ -42,6 +42,7 @@ def register(rl_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget-usd", type=finite_float, default=None, help="modelled cost to target must not exceed this")
     p.add_argument("--backend", default="local",
                    help=f"function backend: {' | '.join(tunable_backends())} (default local)")
+    add_backend_options(p, tunable_backends())
     p.add_argument("--architecture", default=DEFAULT_ARCHITECTURE,
                    help=f"Lambda architecture priced: {' | '.join(ARCHITECTURES)} (default {DEFAULT_ARCHITECTURE})")
     p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
@@ -80,7 +81,7 @@ def build_request(args: argparse.Namespace) -> Any:
             deadline_s=args.deadline_s, budget_usd=args.budget_usd, backend=args.backend,
             architecture=args.architecture, seed=args.seed, max_steps=args.max_steps, steps_per_env=args.steps_per_env,
             replan_every=args.replan_every, retune=not args.no_retune, faults=parse_faults(args.inject_faults),
-            env_kwargs=parse_env_kwargs(args.env_kwargs), **extra,
+            env_kwargs=parse_env_kwargs(args.env_kwargs), backend_options=backend_options_of(args), **extra,
         )
         request.check_env()  # unknown or unsupported env: an error naming what is allowed
     except RequestError as exc:
@@ -131,8 +132,8 @@ def handle(args: argparse.Namespace) -> dict[str, Any]:
     if result.achieved is not None:
         a = result.achieved
         print(
-            f"achieved: reached={a.reached} in {a.env_steps} env steps; modelled Lambda time "
-            f"{a.lambda_time_s:.1f} s, modelled cost ${a.cost_usd:.5f}; measured local wall {a.wall_s:.1f} s",
+            f"achieved: reached={a.reached} in {a.env_steps} env steps; Lambda time {a.lambda_time_s:.1f} s "
+            f"({a.lambda_time_label}), cost ${a.cost_usd:.5f} ({a.cost_label}); measured local wall {a.wall_s:.1f} s",
             file=sys.stderr,
         )
     return result.to_dict()

@@ -25,6 +25,7 @@ import random
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -187,9 +188,12 @@ class FakeLambdaDataPlane:
         self.in_flight = 0
         self.max_in_flight = 0
         self.warm: set[int] = set()
+        self.operations: set[str] = set()  # every Lambda API operation the client called
 
     def install(self) -> None:
         self.lambda_client.meta.events.register("before-send.lambda.Invoke", self)
+        self.lambda_client.meta.events.register("before-call.lambda.*",
+                                                lambda model, **_: self.operations.add(model.name))
 
     def __call__(self, request: Any, **_: Any) -> AWSResponse:
         body = request.body if isinstance(request.body, bytes) else request.body.read()
@@ -205,20 +209,21 @@ class FakeLambdaDataPlane:
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             kind = self.script(actor, attempt)
-            # Memory Size in REPORT is the function's current configuration (read from moto).
-            memory = self._memory()
-            return self._reply(kind, event, actor, memory)
+            # Memory Size in REPORT is the invoked version's configuration (read from moto).
+            configuration = self._configuration(_qualifier(request.url))
+            return self._reply(kind, event, actor, int(configuration["MemorySize"]), str(configuration["Version"]))
         finally:
             time.sleep(0.01)  # let concurrent calls overlap so in-flight counts mean something
             with self.lock:
                 self.in_flight -= 1
 
-    def _memory(self) -> int:
+    def _configuration(self, qualifier: str | None) -> dict[str, Any]:
         # Use a plain client: the hooked one would recurse into this stand-in only for Invoke anyway.
-        return int(boto3.client("lambda").get_function_configuration(
-            FunctionName=self.lambda_client._trainwise_function)["MemorySize"])
+        extra = {} if qualifier is None else {"Qualifier": qualifier}
+        return boto3.client("lambda").get_function_configuration(
+            FunctionName=self.lambda_client._trainwise_function, **extra)
 
-    def _reply(self, kind: str, event: dict[str, Any], actor: int, memory: int) -> AWSResponse:
+    def _reply(self, kind: str, event: dict[str, Any], actor: int, memory: int, version: str) -> AWSResponse:
         request_id = str(uuid.uuid4())
         url = "https://lambda.us-east-1.amazonaws.com/"
         if kind == "throttle":
@@ -229,9 +234,9 @@ class FakeLambdaDataPlane:
             return AWSResponse(url, 429, headers, _Raw(json.dumps(payload).encode()))
         init_ms = None if actor in self.warm else 231.87
         self.warm.add(actor)
-        headers = HeadersDict({"x-amzn-RequestId": request_id, "X-Amz-Executed-Version": "$LATEST",
+        headers = HeadersDict({"x-amzn-RequestId": request_id, "X-Amz-Executed-Version": version,
                                "Content-Type": "application/json"})
-        log = [f"START RequestId: {request_id} Version: $LATEST"]
+        log = [f"START RequestId: {request_id} Version: {version}"]
         if kind == "ok":
             from serverless.handler import handler
 
@@ -258,12 +263,42 @@ class FakeLambdaDataPlane:
         return AWSResponse(url, 200, headers, _Raw(payload_bytes))
 
 
+def _qualifier(url: str) -> str | None:
+    """The ``Qualifier`` an Invoke request names (an alias or a version), or None."""
+    from urllib.parse import parse_qs, urlsplit
+
+    return parse_qs(urlsplit(url).query).get("Qualifier", [None])[0]
+
+
 def hooked(backend: LambdaBackend, script: Callable[[int, int], str]) -> FakeLambdaDataPlane:
     client = backend.lambda_client
     client._trainwise_function = backend.config.function_name
     plane = FakeLambdaDataPlane(client, script)
     plane.install()
     return plane
+
+
+def stand_in_for_every_backend(monkeypatch: pytest.MonkeyPatch) -> list[FakeLambdaDataPlane]:
+    """Install the stand-in data plane (every invoke "ok") on the Lambda client of every
+    backend built from now on, wherever it is built (the trainer, the tuner, a flow's task);
+    returns the stand-ins, one per client, in the order the clients were made."""
+    from serverless.handler import reset_warm_state
+
+    reset_warm_state()
+    planes: list[FakeLambdaDataPlane] = []
+    original = LambdaBackend.lambda_client
+
+    def hooked_client(self: LambdaBackend) -> Any:
+        client = original.fget(self)
+        if not getattr(client, "_trainwise_hooked", False):
+            client._trainwise_function = self.config.function_name
+            client._trainwise_hooked = True
+            planes.append(FakeLambdaDataPlane(client, lambda actor, attempt: "ok"))
+            planes[-1].install()
+        return client
+
+    monkeypatch.setattr(LambdaBackend, "lambda_client", property(hooked_client))
+    return planes
 
 
 def trajectories(result: dict[str, Any]) -> dict[str, np.ndarray]:
@@ -289,20 +324,73 @@ def test_deployment_uses_terraform_names_and_config_matches(deployed: dict[str, 
     assert configuration["MemorySize"] == names["memory_mb"]
 
 
-def test_memory_change_updates_the_function_and_waits(deployed: dict[str, Any]) -> None:
+def test_each_memory_size_is_a_published_version_behind_an_alias(deployed: dict[str, Any]) -> None:
     backend = make_backend(deployed["config_path"])
     calls: list[str] = []
     backend.lambda_client.meta.events.register("before-call.lambda.*", lambda model, **_: calls.append(model.name))
-    assert backend.set_memory(3008) is True
     name = deployed["names"]["function_name"]
-    described = boto3.client("lambda").get_function_configuration(FunctionName=name)
-    assert described["MemorySize"] == 3008 and described["LastUpdateStatus"] == "Successful"
-    assert "UpdateFunctionConfiguration" in calls
-    assert calls.index("GetFunctionConfiguration", calls.index("UpdateFunctionConfiguration")) > 0  # the waiter polled
+    lam = boto3.client("lambda")
+    assert backend.alias_for(3008) == "trainwise-3008mb"
+    alias = lam.get_alias(FunctionName=name, Name="trainwise-3008mb")
+    version = lam.get_function_configuration(FunctionName=name, Qualifier=alias["FunctionVersion"])
+    assert version["MemorySize"] == 3008 and version["Version"] != "$LATEST"
+    # update -> wait (the waiter polled) -> publish -> wait for the version -> alias
+    update = calls.index("UpdateFunctionConfiguration")
+    publish = calls.index("PublishVersion", update)
+    assert "GetFunctionConfiguration" in calls[update + 1:publish]
+    assert calls.index("CreateAlias", publish) > publish
+    described = lam.get_function_configuration(FunctionName=name)
+    assert described["LastUpdateStatus"] == "Successful"
     calls.clear()
-    assert backend.set_memory(3008) is False and calls == []  # already there: no update
-    with pytest.raises(UserError, match="128 to 10240"):
-        backend.set_memory(64)
+    assert backend.alias_for(3008) == "trainwise-3008mb" and calls == []  # known this session: no request
+    assert backend.alias_for(1024) == "trainwise-1024mb"
+    other = lam.get_alias(FunctionName=name, Name="trainwise-1024mb")["FunctionVersion"]
+    assert other != alias["FunctionVersion"]
+    assert lam.get_function_configuration(FunctionName=name, Qualifier="trainwise-3008mb")["MemorySize"] == 3008
+    with pytest.raises(UserError, match="128-10240"):
+        backend.alias_for(64)
+
+
+def test_an_alias_from_an_earlier_run_is_reused_until_the_deployment_changes(deployed: dict[str, Any]) -> None:
+    name = deployed["names"]["function_name"]
+    lam = boto3.client("lambda")
+    make_backend(deployed["config_path"]).alias_for(2048)
+    first = lam.get_alias(FunctionName=name, Name="trainwise-2048mb")["FunctionVersion"]
+    calls: list[str] = []
+    again = make_backend(deployed["config_path"])
+    again.lambda_client.meta.events.register("before-call.lambda.*", lambda model, **_: calls.append(model.name))
+    again.alias_for(2048)
+    assert "PublishVersion" not in calls and "GetAlias" in calls  # looked up and reused
+    # A new environment on $LATEST: the old version no longer runs this deployment.
+    lam.update_function_configuration(FunctionName=name, Environment={"Variables": {"TRAINWISE_S3_PREFIX": "other"}})
+    make_backend(deployed["config_path"]).alias_for(2048)
+    moved = lam.get_alias(FunctionName=name, Name="trainwise-2048mb")["FunctionVersion"]
+    assert moved != first
+    assert lam.get_function_configuration(FunctionName=name, Qualifier=moved)["Environment"]["Variables"] == {
+        "TRAINWISE_S3_PREFIX": "other"}
+
+
+def test_sizes_asked_for_at_once_are_published_one_after_the_other(deployed: dict[str, Any]) -> None:
+    backend = make_backend(deployed["config_path"])
+    sizes = [512, 1024, 1769, 3008]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        aliases = list(pool.map(backend.alias_for, sizes))
+    lam = boto3.client("lambda")
+    name = deployed["names"]["function_name"]
+    for size, alias in zip(sizes, aliases):
+        assert lam.get_function_configuration(FunctionName=name, Qualifier=alias)["MemorySize"] == size
+
+
+def test_a_denied_publish_names_the_caller_policy(deployed: dict[str, Any]) -> None:
+    backend = make_backend(deployed["config_path"])
+
+    def denied(request: Any, **_: Any) -> AWSResponse:  # what Lambda answers an identity without the action
+        headers = HeadersDict({"x-amzn-ErrorType": "AccessDeniedException", "Content-Type": "application/json"})
+        return AWSResponse(request.url, 403, headers, _Raw(json.dumps({"Message": "not authorized"}).encode()))
+
+    backend.lambda_client.meta.events.register("before-send.lambda.PublishVersion", denied)
+    with pytest.raises(UserError, match="may not call lambda:PublishVersion.*rollout_caller_policy_arn"):
+        backend.alias_for(512)
 
 
 def test_failed_memory_update_is_reported(deployed: dict[str, Any]) -> None:
@@ -315,7 +403,7 @@ def test_failed_memory_update_is_reported(deployed: dict[str, Any]) -> None:
 
     backend.lambda_client.meta.events.register("after-call.lambda.GetFunctionConfiguration", update_failed)
     with pytest.raises(UserError, match="did not become active.*Failed.*EniLimitExceeded"):
-        backend.set_memory(4096)
+        backend.alias_for(4096)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -459,14 +547,15 @@ def test_invoke_sends_tail_requests_and_records_billed_report_figures(deployed: 
     batch = backend.invoke(events, memory_mb=1024, concurrency=2)
     assert len(plane.requests) == 4 and plane.max_in_flight <= 2
     for request in plane.requests:
-        assert request["url"].endswith(f"/2015-03-31/functions/{deployed['names']['function_name']}/invocations")
+        assert request["url"].endswith(f"/2015-03-31/functions/{deployed['names']['function_name']}/invocations"
+                                       "?Qualifier=trainwise-1024mb")
         assert request["headers"]["X-Amz-Invocation-Type"] == "RequestResponse"
         assert request["headers"]["X-Amz-Log-Type"] == "Tail"
         assert "weights_npz_b64" in request["event"] and request["size"] < LAMBDA_SYNC_PAYLOAD_LIMIT_BYTES
     for event, inv in zip(events, batch.invocations):
         assert inv.billing.error is None and inv.result["actor_id"] == event["actor_id"]
         assert inv.billing.label == "billed"
-        assert inv.billing.memory_mb == 1024  # REPORT's Memory Size: the configuration set_memory applied
+        assert inv.billing.memory_mb == 1024  # REPORT's Memory Size: the version behind the alias
         assert inv.billing.billed_ms == math.ceil(inv.billing.duration_ms)
         assert inv.billing.cold_start and inv.billing.init_ms == pytest.approx(231.87)
         assert inv.billing.max_memory_used_mb == 93
@@ -600,22 +689,7 @@ def test_rl_train_with_the_lambda_backend_records_billed_cost(deployed: dict[str
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """The trainer builds the backend from the config file itself; the stand-in data plane is
     installed on whichever Lambda client the backend creates."""
-    from serverless.handler import reset_warm_state
-
-    reset_warm_state()
-    planes: list[FakeLambdaDataPlane] = []
-    original = LambdaBackend.lambda_client
-
-    def hooked_client(self: LambdaBackend) -> Any:
-        client = original.fget(self)
-        if not getattr(client, "_trainwise_hooked", False):
-            client._trainwise_function = self.config.function_name
-            client._trainwise_hooked = True
-            planes.append(FakeLambdaDataPlane(client, lambda actor, attempt: "ok"))
-            planes[-1].install()
-        return client
-
-    monkeypatch.setattr(LambdaBackend, "lambda_client", property(hooked_client))
+    planes = stand_in_for_every_backend(monkeypatch)
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "train.json"
     code = trainwise_main(["rl", "train", "--env", "CartPole-v1", "--target-reward", "10000", "--max-steps", "256",

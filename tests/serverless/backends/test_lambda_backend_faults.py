@@ -157,7 +157,7 @@ def test_the_function_side_client_uses_standard_retries(aws: str) -> None:
 class LambdaFaults(FakeLambdaDataPlane):
     """The stand-in data plane of tests.serverless.backends.test_lambda_backend, plus 5xx replies and connection errors."""
 
-    def _reply(self, kind: str, event: dict[str, Any], actor: int, memory: int) -> AWSResponse:
+    def _reply(self, kind: str, event: dict[str, Any], actor: int, memory: int, version: str) -> AWSResponse:
         url = "https://lambda.us-east-1.amazonaws.com/"
         if kind in ("500", "503"):
             error = {"500": "ServiceException", "503": "ServiceUnavailableException"}[kind]
@@ -171,7 +171,7 @@ class LambdaFaults(FakeLambdaDataPlane):
             raise ReadTimeoutError(endpoint_url=url)
         if kind == "unreachable":
             raise EndpointConnectionError(endpoint_url=url)
-        return super()._reply(kind, event, actor, memory)
+        return super()._reply(kind, event, actor, memory, version)
 
 
 def lambda_faults(backend: Any, script: Any) -> LambdaFaults:

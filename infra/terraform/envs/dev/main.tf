@@ -56,7 +56,7 @@ module "ec2_nodes" {
   ingest_count          = var.ingest_count
   ingest_pools          = var.ingest_pools
   admin_cidrs           = var.admin_cidrs
-  lambda_function_arn   = module.rollout_lambda.function_arn
+  caller_policy_arn     = module.rollout_lambda.caller_policy_arn
   artifacts_bucket_arn  = module.artifacts_bucket.bucket_arn
   tags                  = local.tags
 }

@@ -17,6 +17,11 @@ output "rollout_function_arn" {
   value       = module.rollout_lambda.function_arn
 }
 
+output "rollout_caller_policy_arn" {
+  description = "Attach to the user or role that runs rl tune or rl train off the learner nodes."
+  value       = module.rollout_lambda.caller_policy_arn
+}
+
 output "rollout_role_name" {
   description = "Execution role of the rollout function."
   value       = module.rollout_lambda.role_name

@@ -1,5 +1,6 @@
-# Instance role of the nodes: invoke and resize the rollout function, read and write the
-# artifacts bucket. Nothing else (plus SSM Session Manager when enable_ssm is true).
+# Instance role of the nodes: drive the rollout function (the rollout module's caller policy:
+# its memory-size aliases and the rollout payloads), read and write the artifacts bucket.
+# Nothing else (plus SSM Session Manager when enable_ssm is true).
 
 data "aws_iam_policy_document" "assume_ec2" {
   statement {
@@ -20,13 +21,6 @@ resource "aws_iam_role" "nodes" {
 
 data "aws_iam_policy_document" "nodes" {
   statement {
-    sid       = "DriveRolloutFunction"
-    effect    = "Allow"
-    actions   = ["lambda:InvokeFunction", "lambda:GetFunctionConfiguration", "lambda:UpdateFunctionConfiguration"]
-    resources = [var.lambda_function_arn]
-  }
-
-  statement {
     sid       = "ArtifactsObjects"
     effect    = "Allow"
     actions   = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
@@ -45,6 +39,11 @@ resource "aws_iam_role_policy" "nodes" {
   name   = "${var.name}-nodes-access"
   role   = aws_iam_role.nodes.id
   policy = data.aws_iam_policy_document.nodes.json
+}
+
+resource "aws_iam_role_policy_attachment" "rollout_caller" {
+  role       = aws_iam_role.nodes.name
+  policy_arn = var.caller_policy_arn
 }
 
 resource "aws_iam_role_policy_attachment" "ssm" {

@@ -93,8 +93,8 @@ variable "enable_ssm" {
   default     = true
 }
 
-variable "lambda_function_arn" {
-  description = "The rollout function the learner invokes and resizes."
+variable "caller_policy_arn" {
+  description = "The rollout module's caller policy: what the learner calls on the rollout function."
   type        = string
 }
 

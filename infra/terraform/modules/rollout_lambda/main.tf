@@ -55,8 +55,8 @@ resource "aws_lambda_function" "rollout" {
   tags = var.tags
 
   lifecycle {
-    # The tuner sets the memory size between training phases (trainwise's Lambda backend);
-    # a later apply must not undo it.
+    # trainwise's Lambda backend sets $LATEST's memory before it publishes a version for
+    # each memory size it uses (docs/aws.md); a later apply must not fight it.
     ignore_changes = [memory_size]
   }
 

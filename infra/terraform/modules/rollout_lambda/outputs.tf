@@ -47,3 +47,8 @@ output "s3_prefix" {
   description = "The S3 key prefix the function may use."
   value       = local.prefix
 }
+
+output "caller_policy_arn" {
+  description = "Managed policy for the identity that runs the learner (rl train, rl tune): what the Lambda backend calls."
+  value       = aws_iam_policy.caller.arn
+}
