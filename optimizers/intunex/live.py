@@ -100,7 +100,8 @@ def live_loop(cluster: ClusterModel, runner: Runner, policy: LinearPolicy, *, ma
     out.update(rounds=rounds, stable=rounds[-1]["replan_same"], baselines={})
     for name, other in run_baselines(cluster, NodeTable(cluster), baselines).items():
         progress(f"baseline {name}: running its plan")
-        out["baselines"][name] = {**measured(other, runner(other, True)), "info": other.info}
+        out["baselines"][name] = {**measured(other, runner(other, True)), "info": {
+            **other.info, "live_config": "tf.data AUTOTUNE (the assignment's configs are the model's version of it)"}}
     return out
 
 

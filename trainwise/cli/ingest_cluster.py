@@ -7,6 +7,12 @@ cluster-level agent assigns nodes to jobs; the baselines are planned on the same
 result JSON has ``label``, ``all_fed``, ``throughput_per_usd``, ``usd_per_h``, ``assignment``
 (per job: its nodes, each with ``instance_type`` and ``config``), ``baselines`` and ``tuning_s``.
 ``--write-tfvars FILE`` turns the plan into variables for ``infra/terraform/envs/dev``.
+
+    trainwise ingest cluster --jobs configs/cluster-local.yaml --local-nodes 2 --json-out live.json
+
+``--local-nodes N`` runs the plans live on N local nodes (one CPU each, tf.data service workers),
+measures, refits the model and re-plans until the plan is stable, and runs the static and
+Cachew-style baselines beside it (``optimizers.intunex.live``); that JSON is labelled ``measured``.
 """
 
 from __future__ import annotations
