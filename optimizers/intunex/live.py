@@ -12,8 +12,9 @@ modelled). A plan may give a job whole nodes or halves (two worker processes tim
    ``model_error`` is the mean over the plan's jobs of |predicted - measured| / measured capacity.
 3. The model is refitted to what was measured (``refit_and_replan``: each job's pipeline
    re-levelled so the plan predicts its measured capacity) and InTuneX re-plans from the plan.
-4. The loop stops when the re-plan equals the plan just measured, after at least two rounds (so
-   the last round measured a prediction of the refitted model), or after ``max_rounds``.
+4. The loop stops when the same plan ran in two rounds in a row (so the last round measured the
+   prediction of the model refitted to that very plan) and the re-plan keeps it, or after
+   ``max_rounds``.
 5. The baselines (``static``, ``cachew``: tf.data AUTOTUNE inside, as ``baselines.py`` defines
    them) are planned on the refitted model and run on the same nodes, measured the same way.
 
@@ -40,7 +41,7 @@ from optimizers.intunex.node_agent import NodeTable
 from optimizers.intunex.planner import Plan, plan_intunex, refit_and_replan, slot_json
 
 FED_SHARE = 0.95
-MAX_ROUNDS = 3
+MAX_ROUNDS = 4
 LIVE_BASELINES = ("static", "cachew")
 #: Runs a plan and returns each job's readings; ``autotune`` runs tf.data AUTOTUNE's configuration.
 Runner = Callable[[Plan, bool], Mapping[str, JobReading]]
@@ -84,17 +85,18 @@ def live_loop(cluster: ClusterModel, runner: Runner, policy: LinearPolicy, *, ma
     """Plan, run, refit and re-plan until the plan is stable; then run the baselines (module docstring)."""
     plan = plan_intunex(cluster, NodeTable(cluster), policy, seed=seed)
     rounds: list[dict[str, Any]] = []
+    previous = None
     for k in range(max_rounds):
         progress(f"round {k + 1}: running the plan")
         rounds.append(measured(plan, runner(plan, False)))
         capacity = {j: v["capacity_rows_per_s"] for j, v in rounds[-1]["jobs"].items() if plan.assignment.get(j)}
         cluster, new = refit_and_replan(cluster, policy, plan, capacity, seed=seed)
         rounds[-1]["refit"] = new.info.get("refit", {})
-        stable = plan_key(new) == plan_key(plan)
-        rounds[-1]["replan_same"] = stable
-        if stable and k >= 1:
-            break
-        plan = new
+        key = plan_key(plan)
+        rounds[-1]["replan_same"] = plan_key(new) == key
+        if rounds[-1]["replan_same"] and previous == key:
+            break  # this plan ran twice, the second time on the model refitted to the first
+        previous, plan = key, new
     out = {key: rounds[-1][key] for key in ("label", "all_fed", "planned_fed_delivered", "throughput_per_usd",
                                              "usd_per_h", "delivered_rows_per_s", "jobs", "assignment")}
     out.update(rounds=rounds, stable=rounds[-1]["replan_same"], baselines={})

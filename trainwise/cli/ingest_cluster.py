@@ -45,7 +45,7 @@ def register_cluster(isub: argparse._SubParsersAction) -> None:
                    help="run the plan live on N local nodes (one CPU each, tf.data service workers), measure, "
                    "refit the model and re-plan until the plan is stable; jobs need real pipelines (dlrm-tsv)")
     c.add_argument("--seconds", type=finite_float, default=5.0, help="measuring window per reading in live runs (default 5)")
-    c.add_argument("--max-rounds", type=int, default=3, help="most measure-refit-replan rounds in live runs (default 3)")
+    c.add_argument("--max-rounds", type=int, default=4, help="most measure-refit-replan rounds in live runs (default 4)")
     c.add_argument("--baselines", default=",".join(BASELINES),
                    help=f"comma-separated baselines to plan beside InTuneX (default: all of {', '.join(BASELINES)}; "
                    "'none' for none)")

@@ -74,8 +74,10 @@ def test_a_job_slower_than_modelled_moves_to_a_node_of_its_own() -> None:
     half = _half_node_rows(_local((1.0, 1.0)))
     cluster = _local((0.8 * half, 0.3 * half))
     machine = FakeMachine(cluster, {"j0": 0.5, "j1": 1.0})  # j0 gets 0.4 of a half node's modelled rows: unfed on a half
-    out = live_loop(cluster, machine, cluster_policy(), max_rounds=3, baselines=())
+    out = live_loop(cluster, machine, cluster_policy(), max_rounds=4, baselines=())
+    assert len(out["rounds"]) == 3  # the new plan runs twice: the second time on the model refitted to it
     first, last = out["rounds"][0], out["rounds"][-1]
+    assert out["rounds"][1]["assignment"] == last["assignment"] and out["rounds"][1]["replan_same"]
     assert [n["share"] for n in first["assignment"]["j0"]["nodes"]] == [0.5]
     assert not first["jobs"]["j0"]["fed"] and not first["replan_same"]
     assert sum(n["share"] for n in last["assignment"]["j0"]["nodes"]) == 1.0
