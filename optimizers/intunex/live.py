@@ -85,7 +85,7 @@ def live_loop(cluster: ClusterModel, runner: Runner, policy: LinearPolicy, *, ma
     """Plan, run, refit and re-plan until the plan is stable; then run the baselines (module docstring)."""
     plan = plan_intunex(cluster, NodeTable(cluster), policy, seed=seed)
     rounds: list[dict[str, Any]] = []
-    previous = None
+    previous, stable = None, False
     for k in range(max_rounds):
         progress(f"round {k + 1}: running the plan")
         rounds.append(measured(plan, runner(plan, False)))
@@ -94,12 +94,13 @@ def live_loop(cluster: ClusterModel, runner: Runner, policy: LinearPolicy, *, ma
         rounds[-1]["refit"] = new.info.get("refit", {})
         key = plan_key(plan)
         rounds[-1]["replan_same"] = plan_key(new) == key
-        if rounds[-1]["replan_same"] and previous == key:
+        stable = rounds[-1]["replan_same"] and previous == key
+        if stable:
             break  # this plan ran twice, the second time on the model refitted to the first
         previous, plan = key, new
-    out = {key: rounds[-1][key] for key in ("label", "all_fed", "planned_fed_delivered", "throughput_per_usd",
-                                             "usd_per_h", "delivered_rows_per_s", "jobs", "assignment")}
-    out.update(rounds=rounds, stable=rounds[-1]["replan_same"], baselines={})
+    out = {field: rounds[-1][field] for field in ("label", "all_fed", "planned_fed_delivered", "throughput_per_usd",
+                                                   "usd_per_h", "delivered_rows_per_s", "jobs", "assignment")}
+    out.update(rounds=rounds, stable=stable, baselines={})
     for name, other in run_baselines(cluster, NodeTable(cluster), baselines).items():
         progress(f"baseline {name}: running its plan")
         out["baselines"][name] = {**measured(other, runner(other, True)), "info": {

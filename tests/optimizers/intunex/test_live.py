@@ -61,7 +61,7 @@ def test_loop_refits_to_the_measurements_and_stops_when_the_plan_is_stable() -> 
     assert rounds[1]["model_error"] == pytest.approx(0.0, abs=1e-6)  # the refitted model predicts what is measured
     assert rounds[0]["refit"]["j0"] == pytest.approx(1 / 0.8)
     assert out["usd_per_h"] == pytest.approx(NODE.usd_per_hour)  # one node
-    assert out["all_fed"] and out["label"] == "measured"
+    assert out["all_fed"] and out["label"] == "measured" and out["stable"]
     assert set(out["baselines"]) == {"static", "cachew"}
     static = out["baselines"]["static"]
     assert static["label"] == "measured" and static["usd_per_h"] == pytest.approx(2 * NODE.usd_per_hour)
