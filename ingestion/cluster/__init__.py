@@ -5,5 +5,8 @@
 * :mod:`ingestion.cluster.model`: the cluster model; per-node throughput from the single-node
   simulator, composed with the tf.data service's measured overheads.
 * :mod:`ingestion.cluster.service`: a real tf.data service (dispatcher + worker processes) and a
-  trainer-side reader that counts delivered rows.
+  trainer-side reader that counts delivered rows (optionally at a trainer's pace).
+* :mod:`ingestion.cluster.pipelines`: the real pipelines a jobs file may name for live runs.
+* :mod:`ingestion.cluster.live`: runs an assignment on local nodes (one CPU each) and measures
+  each job's capacity and delivered rows/s.
 """

@@ -35,8 +35,8 @@ class InstanceType:
 
     def node(self, fraction: float = 1.0) -> Node:
         """The node (or the share ``fraction`` of it, with as many vCPUs and as much RAM) as the
-        single-node simulator sees it."""
-        vcpus = int(round(self.vcpus * fraction))
+        single-node simulator sees it; a share smaller than one vCPU runs on one (time-shared)."""
+        vcpus = max(1, int(round(self.vcpus * fraction)))
         return Node(name=self.name if fraction == 1.0 else f"{self.name}/{vcpus}vcpu", vcpus=vcpus,
                     ram_gib=self.ram_gib * fraction, hourly_usd=self.usd_per_hour * fraction)
 
@@ -74,6 +74,23 @@ def select(patterns: Iterable[str] | None = None, path: Path = TABLE) -> list[In
                             f"{', '.join(families)} (sizes large..16xlarge), e.g. 'c7g.*' or 'c7i.2xlarge'")
         chosen += [t for t in hits if t not in chosen]
     return chosen
+
+
+#: The instance a local node stands for: a local node of ``k`` CPUs is ``k`` of its 2 vCPUs (with that
+#: share of its RAM and price). A general-purpose family: 4 GiB per vCPU, so two local workers (about
+#: 0.6 GB each, measured) may share one CPU's node within tf.data's RAM budget.
+LOCAL_OF = "m7i.large"
+#: Local workers send to the trainer over loopback, not the instance's network: no cap at these rates.
+LOOPBACK_GBPS = 40.0
+
+
+def local_type(cpus: int, path: Path = TABLE) -> InstanceType:
+    """A local node of ``cpus`` pinned CPUs as an instance type: that share of a ``LOCAL_OF`` node
+    (vCPUs, RAM and price; the price is modelled, nothing is billed), on loopback."""
+    base = by_name(LOCAL_OF, path)
+    share = cpus / base.vcpus
+    return InstanceType(f"local-{cpus}cpu", "local", base.arch, cpus, base.ram_gib * share,
+                        base.usd_per_hour * share, LOOPBACK_GBPS)
 
 
 def by_name(name: str, path: Path = TABLE) -> InstanceType:

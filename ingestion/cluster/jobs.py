@@ -6,12 +6,13 @@ Example (``configs/cluster-demo.yaml``)::
     jobs:
       - name: ctr-small
         demand_rows_per_s: 400000     # rows/s the job's accelerators consume
-        pipeline: parse-bound         # read-bound | parse-bound | transform-bound | profile
+        pipeline: parse-bound         # read-bound | parse-bound | transform-bound | profile | dlrm-tsv | dlrm-tfrecord
         seed: 1
 
 A job is *fed* when its ingestion delivers its demand. ``pipeline`` names a synthetic DLRM-like
-pipeline of the single-node simulator (its costs drawn from ``seed``), or ``profile`` with
-``profile: FILE``, a calibration of the real DLRM pipeline (``ingestion.calibrate``'s JSON).
+pipeline of the single-node simulator (its costs drawn from ``seed``), ``profile`` with
+``profile: FILE``, a calibration of the real DLRM pipeline (``ingestion.calibrate``'s JSON), or a
+real pipeline that live runs can start (``dlrm-tsv``, ``dlrm-tfrecord``: ``ingestion.cluster.pipelines``).
 Validation names the field and what is allowed, in one line per mistake.
 """
 
@@ -25,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from core.errors import UserError
 
-PIPELINES = ("read-bound", "parse-bound", "transform-bound", "profile")
+PIPELINES = ("read-bound", "parse-bound", "transform-bound", "profile", "dlrm-tsv", "dlrm-tfrecord")
 
 
 class _Strict(BaseModel):
@@ -35,7 +36,7 @@ class _Strict(BaseModel):
 class Job(_Strict):
     name: str = Field(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     demand_rows_per_s: float = Field(gt=0, description="rows/s the job's trainers consume")
-    pipeline: Literal["read-bound", "parse-bound", "transform-bound", "profile"] = "parse-bound"
+    pipeline: Literal["read-bound", "parse-bound", "transform-bound", "profile", "dlrm-tsv", "dlrm-tfrecord"] = "parse-bound"
     seed: int = Field(0, ge=0, description="draws the synthetic pipeline's stage costs")
     profile: str | None = Field(None, description="a calibration JSON of the real pipeline (pipeline: profile)")
     wire_bytes_per_row: float = Field(320.0, gt=0, description="bytes per row sent from a worker to the trainer")

@@ -2,7 +2,9 @@
 
 A *unit* is one node of an instance type, or a half or a quarter of one (its own vCPUs and a
 proportional share of RAM, as a worker process pinned to those CPUs has): several jobs may
-share a node that way. A job's nodes each run the job's pipeline with their own configuration
+share a node that way. On a node of one vCPU (a local node, ``min_unit_vcpus`` below 1), half a
+node is a worker process that shares the CPU with another job's: it gets half the CPU's time
+(``Unit.time_share``), so the model gives it half the rows of a one-vCPU node. A job's nodes each run the job's pipeline with their own configuration
 (the knobs of the pipeline's :class:`~ingestion.knobs.KnobSpace` on that unit).
 
 Per node, the calibrated single-node simulator (:func:`ingestion.simulator.simulate`) gives the
@@ -33,6 +35,7 @@ import numpy as np
 from core.errors import UserError
 from ingestion.cluster.instances import InstanceType
 from ingestion.cluster.jobs import Job, JobsFile
+from ingestion.cluster.pipelines import REAL_PIPELINES
 from ingestion.knobs import Config, KnobSpace
 from ingestion.node import Node
 from ingestion.simulator import PipelineModel, dlrm_like_space, random_pipeline, simulate
@@ -67,7 +70,12 @@ class Unit:
 
     @property
     def vcpus(self) -> int:
-        return int(round(self.itype.vcpus * self.fraction))
+        return max(1, int(round(self.itype.vcpus * self.fraction)))
+
+    @property
+    def time_share(self) -> float:
+        """The share of its vCPUs' time the unit gets: below 1 only for a unit smaller than one vCPU."""
+        return min(1.0, self.itype.vcpus * self.fraction)
 
     @property
     def usd_per_hour(self) -> float:
@@ -155,6 +163,7 @@ class ClusterModel:
     budget_usd_per_h: float | None = None
     overheads: ServiceOverheads = field(default_factory=ServiceOverheads)
     fractions: tuple[float, ...] = FRACTIONS
+    min_unit_vcpus: float = MIN_UNIT_VCPUS
 
     def job(self, name: str) -> JobModel:
         for j in self.jobs:
@@ -163,12 +172,13 @@ class ClusterModel:
         raise KeyError(name)
 
     def units(self) -> list[Unit]:
-        """Every unit a plan may use: whole nodes and the halves and quarters with >= 2 vCPUs."""
+        """Every unit a plan may use: whole nodes and the halves and quarters with at least
+        ``min_unit_vcpus`` vCPUs, whole vCPUs each (or a time-shared part of one vCPU)."""
         out = []
         for t in self.types:
             for f in self.fractions:
                 v = t.vcpus * f
-                if v >= MIN_UNIT_VCPUS and abs(v - round(v)) < 1e-9:
+                if v >= self.min_unit_vcpus - 1e-9 and (abs(v - round(v)) < 1e-9 or v < 1):
                     out.append(Unit(t, f))
         return out
 
@@ -188,7 +198,8 @@ class ClusterModel:
         m = simulate(job.pipeline, config, unit.node)
         if m.failed:
             return 0.0, True
-        return min(m.rows_per_s * self.overheads.worker_efficiency, self.network_cap(job, unit)), False
+        rows = m.rows_per_s * unit.time_share * self.overheads.worker_efficiency
+        return min(rows, self.network_cap(job, unit)), False
 
     def evaluate(self, assignment: Mapping[str, list[NodeSlot]]) -> ClusterResult:
         supply = {j.name: 0.0 for j in self.jobs}
@@ -227,12 +238,24 @@ def profiled_job(job: Job, path: Path) -> JobModel:
                     lambda node: dlrm_knob_space(node, batch_sizes=(batch,)), job.wire_bytes_per_row)
 
 
+def real_job(job: Job) -> JobModel:
+    """A job whose pipeline is a real one (``ingestion.cluster.pipelines``), modelled by its calibration."""
+    from ingestion.cluster.pipelines import BATCH, real_pipeline
+    from ingestion.dlrm import dlrm_knob_space
+
+    model = real_pipeline(job.pipeline).calibration.model
+    return JobModel(job.name, job.demand_rows_per_s, model,
+                    lambda node: dlrm_knob_space(node, batch_sizes=(BATCH,)), job.wire_bytes_per_row)
+
+
 def from_jobs_file(spec: JobsFile, types: list[InstanceType], *, base_dir: Path | None = None,
                    budget_usd_per_h: float | None = None, overheads: ServiceOverheads | None = None) -> ClusterModel:
     """The cluster model of a validated jobs file on the given instance types."""
     jobs = []
     for job in spec.jobs:
-        if job.pipeline == "profile":
+        if job.pipeline in REAL_PIPELINES:
+            jobs.append(real_job(job))
+        elif job.pipeline == "profile":
             path = Path(job.profile or "")
             if not path.is_file() and base_dir is not None:
                 path = base_dir / path

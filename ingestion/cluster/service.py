@@ -156,21 +156,34 @@ def _rows(element: Any) -> int:
     return int(first.shape[0]) if first.shape.rank else 1
 
 
-def _elements(ds: Any, out: "queue.Queue[Any]") -> None:
-    """Iterate ``ds`` into ``out`` (a background thread; None marks the end)."""
+def _elements(ds: Any, out: "queue.Queue[Any]", stop: Any) -> None:
+    """Iterate ``ds`` into ``out`` until the end or ``stop`` is set (a background thread; None marks the end)."""
     try:
         for element in ds:
-            out.put(element)
+            while not stop.is_set():
+                try:
+                    out.put(element, timeout=0.2)
+                    break
+                except queue.Full:
+                    continue
+            if stop.is_set():
+                return
+    except Exception:  # noqa: BLE001  the service went away after the reader stopped reading
+        if not stop.is_set():
+            raise
     finally:
-        out.put(None)
+        if not stop.is_set():
+            out.put(None)
 
 
 def read(dataset: Any, service: Any, job_name: str, *, seconds: float | None = None, warmup_s: float = 0.0,
          idle_timeout_s: float = 15.0, keep: Callable[[Any], Any] | None = None,
-         on_element: Callable[[int], None] | None = None) -> ReadResult:
+         on_element: Callable[[int], None] | None = None, pace_rows_per_s: float | None = None) -> ReadResult:
     """Read ``dataset`` through the service (distributed epoch) and count rows (keeping ``keep(element)``
     of each, e.g. row ids) until the epoch ends, ``seconds`` pass after ``warmup_s``, or no element
-    arrives for ``idle_timeout_s``. The last matters after a worker is lost: the job goes on on the
+    arrives for ``idle_timeout_s``. With ``pace_rows_per_s`` the reader takes rows no faster than
+    that after the warm-up, as a trainer that consumes that many rows/s does, so the result is what
+    the trainer is delivered (at most the pace). The last matters after a worker is lost: the job goes on on the
     other workers, but TensorFlow (2.21, observed) does not signal the end of the epoch while the
     lost worker's task is still listed, so the reader stops once the remaining workers fall silent
     (``ReadResult.ended_by`` says which)."""
@@ -181,7 +194,8 @@ def read(dataset: Any, service: Any, job_name: str, *, seconds: float | None = N
     ds = dataset.apply(tf.data.experimental.service.distribute(
         processing_mode="distributed_epoch", service=service.target, job_name=job_name))
     elements_q: queue.Queue[Any] = queue.Queue(maxsize=64)
-    threading.Thread(target=_elements, args=(ds, elements_q), daemon=True).start()
+    stop = threading.Event()
+    threading.Thread(target=_elements, args=(ds, elements_q, stop), daemon=True).start()
     rows = elements = 0
     values: list[Any] = []
     ended_by = "end of epoch"
@@ -207,7 +221,11 @@ def read(dataset: Any, service: Any, job_name: str, *, seconds: float | None = N
             values.append(keep(element))
         if on_element is not None:
             on_element(elements)
+        if pace_rows_per_s:
+            time.sleep(max(0.0, window_start + rows / pace_rows_per_s - now))
+            last = time.monotonic()
         if seconds is not None and now - window_start >= seconds:
             ended_by = "window"
             break
+    stop.set()
     return ReadResult(rows, elements, last - (window_start or last), values, ended_by)

@@ -7,12 +7,20 @@ cluster-level agent assigns nodes to jobs; the baselines are planned on the same
 result JSON has ``label``, ``all_fed``, ``throughput_per_usd``, ``usd_per_h``, ``assignment``
 (per job: its nodes, each with ``instance_type`` and ``config``), ``baselines`` and ``tuning_s``.
 ``--write-tfvars FILE`` turns the plan into variables for ``infra/terraform/envs/dev``.
+
+    trainwise ingest cluster --jobs configs/cluster-local.yaml --local-nodes 2 --json-out live.json
+
+``--local-nodes N`` runs the plans live on N local nodes (one CPU each, tf.data service workers),
+measures, refits the model and re-plans until the plan is stable, and runs the static and
+Cachew-style baselines beside it (``optimizers.intunex.live``); that JSON is labelled ``measured``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +29,7 @@ from optimizers.intunex.names import BASELINES, OBJECTIVES
 
 
 def register_cluster(isub: argparse._SubParsersAction) -> None:
-    from trainwise.cli import add_json_out
+    from trainwise.cli import add_json_out, finite_float
 
     c = isub.add_parser("cluster", help="plan nodes and per-node configurations for several jobs (InTuneX)",
                         description="Assign nodes (how many of which instance type) to each training job and "
@@ -33,6 +41,11 @@ def register_cluster(isub: argparse._SubParsersAction) -> None:
     c.add_argument("--objective", choices=OBJECTIVES, default="throughput-per-usd")
     c.add_argument("--budget-usd-per-h", type=float, default=None, help="most dollars per hour the pool may cost")
     c.add_argument("--simulate", action="store_true", help="plan on the cluster model alone (no processes started)")
+    c.add_argument("--local-nodes", type=int, default=None, metavar="N",
+                   help="run the plan live on N local nodes (one CPU each, tf.data service workers), measure, "
+                   "refit the model and re-plan until the plan is stable; jobs need real pipelines (dlrm-tsv)")
+    c.add_argument("--seconds", type=finite_float, default=5.0, help="measuring window per reading in live runs (default 5)")
+    c.add_argument("--max-rounds", type=int, default=4, help="most measure-refit-replan rounds in live runs (default 4)")
     c.add_argument("--baselines", default=",".join(BASELINES),
                    help=f"comma-separated baselines to plan beside InTuneX (default: all of {', '.join(BASELINES)}; "
                    "'none' for none)")
@@ -62,9 +75,11 @@ def cluster_handler(args: argparse.Namespace) -> dict[str, Any]:
     spec = load_jobs(args.jobs)
     patterns = args.instance_types.split(",") if args.instance_types else spec.pool.instance_types
     types = select(patterns)
+    if args.local_nodes is not None:
+        return _live(args, spec)
     if not args.simulate:
-        raise UserError("live cluster runs start a tf.data service per plan and are run by "
-                        "`python -m benchmarks.intunex --live` (loopback); plan with --simulate here")
+        raise UserError("give --simulate (plan on the cluster model) or --local-nodes N (run the plan on N local "
+                        "tf.data service workers, measure and re-plan)")
     from optimizers.intunex.run import plan_cluster, tfvars_of, write_tfvars
 
     result = plan_cluster(spec, types, objective=args.objective, budget_usd_per_h=args.budget_usd_per_h,
@@ -75,6 +90,44 @@ def cluster_handler(args: argparse.Namespace) -> dict[str, Any]:
         write_tfvars(args.write_tfvars, result["tfvars"])
     _print_summary(result)
     return result
+
+
+def _live(args: argparse.Namespace, spec: Any) -> dict[str, Any]:
+    """``--local-nodes N``: the live loop (``optimizers.intunex.live``)."""
+    from optimizers.intunex.live import run_local
+
+    if args.simulate:
+        raise UserError("--local-nodes runs the plan live; it does not go with --simulate (choose one)")
+    for flag, value in (("--instance-types", args.instance_types), ("--write-tfvars", args.write_tfvars),
+                        ("--budget-usd-per-h", args.budget_usd_per_h), ("--static-type", args.static_type)):
+        if value is not None:
+            raise UserError(f"{flag} does not apply to --local-nodes (local nodes are one CPU each, priced modelled)")
+    if args.seconds <= 0 or args.max_rounds < 1:
+        raise UserError(f"--seconds must be > 0 and --max-rounds >= 1, got {args.seconds:g} and {args.max_rounds}")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: no per-dispatcher config dumps
+    result = run_local(spec, args.local_nodes, seconds=args.seconds, max_rounds=args.max_rounds, seed=args.seed,
+                       base_dir=args.jobs.parent, progress=_progress)
+    result["jobs_file"] = str(args.jobs)
+    _print_live(result)
+    return result
+
+
+def _progress(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _print_live(result: dict[str, Any]) -> None:
+    last = result["rounds"][-1]
+    print(f"InTuneX live ({result['label']}; prices modelled): {len(result['rounds'])} rounds, model error "
+          f"{last['model_error']:.1%} in the last; {result['throughput_per_usd']:,.0f} rows per $, "
+          f"${result['usd_per_h']:.4f}/h, all fed: {result['all_fed']}", file=sys.stderr)
+    for job, j in result["jobs"].items():
+        print(f"  {job}: delivered {j['delivered_rows_per_s']:,.0f} of {j['demand_rows_per_s']:,.0f} rows/s "
+              f"on {len(result['assignment'][job]['nodes'])} unit(s)", file=sys.stderr)
+    for name, b in result["baselines"].items():
+        ratio = result["throughput_per_usd"] / b["throughput_per_usd"] if b["throughput_per_usd"] else float("inf")
+        print(f"  vs {name} (measured): {ratio:.2f}x (its ${b['usd_per_h']:.4f}/h, all fed: {b['all_fed']})",
+              file=sys.stderr)
 
 
 def _print_summary(result: dict[str, Any]) -> None:

@@ -1,0 +1,170 @@
+"""InTuneX in the loop on local tf.data service workers: plan, run, measure, refit, re-plan.
+
+    trainwise ingest cluster --jobs configs/cluster-local.yaml --local-nodes 2 --json-out live.json
+
+Each of the ``--local-nodes`` nodes is one CPU of this machine, priced as the share of a
+``LOCAL_OF`` instance it stands for (``ingestion.cluster.instances.local_type``; the price is
+modelled). A plan may give a job whole nodes or halves (two worker processes time-sharing a CPU).
+
+1. InTuneX plans on the cluster model of the jobs' real pipelines (calibrated on one CPU).
+2. **Round**: the plan runs (``ingestion.cluster.live``): each job's rows/s is measured where its
+   trainer reads, as fast as it goes (capacity) and at its demand (delivered). The round's
+   ``model_error`` is the mean over the plan's jobs of |predicted - measured| / measured capacity.
+3. The model is refitted to what was measured (``refit_and_replan``: each job's pipeline
+   re-levelled so the plan predicts its measured capacity) and InTuneX re-plans from the plan.
+4. The loop stops when the same plan ran in two rounds in a row (so the last round measured the
+   prediction of the model refitted to that very plan) and the re-plan keeps it, or after
+   ``max_rounds``.
+5. The baselines (``static``, ``cachew``: tf.data AUTOTUNE inside, as ``baselines.py`` defines
+   them) are planned on the refitted model and run on the same nodes, measured the same way.
+
+Throughput per dollar is the measured delivered rows/s (each job's at most its demand) x 3,600
+over the plan's modelled $/h. A job counts as fed when it is delivered >= ``FED_SHARE`` of its
+demand (the paced reader takes at most the demand, so a fed job measures just under it).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import replace
+from typing import Any, Callable, Mapping
+
+from core.errors import UserError
+from ingestion.cluster.instances import LOCAL_OF, by_name, local_type
+from ingestion.cluster.jobs import JobsFile
+from ingestion.cluster.live import JobReading
+from ingestion.cluster.model import ClusterModel, from_jobs_file
+from optimizers.intunex.baselines import run_baselines
+from optimizers.intunex.cluster_agent import LinearPolicy
+from optimizers.intunex.node_agent import NodeTable
+from optimizers.intunex.planner import Plan, plan_intunex, refit_and_replan, slot_json
+
+FED_SHARE = 0.95
+MAX_ROUNDS = 4
+LIVE_BASELINES = ("static", "cachew")
+#: Runs a plan and returns each job's readings; ``autotune`` runs tf.data AUTOTUNE's configuration.
+Runner = Callable[[Plan, bool], Mapping[str, JobReading]]
+
+
+def plan_key(plan: Plan) -> tuple:
+    """What makes two plans the same: per job, its units and their configurations."""
+    return tuple(sorted((job, tuple(sorted((s.unit.label, tuple(sorted(s.config.items()))) for s in slots)))
+                        for job, slots in plan.assignment.items()))
+
+
+def measured(plan: Plan, readings: Mapping[str, JobReading]) -> dict[str, Any]:
+    """The plan's measured figures next to the model's, per job and in all."""
+    jobs, errors, delivered = {}, [], 0.0
+    for job, demand in plan.result.demand.items():
+        r, predicted = readings[job], plan.result.supply[job]
+        error = None
+        if plan.assignment.get(job):
+            m = r.capacity_rows_per_s
+            error = abs(predicted - m) / m if m > 0 else 1.0
+            errors.append(error)
+        delivered += min(r.delivered_rows_per_s, demand)
+        jobs[job] = {"demand_rows_per_s": demand, "delivered_rows_per_s": r.delivered_rows_per_s,
+                     "delivered_share": r.delivered_rows_per_s / demand,
+                     "fed": r.delivered_rows_per_s >= FED_SHARE * demand, "planned_fed": plan.result.fed[job],
+                     "capacity_rows_per_s": r.capacity_rows_per_s, "predicted_rows_per_s": predicted,
+                     "model_error": error}
+    usd = plan.result.usd_per_h
+    return {"label": "measured", "model_error": sum(errors) / len(errors) if errors else None,
+            "all_fed": all(j["fed"] for j in jobs.values()),
+            "planned_fed_delivered": all(j["fed"] for j in jobs.values() if j["planned_fed"]),
+            "delivered_rows_per_s": delivered, "usd_per_h": usd,
+            "throughput_per_usd": delivered * 3600.0 / usd if usd > 0 else 0.0,
+            "simulated": plan.result.summary(), "jobs": jobs,
+            "assignment": {job: {"nodes": [slot_json(s) for s in slots]} for job, slots in plan.assignment.items()}}
+
+
+def live_loop(cluster: ClusterModel, runner: Runner, policy: LinearPolicy, *, max_rounds: int = MAX_ROUNDS,
+              seed: int = 0, baselines: tuple[str, ...] = LIVE_BASELINES,
+              progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """Plan, run, refit and re-plan until the plan is stable; then run the baselines (module docstring)."""
+    plan = plan_intunex(cluster, NodeTable(cluster), policy, seed=seed)
+    rounds: list[dict[str, Any]] = []
+    previous, stable = None, False
+    for k in range(max_rounds):
+        progress(f"round {k + 1}: running the plan")
+        rounds.append(measured(plan, runner(plan, False)))
+        capacity = {j: v["capacity_rows_per_s"] for j, v in rounds[-1]["jobs"].items() if plan.assignment.get(j)}
+        cluster, new = refit_and_replan(cluster, policy, plan, capacity, seed=seed)
+        rounds[-1]["refit"] = new.info.get("refit", {})
+        key = plan_key(plan)
+        rounds[-1]["replan_same"] = plan_key(new) == key
+        stable = rounds[-1]["replan_same"] and previous == key
+        if stable:
+            break  # this plan ran twice, the second time on the model refitted to the first
+        previous, plan = key, new
+    out = {field: rounds[-1][field] for field in ("label", "all_fed", "planned_fed_delivered", "throughput_per_usd",
+                                                   "usd_per_h", "delivered_rows_per_s", "jobs", "assignment")}
+    out.update(rounds=rounds, stable=stable, baselines={})
+    for name, other in run_baselines(cluster, NodeTable(cluster), baselines).items():
+        progress(f"baseline {name}: running its plan")
+        out["baselines"][name] = {**measured(other, runner(other, True)), "info": {
+            **other.info, "live_config": "tf.data AUTOTUNE (the assignment's configs are the model's version of it)"}}
+    return out
+
+
+def local_cluster(spec: JobsFile, nodes: int, base_dir: Any = None) -> ClusterModel:
+    """The cluster model of ``nodes`` local nodes of one CPU (whole nodes and halves) for the jobs file."""
+    from ingestion.cluster.pipelines import REAL_PIPELINES
+
+    for i, job in enumerate(spec.jobs):
+        if job.pipeline not in REAL_PIPELINES:
+            raise UserError(f"jobs[{i}] ({job.name}): pipeline {job.pipeline!r} is simulated only; live runs need "
+                            f"one of {', '.join(REAL_PIPELINES)} (see configs/cluster-local.yaml)")
+    cluster = from_jobs_file(spec, [local_type(1)], base_dir=base_dir)
+    return replace(cluster, max_nodes=nodes, fractions=(1.0, 0.5), min_unit_vcpus=0.5)
+
+
+def local_cpus(nodes: int) -> list[list[int]]:
+    """One CPU per local node; more nodes than CPUs is an error."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if nodes < 1 or nodes > len(cpus):
+        raise UserError(f"--local-nodes must be between 1 and {len(cpus)} (one CPU per node; this machine "
+                        f"gives this process {len(cpus)} CPUs), got {nodes}")
+    return [[c] for c in cpus[:nodes]]
+
+
+def local_runner(spec: JobsFile, node_cpus: list[list[int]], seconds: float) -> Runner:
+    """Runs plans on the local nodes with the jobs' real pipelines (``ingestion.cluster.live``)."""
+    from ingestion.cluster.live import place, run_on_local_nodes
+    from ingestion.cluster.pipelines import real_pipeline
+    from optimizers.baselines.autotune import autotune_config
+
+    specs = {job.name: real_pipeline(job.pipeline).spec for job in spec.jobs}
+    demand = {job.name: job.demand_rows_per_s for job in spec.jobs}
+
+    def run(plan: Plan, autotune: bool) -> Mapping[str, JobReading]:
+        datasets = {}
+        for job, slots in plan.assignment.items():
+            if slots:  # every worker of a job runs one graph: its largest unit's configuration
+                config = autotune_config(specs[job]) if autotune else max(slots, key=lambda s: s.unit.fraction).config
+                datasets[job] = specs[job].build(config).repeat()
+        placements = place({j: [s.unit.fraction for s in slots] for j, slots in plan.assignment.items()},
+                           len(node_cpus))
+        readings = run_on_local_nodes(datasets, placements, node_cpus, demand, seconds=seconds)
+        return {job: readings.get(job, JobReading(0.0, 0.0)) for job in demand}
+
+    return run
+
+
+def run_local(spec: JobsFile, nodes: int, *, seconds: float, max_rounds: int = MAX_ROUNDS, seed: int = 0,
+              base_dir: Any = None, progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """The live loop on ``nodes`` local nodes for the jobs file; the result dict ``--json-out`` writes."""
+    from optimizers.intunex.policies import cluster_policy
+
+    node_cpus = local_cpus(nodes)
+    started = time.monotonic()
+    cluster = local_cluster(spec, nodes, base_dir)
+    unit = local_type(1)
+    out = live_loop(cluster, local_runner(spec, node_cpus, seconds), cluster_policy(), max_rounds=max_rounds,
+                    seed=seed, progress=progress)
+    out.update(local_nodes={"count": nodes, "cpus": node_cpus, "instance_type": unit.name,
+                            "stands_for": f"{unit.vcpus} of the {by_name(LOCAL_OF).vcpus} vCPUs of a {LOCAL_OF}",
+                            "usd_per_h": unit.usd_per_hour, "price_label": "modelled"},
+               window_s=seconds, run_s=round(time.monotonic() - started, 1), loadavg=list(os.getloadavg()))
+    return out

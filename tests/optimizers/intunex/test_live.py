@@ -1,0 +1,127 @@
+"""InTuneX's live loop on a fake machine (no processes): measured rounds, refit, re-plan, stop when
+stable, the JSON's shape, and the bad input the CLI refuses before it starts anything."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Mapping
+
+import pytest
+
+from core.errors import UserError
+from ingestion.cluster.instances import local_type
+from ingestion.cluster.live import JobReading, place
+from ingestion.cluster.model import ClusterModel, synthetic_job
+from optimizers.intunex.live import live_loop, local_cpus
+from optimizers.intunex.planner import Plan
+from optimizers.intunex.policies import cluster_policy
+
+
+NODE = local_type(8)  # the synthetic pipelines need a thread per stage: nodes of 8 CPUs, halves of 4
+
+
+def _local(demands: tuple[float, float]) -> ClusterModel:
+    jobs = [synthetic_job(f"j{i}", d, "parse", 40 + i) for i, d in enumerate(demands)]
+    return ClusterModel(jobs, [NODE], 2, fractions=(1.0, 0.5))
+
+
+class FakeMachine:
+    """Each job's capacity is what the first model (``truth``) says of the plan times a hidden
+    factor; its trainer takes at most its demand."""
+
+    def __init__(self, truth: ClusterModel, factor: Mapping[str, float]):
+        self.truth, self.factor = truth, factor
+        self.runs: list[tuple[str, bool]] = []
+
+    def __call__(self, plan: Plan, autotune: bool) -> dict[str, JobReading]:
+        self.runs.append((plan.name, autotune))
+        out = {}
+        for job, supply in self.truth.evaluate(plan.assignment).supply.items():
+            capacity = supply * self.factor[job]
+            out[job] = JobReading(capacity, min(capacity, plan.result.demand[job]))
+        return out
+
+
+def _half_node_rows(cluster: ClusterModel) -> float:
+    from optimizers.intunex.node_agent import NodeTable
+    from ingestion.cluster.model import Unit
+
+    return NodeTable(cluster).rows(cluster.jobs[0], Unit(NODE, 0.5))
+
+
+def test_loop_refits_to_the_measurements_and_stops_when_the_plan_is_stable() -> None:
+    half = _half_node_rows(_local((1.0, 1.0)))
+    cluster = _local((0.3 * half, 0.3 * half))  # both fit a half node: the plan shares one node
+    machine = FakeMachine(cluster, {"j0": 0.8, "j1": 1.0})
+    out = live_loop(cluster, machine, cluster_policy(), max_rounds=4)
+    rounds = out["rounds"]
+    assert len(rounds) == 2 and rounds[0]["replan_same"] and rounds[1]["replan_same"]
+    assert rounds[0]["model_error"] == pytest.approx((0.2 / 0.8) / 2)  # j0 off by 1/0.8, j1 exact
+    assert rounds[1]["model_error"] == pytest.approx(0.0, abs=1e-6)  # the refitted model predicts what is measured
+    assert rounds[0]["refit"]["j0"] == pytest.approx(1 / 0.8)
+    assert out["usd_per_h"] == pytest.approx(NODE.usd_per_hour)  # one node
+    assert out["all_fed"] and out["label"] == "measured" and out["stable"]
+    assert set(out["baselines"]) == {"static", "cachew"}
+    static = out["baselines"]["static"]
+    assert static["label"] == "measured" and static["usd_per_h"] == pytest.approx(2 * NODE.usd_per_hour)
+    assert out["throughput_per_usd"] == pytest.approx(2 * static["throughput_per_usd"])
+    assert machine.runs == [("intunex", False)] * 2 + [("static", True), ("cachew", True)]
+    json.dumps(out)  # JSON all the way down
+
+
+def test_a_job_slower_than_modelled_moves_to_a_node_of_its_own() -> None:
+    half = _half_node_rows(_local((1.0, 1.0)))
+    cluster = _local((0.8 * half, 0.3 * half))
+    machine = FakeMachine(cluster, {"j0": 0.5, "j1": 1.0})  # j0 gets 0.4 of a half node's modelled rows: unfed on a half
+    out = live_loop(cluster, machine, cluster_policy(), max_rounds=4, baselines=())
+    assert len(out["rounds"]) == 3  # the new plan runs twice: the second time on the model refitted to it
+    first, last = out["rounds"][0], out["rounds"][-1]
+    assert out["rounds"][1]["assignment"] == last["assignment"] and out["rounds"][1]["replan_same"]
+    assert [n["share"] for n in first["assignment"]["j0"]["nodes"]] == [0.5]
+    assert not first["jobs"]["j0"]["fed"] and not first["replan_same"]
+    assert sum(n["share"] for n in last["assignment"]["j0"]["nodes"]) == 1.0
+    assert last["jobs"]["j0"]["fed"] and last["all_fed"] and last["model_error"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_units_pack_first_fit_decreasing_and_overflow_is_refused() -> None:
+    placed = place({"a": [0.5], "b": [1.0, 0.5]}, 2)
+    assert sorted((p.job, p.node, p.share) for p in placed) == [("a", 1, 0.5), ("b", 0, 1.0), ("b", 1, 0.5)]
+    with pytest.raises(ValueError, match="do not fit"):
+        place({"a": [1.0, 1.0, 0.5]}, 2)
+
+
+def test_local_node_counts_outside_the_cpus_are_user_errors() -> None:
+    with pytest.raises(UserError, match="--local-nodes must be between 1 and"):
+        local_cpus(0)
+    with pytest.raises(UserError, match="one CPU per node"):
+        local_cpus(10_000)
+    assert local_cpus(1) and len(local_cpus(1)[0]) == 1
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--local-nodes", "0"], "--local-nodes must be between 1 and"),
+    (["--local-nodes", "1", "--simulate"], "does not go with --simulate"),
+    (["--local-nodes", "1", "--instance-types", "c7g.*"], "--instance-types does not apply"),
+    ([], "give --simulate"),
+])
+def test_cli_live_bad_input_is_one_line_and_no_json(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                    extra: list[str], message: str) -> None:
+    from trainwise.cli import main
+
+    out = tmp_path / "live.json"
+    jobs = Path(__file__).resolve().parents[3] / "configs" / "cluster-local.yaml"
+    assert main(["ingest", "cluster", "--jobs", str(jobs), *extra, "--json-out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_cli_live_refuses_simulated_pipelines_before_starting_anything(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from trainwise.cli import main
+
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text("jobs:\n  - {name: a, demand_rows_per_s: 1000, pipeline: parse-bound}\n")
+    assert main(["ingest", "cluster", "--jobs", str(jobs), "--local-nodes", "1"]) == 2
+    assert "pipeline 'parse-bound' is simulated only" in capsys.readouterr().err
