@@ -38,11 +38,15 @@ CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
 
 
 def chromium_binary() -> str:
-    """The Chromium executable (``TRAINWISE_CHROMIUM`` or the first on PATH); fails if there is none."""
+    """The Chromium executable: ``TRAINWISE_CHROMIUM`` if set, else the first of :data:`CANDIDATES`
+    on PATH; fails if there is none."""
     explicit = os.environ.get("TRAINWISE_CHROMIUM")
-    found = explicit if explicit and Path(explicit).is_file() else next(filter(None, map(shutil.which, CANDIDATES)), None)
-    assert found, ("no Chromium found (looked for TRAINWISE_CHROMIUM and " + ", ".join(CANDIDATES) + " on PATH); "
-                   "install it with `apt-get install -y chromium` (.ci/run does)")
+    if explicit:
+        assert Path(explicit).is_file(), f"TRAINWISE_CHROMIUM={explicit} is not a file"
+        return explicit
+    found = next(filter(None, map(shutil.which, CANDIDATES)), None)
+    assert found, (f"no Chromium on PATH (looked for {', '.join(CANDIDATES)}); install it with "
+                   "`apt-get install -y chromium` (.ci/run does)")
     return found
 
 
