@@ -117,13 +117,23 @@ def data_uri(path: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
+def _sigv4_client() -> Any:
+    """An S3 client with the project's retries (``serverless.s3_payload.client_config``) that
+    signs URLs with SigV4 (S3 refuses SigV2 for new buckets). Region from ``AWS_REGION`` or
+    ``AWS_DEFAULT_REGION``, endpoint wherever boto3 reads it from (moto's server in tests)."""
+    import boto3
+    from botocore.config import Config
+
+    from serverless.s3_payload import client_config
+
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    config = client_config().merge(Config(signature_version="s3v4"))
+    return boto3.session.Session().client("s3", region_name=region, config=config)
+
+
 def presigned_png_url(path: Path, bucket: str, key: str, ttl_s: int = PRESIGNED_URL_TTL_S) -> str:
-    """Upload the PNG to ``s3://bucket/key`` (as ``image/png``) and return a presigned GET URL.
-
-    The client is the project's S3 client (standard retries; region and endpoint from the
-    environment), so the URL points wherever boto3 does, moto's server included."""
-    from serverless.s3_payload import s3_client
-
-    client = s3_client()
+    """Upload the PNG to ``s3://bucket/key`` (as ``image/png``) and return a SigV4-presigned
+    GET URL valid for ``ttl_s`` seconds."""
+    client = _sigv4_client()
     client.put_object(Bucket=bucket, Key=key, Body=path.read_bytes(), ContentType="image/png")
     return str(client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=ttl_s))
