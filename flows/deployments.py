@@ -1,15 +1,21 @@
 """Read ``prefect.yaml`` into deployments that ``trainwise serve`` can serve.
 
-One source of truth: the same file works with ``prefect deploy`` (work pool +
-worker) and with ``trainwise serve`` (one process serves every deployment). Loading
-checks what a typo would otherwise hide until the schedule fires: the entrypoint
-names an existing flow, the parameters fit that flow's signature, the config files
-they name exist and validate, and every schedule parses.
+One source of truth: the same file works with ``prefect deploy`` (a process work pool
+and its worker, which runs the file's pull steps before each flow run) and with
+``trainwise serve`` (one process serves every deployment; pull steps and work pools do
+not apply). Loading checks what a typo would otherwise hide until the schedule fires:
+the entrypoint names an existing flow, the parameters fit that flow's signature, the
+config files they name exist and validate (a typed ``workload`` too), every schedule
+parses, a work pool given has a name, and every pull step names an importable function.
+
+:func:`enter_checkout` is the pull step ``prefect.yaml`` gives the worker: it enters the
+trainwise checkout, so entrypoints and relative config paths resolve there.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +23,9 @@ from typing import Any
 import yaml
 
 from core.errors import UserError
+
+#: The checkout this module was imported from (an editable install's project root).
+CHECKOUT = Path(__file__).resolve().parents[1]
 
 _SCHEDULE_KINDS = ("cron", "interval", "rrule")
 _SCHEDULE_FIELDS = {*_SCHEDULE_KINDS, "timezone", "active", "parameters", "slug", "day_or", "anchor_date"}
@@ -31,6 +40,8 @@ class DeploymentEntry:
     schedules: list[Any] = field(default_factory=list)  # prefect.schedules.Schedule
     description: str | None = None
     tags: list[str] = field(default_factory=list)
+    work_pool: str | None = None
+    pull: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def schedule_texts(self) -> list[str]:
@@ -97,13 +108,65 @@ def _check_parameters(flow: Any, params: dict[str, Any], root: Path, where: str)
         from ingestion.cluster.jobs import load_jobs
 
         load_jobs(Path(jobs) if Path(jobs).is_absolute() else root / jobs)
+    need = {"seraph": "rl", "intune": "ingestion"}.get(flow.name)
     config = params.get("config")
     if config is not None:
         from optimizers.spec import load_spec
 
-        need = {"seraph": "rl", "intune": "ingestion"}.get(flow.name)
         path = Path(config) if Path(config).is_absolute() else root / config
         load_spec(path, need=need)  # type: ignore[arg-type]
+    workload = params.get("workload")
+    if workload is not None:  # a typed workload, as the run form would send it
+        from optimizers.spec import parse_spec
+
+        spec = parse_spec(workload, f"{where}.parameters.workload")
+        if need is not None and getattr(spec, need) is None:
+            raise UserError(f"{where}.parameters.workload: flow {flow.name!r} needs a '{need}' section")
+
+
+def _work_pool(raw: Any, where: str) -> str | None:
+    """The work pool's name (``work_pool: {name: ..., job_variables: {...}}``), if one is given."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str) or not raw["name"]:
+        raise UserError(f"{where}.work_pool: a mapping with a 'name' (a process work pool), got {raw!r}")
+    if not isinstance(raw.get("job_variables") or {}, dict):
+        raise UserError(f"{where}.work_pool.job_variables: a mapping (env, working_dir, ...), got {raw['job_variables']!r}")
+    return str(raw["name"])
+
+
+def _pull_steps(raw: Any, where: str) -> list[dict[str, Any]]:
+    """Pull steps: a list of ``{importable.function: {inputs}}``, each function importable here."""
+    from prefect.utilities.importtools import import_object
+
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise UserError(f"{where}.pull: a list of steps such as {{flows.deployments.enter_checkout: {{...}}}}, got {raw!r}")
+    for i, step in enumerate(raw):
+        if not isinstance(step, dict) or len(step) != 1 or not isinstance(next(iter(step.values())) or {}, dict):
+            raise UserError(f"{where}.pull[{i}]: one step is a mapping of one function name to its inputs, got {step!r}")
+        name = next(iter(step))
+        try:
+            import_object(name)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise UserError(f"{where}.pull[{i}]: step {name!r} is not an importable function ({exc})") from None
+    return list(raw)
+
+
+def enter_checkout(directory: str | None = None) -> dict[str, str]:
+    """Pull step: enter the trainwise checkout the worker runs flows from, so entrypoints and
+    relative config paths resolve there.
+
+    ``directory`` (``{{ $TRAINWISE_ROOT }}`` in ``prefect.yaml``, empty when that is unset) or,
+    if empty, :data:`CHECKOUT`, the checkout trainwise is installed from (``pip install -e .``).
+    Returns ``{"directory": ...}``, as Prefect's own steps do."""
+    root = Path(directory).expanduser().resolve() if directory else CHECKOUT
+    if not (root / "flows").is_dir() or not (root / "configs").is_dir():
+        raise UserError(f"pull step enter_checkout: {root} is not a trainwise checkout (it has no flows/ and configs/); "
+                        "set TRAINWISE_ROOT on the worker to the checkout's path")
+    os.chdir(root)
+    return {"directory": str(root)}
 
 
 def load_deployments(path: Path, root: Path | None = None) -> list[DeploymentEntry]:
@@ -116,25 +179,29 @@ def load_deployments(path: Path, root: Path | None = None) -> list[DeploymentEnt
     if not isinstance(raw, list) or not raw:
         raise UserError(f"{path}: needs a non-empty 'deployments:' list")
     root = (root or path.resolve().parent).resolve()
+    pull = _pull_steps(doc.get("pull"), str(path))
     out: list[DeploymentEntry] = []
     for i, d in enumerate(raw):
-        where = f"{path}: deployments[{i}]"
         if not isinstance(d, dict) or not d.get("name") or not d.get("entrypoint"):
-            raise UserError(f"{where}: each deployment needs 'name' and 'entrypoint'")
-        where = f"{path}: deployment {d['name']!r}"
-        flow = _load_flow(str(d["entrypoint"]), root, where)
-        params = dict(d.get("parameters") or {})
-        _check_parameters(flow, params, root, where)
-        schedules = [_schedule(s, f"{where}.schedules[{j}]") for j, s in enumerate(d.get("schedules") or [])]
-        out.append(
-            DeploymentEntry(
-                name=str(d["name"]),
-                entrypoint=str(d["entrypoint"]),
-                flow=flow,
-                parameters=params,
-                schedules=schedules,
-                description=d.get("description"),
-                tags=list(d.get("tags") or []),
-            )
-        )
+            raise UserError(f"{path}: deployments[{i}]: each deployment needs 'name' and 'entrypoint'")
+        out.append(_entry(d, pull, root, f"{path}: deployment {d['name']!r}"))
     return out
+
+
+def _entry(d: dict[str, Any], pull: list[dict[str, Any]], root: Path, where: str) -> DeploymentEntry:
+    """One deployment, checked; its own ``pull`` replaces the file's, as in ``prefect deploy``."""
+    flow = _load_flow(str(d["entrypoint"]), root, where)
+    params = dict(d.get("parameters") or {})
+    _check_parameters(flow, params, root, where)
+    schedules = [_schedule(s, f"{where}.schedules[{j}]") for j, s in enumerate(d.get("schedules") or [])]
+    return DeploymentEntry(
+        name=str(d["name"]),
+        entrypoint=str(d["entrypoint"]),
+        flow=flow,
+        parameters=params,
+        schedules=schedules,
+        description=d.get("description"),
+        tags=list(d.get("tags") or []),
+        work_pool=_work_pool(d.get("work_pool"), where),
+        pull=_pull_steps(d["pull"], where) if "pull" in d else pull,
+    )

@@ -22,15 +22,28 @@ from tasks.ingest import (
 )
 from tasks.report import render_report
 from core.paths import new_run_dir
-from optimizers.spec import load_spec
+from flows.params import workload_spec
+from optimizers.spec import WorkloadSpec
 
 
 @flow(name="intune", log_prints=True)
-def intune(config: str = "configs/demo.yaml", run_dir: str | None = None, refresh_profiles: bool = False) -> dict[str, Any]:
-    """Tune the workload's ingestion pipeline with InTune and its baselines and verify
-    every chosen configuration on the live pipeline. Writes its own report when run
-    alone; as a branch of ``optimize`` it returns its report section."""
-    spec = load_spec(config, need="ingestion")  # a bad file fails here, before any task runs
+def intune(config: str = "configs/demo.yaml", workload: WorkloadSpec | None = None, run_dir: str | None = None,
+           refresh_profiles: bool = False) -> dict[str, Any]:
+    """Tune the workload's ingestion pipeline (``workload`` if given, else the ``config``
+    file) with InTune and its baselines and verify every chosen configuration on the live
+    pipeline. Writes its own report when run alone; as a branch of ``optimize`` it returns
+    its report section.
+
+    Args:
+        config: a workload YAML file with an ``ingestion:`` section, relative to the working
+            directory (the project root, or the checkout a work pool's worker enters); used
+            when ``workload`` is empty.
+        workload: the workload itself, typed; this flow runs its ``ingestion`` section. Wins over
+            ``config``.
+        run_dir: the results folder; ``optimize`` sets it when this flow runs as its branch.
+        refresh_profiles: measure the pipeline profile afresh even if a cached one is still valid.
+    """
+    spec, source = workload_spec(config, workload, need="ingestion")  # a bad workload fails here, before any task runs
     ing = spec.ingestion
     assert ing is not None
     out = Path(run_dir) if run_dir else new_run_dir("intune")
@@ -57,4 +70,4 @@ def intune(config: str = "configs/demo.yaml", run_dir: str | None = None, refres
 
     if run_dir is not None:  # a branch of optimize: hand the section up
         return {"section": section, "run_dir": str(out)}
-    return render_report(spec.name, f"trainwise intune: {spec.name}", str(out), [section], config=config, extra={"flow": "intune"})
+    return render_report(spec.name, f"trainwise intune: {spec.name}", str(out), [section], config=source, extra={"flow": "intune"})

@@ -3,24 +3,37 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from prefect import flow, get_run_logger
 
 from core.paths import new_run_dir
 from ingestion.cluster.jobs import load_jobs
+from optimizers.intunex.names import OBJECTIVES
 from tasks.caching import call_cached
 from tasks.intunex import cluster_profile, plan_cluster, profile_workload, render_intunex_section
 from tasks.report import render_report
 
+Objective = Literal[OBJECTIVES]  # type: ignore[valid-type]  # a drop-down in the UI's run form
+
 
 @flow(name="intunex", log_prints=True)
 def intunex(jobs: str = "configs/cluster-demo.yaml", instance_types: str | None = None,
-            objective: str = "throughput-per-usd", budget_usd_per_h: float | None = None,
+            objective: Objective = "throughput-per-usd", budget_usd_per_h: float | None = None,
             refresh_profiles: bool = False, profile_ttl_hours: float = 168.0) -> dict[str, Any]:
     """Plan a multi-node ingestion pool for the jobs file on the cluster model and report it
-    against the baselines (simulated figures, labelled so)."""
+    against the baselines (simulated figures, labelled so).
+
+    Args:
+        jobs: a jobs YAML file (the jobs sharing the pool, and the pool), relative to the
+            working directory.
+        instance_types: instance types or patterns, comma-separated (default: the jobs file's).
+        objective: what the plan maximises: rows per dollar, least cost, or most rows/s.
+        budget_usd_per_h: a cap on the pool's price per hour.
+        refresh_profiles: measure the cluster profile afresh even if a cached one is valid.
+        profile_ttl_hours: how long a cached cluster profile is reused.
+    """
     spec = load_jobs(jobs)  # a bad file fails here, before any task runs
     raw = yaml.safe_load(Path(jobs).read_text())
     types = instance_types.split(",") if instance_types else spec.pool.instance_types

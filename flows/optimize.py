@@ -12,23 +12,34 @@ from flows.seraph import seraph
 from tasks.branches import branches_in_parallel
 from tasks.report import render_report, section
 from core.paths import new_run_dir
-from optimizers.spec import load_spec
+from flows.params import workload_spec
+from optimizers.spec import WorkloadSpec
 
 
 _BRANCH_FLOWS = {"seraph": seraph, "intune": intune}
 
 
 @task(name="run-branch")
-def run_branch(flow_name: str, config: str, run_dir: str, refresh_profiles: bool) -> dict[str, Any]:
+def run_branch(flow_name: str, config: str, workload: WorkloadSpec | None, run_dir: str,
+               refresh_profiles: bool) -> dict[str, Any]:
     """Run one branch flow (as a subflow of this task) so two can run concurrently."""
-    return _BRANCH_FLOWS[flow_name](config=config, run_dir=run_dir, refresh_profiles=refresh_profiles)
+    return _BRANCH_FLOWS[flow_name](config=config, workload=workload, run_dir=run_dir, refresh_profiles=refresh_profiles)
 
 
 @flow(name="optimize", log_prints=True)
-def optimize(config: str = "configs/demo.yaml", refresh_profiles: bool = False) -> dict[str, Any]:
-    """Tune the RL job (Seraph) and the ingestion pipeline (InTune) the workload file
-    names, concurrently where the machine allows, and write one report."""
-    spec = load_spec(config)  # a bad file fails here, before any task runs
+def optimize(config: str = "configs/demo.yaml", workload: WorkloadSpec | None = None,
+             refresh_profiles: bool = False) -> dict[str, Any]:
+    """Tune the RL job (Seraph) and the ingestion pipeline (InTune) the workload names
+    (``workload`` if given, else the ``config`` file), concurrently where the machine
+    allows, and write one report.
+
+    Args:
+        config: a workload YAML file, relative to the working directory (the project root,
+            or the checkout a work pool's worker enters); used when ``workload`` is empty.
+        workload: the workload itself, typed (what a workload file holds); wins over ``config``.
+        refresh_profiles: measure the profiles afresh even if a cached one is still valid.
+    """
+    spec, source = workload_spec(config, workload)  # a bad workload fails here, before any task runs
     run_dir = new_run_dir("optimize")
     logger = get_run_logger()
     logger.info("results folder: %s", run_dir)
@@ -37,13 +48,13 @@ def optimize(config: str = "configs/demo.yaml", refresh_profiles: bool = False) 
     parallel, why = branches_in_parallel(spec.concurrency, len(branches))
     logger.info("branches %s: %s", branches, why)
     if parallel:
-        futures = [run_branch.submit(b, config, str(run_dir), refresh_profiles) for b in branches]
+        futures = [run_branch.submit(b, config, workload, str(run_dir), refresh_profiles) for b in branches]
         for f in futures:
             f.wait()
         states = [f.state for f in futures]
     else:
-        states = [_BRANCH_FLOWS[b](config=config, run_dir=str(run_dir), refresh_profiles=refresh_profiles,
-                                   return_state=True) for b in branches]
+        states = [_BRANCH_FLOWS[b](config=config, workload=workload, run_dir=str(run_dir),
+                                   refresh_profiles=refresh_profiles, return_state=True) for b in branches]
 
     sections, failed = [], {}
     for name, state in zip(branches, states):
@@ -59,7 +70,7 @@ def optimize(config: str = "configs/demo.yaml", refresh_profiles: bool = False) 
         f"trainwise optimize: {spec.name}",
         str(run_dir),
         sections,
-        config=config,
+        config=source,
         extra={"flow": "optimize", "branches": branches, "parallel": parallel, "concurrency_reason": why,
                "failed_branches": failed},
     )

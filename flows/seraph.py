@@ -19,9 +19,10 @@ from tasks.rl import (
     train_rl_on_functions,
 )
 from core.paths import new_run_dir
+from flows.params import workload_spec
 from optimizers.seraph.job import SeraphJob
 from optimizers.seraph.pilot import PilotOutcome, serves
-from optimizers.spec import load_spec
+from optimizers.spec import WorkloadSpec
 
 
 def _profile(job: SeraphJob, out: Path, ttl_hours: float, refresh: bool) -> PilotOutcome:
@@ -43,10 +44,22 @@ def _profile(job: SeraphJob, out: Path, ttl_hours: float, refresh: bool) -> Pilo
 
 
 @flow(name="seraph", log_prints=True)
-def seraph(config: str = "configs/demo.yaml", run_dir: str | None = None, refresh_profiles: bool = False) -> dict[str, Any]:
-    """Tune and train the workload's RL job. Writes its own report when run alone;
-    as a branch of ``optimize`` (``run_dir`` given) it returns its report section."""
-    spec = load_spec(config, need="rl")  # a bad file fails here, before any task runs
+def seraph(config: str = "configs/demo.yaml", workload: WorkloadSpec | None = None, run_dir: str | None = None,
+           refresh_profiles: bool = False) -> dict[str, Any]:
+    """Tune and train the workload's RL job (``workload`` if given, else the ``config`` file).
+    Writes its own report when run alone; as a branch of ``optimize`` (``run_dir`` given)
+    it returns its report section.
+
+    Args:
+        config: a workload YAML file with an ``rl:`` section, relative to the working
+            directory (the project root, or the checkout a work pool's worker enters); used
+            when ``workload`` is empty.
+        workload: the workload itself, typed; this flow runs its ``rl`` section. Wins over
+            ``config``.
+        run_dir: the results folder; ``optimize`` sets it when this flow runs as its branch.
+        refresh_profiles: measure the RL profile afresh even if a cached one is still valid.
+    """
+    spec, source = workload_spec(config, workload, need="rl")  # a bad workload fails here, before any task runs
     rl = spec.rl
     assert rl is not None
     out = Path(run_dir) if run_dir else new_run_dir("seraph")
@@ -61,4 +74,4 @@ def seraph(config: str = "configs/demo.yaml", run_dir: str | None = None, refres
 
     if run_dir is not None:  # a branch of optimize: hand the section up
         return {"section": section, "run_dir": str(out)}
-    return render_report(spec.name, f"trainwise seraph: {spec.name}", str(out), [section], config=config, extra={"flow": "seraph"})
+    return render_report(spec.name, f"trainwise seraph: {spec.name}", str(out), [section], config=source, extra={"flow": "seraph"})

@@ -5,12 +5,25 @@
 - :func:`throughput_png`: rows per second per ingestion optimizer, the figure the
   optimizer saw while tuning beside the one verified on the live pipeline.
 The Pareto front comes from Seraph's own ``render_pareto_png``.
+
+Where the Prefect UI's browser loads a plot from (``tasks.report.plot_url`` picks): with an
+artifacts bucket configured (``TRAINWISE_ARTIFACTS_BUCKET``, the Terraform-made bucket)
+the PNG is uploaded under ``plots/<run folder>/`` and the URL is a presigned GET, valid
+for :data:`PRESIGNED_URL_TTL_S` (:func:`presigned_png_url`); without one, the URL is a
+``data:`` URI holding the PNG itself (:func:`data_uri`), so the plot needs no server and
+never expires.
 """
 
 from __future__ import annotations
 
+import base64
+import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
+
+BUCKET_ENV = "TRAINWISE_ARTIFACTS_BUCKET"
+PLOTS_PREFIX = "plots"
+PRESIGNED_URL_TTL_S = 7 * 24 * 3600  # the longest a SigV4-presigned URL may live
 
 
 def _pyplot() -> Any:
@@ -83,3 +96,44 @@ def throughput_png(rows: Sequence[Mapping[str, Any]], path: Path, *, title: str 
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def plots_bucket() -> str | None:
+    """The artifacts bucket plots go to, or ``None`` (the local default)."""
+    return os.environ.get(BUCKET_ENV) or None
+
+
+def plot_key(path: Path, run_dir: Path) -> str:
+    """The object key of a run's plot: ``plots/<run folder>/<path in the run folder>``."""
+    try:
+        rel = path.resolve().relative_to(run_dir.resolve()).as_posix()
+    except ValueError:  # a plot drawn outside the run folder keeps only its name
+        rel = path.name
+    return f"{PLOTS_PREFIX}/{run_dir.name}/{rel}"
+
+
+def data_uri(path: Path) -> str:
+    """The PNG as a ``data:`` URI (a browser shows it with no server behind it)."""
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def _sigv4_client() -> Any:
+    """An S3 client with the project's retries (``serverless.s3_payload.client_config``) that
+    signs URLs with SigV4 (S3 refuses SigV2 for new buckets). Region from ``AWS_REGION`` or
+    ``AWS_DEFAULT_REGION``, endpoint wherever boto3 reads it from (moto's server in tests)."""
+    import boto3
+    from botocore.config import Config
+
+    from serverless.s3_payload import client_config
+
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    config = client_config().merge(Config(signature_version="s3v4"))
+    return boto3.session.Session().client("s3", region_name=region, config=config)
+
+
+def presigned_png_url(path: Path, bucket: str, key: str, ttl_s: int = PRESIGNED_URL_TTL_S) -> str:
+    """Upload the PNG to ``s3://bucket/key`` (as ``image/png``) and return a SigV4-presigned
+    GET URL valid for ``ttl_s`` seconds."""
+    client = _sigv4_client()
+    client.put_object(Bucket=bucket, Key=key, Body=path.read_bytes(), ContentType="image/png")
+    return str(client.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=ttl_s))

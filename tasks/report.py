@@ -4,8 +4,10 @@ its tables as Prefect table artifacts, and the result JSON.
 A *section* is what one branch (Seraph or InTune) contributes: a title, markdown
 (with image links relative to the run folder), the PNGs it drew, and the key
 figures. :func:`render_report` joins the sections into ``report.md`` in the run
-folder and into a markdown artifact; in the artifact the images become ``file://``
-links, since the Prefect UI cannot show files from the local disk.
+folder and into a markdown artifact, and publishes every PNG as an image artifact
+(``<name>-<branch>-<plot>-plot``). In the artifacts an image's path becomes a URL the
+UI's browser can load (:func:`plot_url`: a presigned S3 URL with an artifacts
+bucket, a ``data:`` URI without), so the plots show inline in the UI.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from prefect import task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect import get_run_logger, task
+from prefect.artifacts import create_image_artifact, create_markdown_artifact, create_table_artifact
 
 from core.results import write_json
+from tasks.plots import data_uri, plot_key, plots_bucket, presigned_png_url
 
 
 def fmt(value: Any, digits: int = 4) -> str:
@@ -74,9 +77,51 @@ def section(
 _IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)]+)\)")
 
 
-def _for_artifact(markdown: str, run_dir: Path) -> str:
-    """Images -> file:// links (the UI cannot display local files)."""
-    return _IMAGE.sub(lambda m: f"[{m.group(1) or m.group(2)}]({(run_dir / m.group(2)).resolve().as_uri()})", markdown)
+def plot_url(path: Path, run_dir: Path) -> str:
+    """A URL the Prefect UI's browser loads the PNG from: presigned from the artifacts bucket
+    when one is configured, else a ``data:`` URI. An upload that fails (no credentials,
+    access denied, no network) is logged and the plot is embedded instead: the run's
+    results are already on disk, and a report without its plots helps nobody."""
+    bucket = plots_bucket()
+    if bucket is None:
+        return data_uri(path)
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    key = plot_key(path, run_dir)
+    try:
+        return presigned_png_url(path, bucket, key)
+    except (BotoCoreError, ClientError) as exc:
+        get_run_logger().warning("could not upload %s to s3://%s/%s (%s); embedding it in the artifact instead",
+                                 path.name, bucket, key, " ".join(str(exc).split())[:300])
+        return data_uri(path)
+
+
+def _for_artifact(markdown: str, run_dir: Path, urls: Mapping[Path, str]) -> str:
+    """Images -> the URLs in ``urls`` (by resolved path); an image without one becomes its
+    name and path as text (a relative path is a dead link in the UI)."""
+
+    def image(m: re.Match[str]) -> str:
+        url = urls.get((run_dir / m.group(2)).resolve())
+        return f"![{m.group(1)}]({url})" if url else f"_{m.group(1) or 'plot'} (`{m.group(2)}`, not drawn)_"
+
+    return _IMAGE.sub(image, markdown)
+
+
+def _artifact_key(text: str) -> str:
+    """``text`` as a Prefect artifact key: lowercase letters, digits and dashes."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def publish_plots(name: str, title: str, run_dir: Path, sections: Sequence[Mapping[str, Any]]) -> dict[Path, str]:
+    """One image artifact per PNG of the sections, ``<name>-<kind>-<plot>-plot``; returns the
+    URL of each plot by its resolved path."""
+    urls: dict[Path, str] = {}
+    for s in sections:
+        for plot in map(Path, s["plots"]):
+            url = urls[plot.resolve()] = plot_url(plot, run_dir)
+            create_image_artifact(image_url=url, key=_artifact_key(f"{name}-{s['kind']}-{plot.stem}-plot"),
+                                  description=f"{title}: {s['title']}, `{plot.name}`")
+    return urls
 
 
 @task(name="render-report")
@@ -89,8 +134,9 @@ def render_report(
     config: str,
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Write ``report.md`` and ``result.json`` into the run folder and publish the
-    report as the ``<name>-report`` markdown artifact. Returns the result dict."""
+    """Write ``report.md`` and ``result.json`` into the run folder, publish the plots as
+    image artifacts and the report, plots inline, as the ``<name>-report`` markdown
+    artifact. Returns the result dict."""
     out = Path(run_dir)
     cache = {s["kind"]: s["profile_cached"] for s in sections if s.get("profile_cached") is not None}
     cache_line = ", ".join(f"{k}: {'cached (reused)' if v else 'measured (not cached)'}" for k, v in sorted(cache.items()))
@@ -115,5 +161,6 @@ def render_report(
         **dict(extra or {}),
     }
     write_json(out / "result.json", result)
-    create_markdown_artifact(markdown=_for_artifact(markdown, out), key=f"{name}-report", description=title)
+    urls = publish_plots(name, title, out, sections)
+    create_markdown_artifact(markdown=_for_artifact(markdown, out, urls), key=f"{name}-report", description=title)
     return result

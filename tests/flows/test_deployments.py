@@ -5,6 +5,7 @@ checks them and refuses to serve without a server (schedules would never fire)."
 from __future__ import annotations
 
 import inspect
+import os
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,67 @@ def test_serve_refuses_without_a_server(monkeypatch: pytest.MonkeyPatch, capsys:
     assert main(["serve"]) == 2
     assert "prefect server start" in capsys.readouterr().err
     assert main(["serve", "--dry-run"]) == 0
+
+
+def test_every_deployment_runs_on_the_process_pool_after_entering_the_checkout() -> None:
+    doc = yaml.safe_load(PREFECT_YAML.read_text())
+    assert doc["definitions"]["work_pools"]["trainwise_local"]["name"] == "trainwise-local"
+    for e in load_deployments(PREFECT_YAML):
+        assert e.work_pool == "trainwise-local", e.name
+        assert [next(iter(step)) for step in e.pull] == ["flows.deployments.enter_checkout"], e.name
+
+
+def test_the_pull_step_enters_the_checkout(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from prefect.utilities.templating import apply_values
+
+    from flows.deployments import enter_checkout
+
+    (step,) = yaml.safe_load(PREFECT_YAML.read_text())["pull"]
+    inputs = step["flows.deployments.enter_checkout"]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TRAINWISE_ROOT", raising=False)  # unset: the checkout trainwise is imported from
+    assert enter_checkout(**apply_values(inputs, dict(os.environ))) == {"directory": str(ROOT)}
+    assert Path.cwd() == ROOT and (Path.cwd() / "configs/demo.yaml").is_file()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TRAINWISE_ROOT", str(ROOT))
+    assert enter_checkout(**apply_values(inputs, dict(os.environ))) == {"directory": str(ROOT)}
+    monkeypatch.setenv("TRAINWISE_ROOT", str(tmp_path))
+    with pytest.raises(UserError, match="not a trainwise checkout.*TRAINWISE_ROOT"):
+        enter_checkout(**apply_values(inputs, dict(os.environ)))
+
+
+def test_flow_parameters_are_typed_for_the_run_form() -> None:
+    from prefect.utilities.callables import parameter_schema
+
+    from flows import get_flow
+    from flows.intunex import intunex
+
+    for name in ("optimize", "seraph", "intune"):
+        schema = parameter_schema(get_flow(name).fn).model_dump()
+        props, defs = schema["properties"], schema["definitions"]
+        assert props["config"]["type"] == "string" and props["config"]["default"] == "configs/demo.yaml"
+        assert {"$ref": "#/definitions/WorkloadSpec"} in props["workload"]["anyOf"]
+        assert props["refresh_profiles"]["type"] == "boolean"
+        assert all(p.get("description") for p in props.values()), name  # the form explains each field
+        workload = defs["WorkloadSpec"]["properties"]
+        assert workload["concurrency"]["enum"] == ["auto", "parallel", "sequential"]
+        assert defs["RLSpec"]["properties"]["target_reward"]["type"] == "number"
+        assert defs["IngestSpec"]["properties"]["time_budget_s"]["exclusiveMinimum"] == 0
+    objective = parameter_schema(intunex.fn).model_dump()["properties"]["objective"]
+    assert objective["enum"] == ["throughput-per-usd", "least-cost", "max-throughput"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"pull": [{"flows.deployments.no_such_step": {}}]}, "not an importable function"),
+        ({"pull": "flows.deployments.enter_checkout"}, "a list of steps"),
+        ({"work_pool": "trainwise-local"}, "a mapping with a 'name'"),
+        ({"parameters": {"workload": {"name": "x", "ingestion": {}}}}, "needs a 'rl' section"),
+        ({"parameters": {"workload": {"name": "x", "rl": {"target_reward": "high"}}}}, "rl.target_reward"),
+    ],
+)
+def test_bad_pools_pull_steps_and_workloads_are_named(tmp_path: Path, extra: dict, message: str) -> None:
+    path = _write(tmp_path, {"name": "x", "entrypoint": "flows/seraph.py:seraph", **extra})
+    with pytest.raises(UserError, match=message):
+        load_deployments(path, root=ROOT)

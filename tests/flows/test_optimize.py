@@ -103,7 +103,10 @@ def test_artifacts_have_keys_and_contents(first_run: dict[str, Any]) -> None:
     report = _artifact("tiny-report")
     assert report.type == "markdown"
     assert "Seraph" in report.data and "InTune" in report.data
-    assert "file://" in report.data  # plots linked as files, not broken image links
+    assert report.data.count("](data:image/png;base64,") == 3 and "file://" not in report.data  # plots inline
+    for key in ("tiny-seraph-reward-plot", "tiny-seraph-pareto-plot", "tiny-intune-throughput-plot"):
+        plot = _artifact(key)
+        assert plot.type == "image" and plot.data.startswith("data:image/png;base64,"), key
     plan = _artifact("tiny-seraph-plan")
     assert plan.type == "table"
     rows = json.loads(plan.data) if isinstance(plan.data, str) else plan.data

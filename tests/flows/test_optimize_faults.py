@@ -94,7 +94,8 @@ def _stand_in_seraph() -> Any:
     from tasks.report import section
 
     @flow(name="seraph")
-    def seraph(config: str, run_dir: str | None = None, refresh_profiles: bool = False) -> dict[str, Any]:
+    def seraph(config: str, workload: Any = None, run_dir: str | None = None,
+               refresh_profiles: bool = False) -> dict[str, Any]:
         return {"section": section("seraph", "Seraph (stand-in)", "trained: yes", summary={"reached": True}),
                 "run_dir": run_dir}
 

@@ -4,7 +4,6 @@ hardware part (retry classification: ``test_retry.py``)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +11,7 @@ import pytest
 from serverless.invocation import BillingRecord, Invocation, InvokeBatch
 from tasks import branches
 from tasks.progress import ReportingBackend
-from tasks.report import _for_artifact, fmt, md_table
+from tasks.report import fmt, md_table
 
 
 @pytest.mark.parametrize(
@@ -75,12 +74,10 @@ def test_reporting_backend_survives_a_failing_callback() -> None:
     assert calls == [5, 12]  # the callback keeps being called, with the running step count
 
 
-def test_report_helpers(tmp_path: Path) -> None:
+def test_report_helpers() -> None:
     assert fmt(None) == "-" and fmt(True) == "yes" and fmt(12345.6) == "12,346" and fmt(0.000123456) == "0.0001235"
     table = md_table([{"a": 1, "b": "x|y"}], ["a", "b"])
     assert table.splitlines() == ["| a | b |", "|---|---|", "| 1 | x\\|y |"]
-    md = _for_artifact("see ![reward](seraph/reward.png) here", tmp_path)
-    assert md == f"see [reward]({(tmp_path / 'seraph/reward.png').as_uri()}) here"
 
 
 def test_hardware_is_part_of_the_profile_cache_key(monkeypatch: pytest.MonkeyPatch) -> None:
