@@ -7,6 +7,7 @@
   ``checkpoints/``.
 
 Both default to folders under the current directory so a newcomer can find them.
+``TRAINWISE_STATE`` (:mod:`core.state`) may share ``profiles/`` and ``agents/`` through S3.
 """
 
 from __future__ import annotations

@@ -44,7 +44,8 @@ another job held a core says so.
 
 The result is a :class:`Calibration` (the model plus what it was fitted from, and its error on
 the fitting points), cached as JSON under ``core.paths.cache_dir("profiles")`` keyed by the
-pipeline's data reference, its knob space and the hardware fingerprint.
+pipeline's data reference, its knob space and the hardware fingerprint (and shared through S3 when
+``TRAINWISE_STATE`` says so: :mod:`core.state`).
 """
 
 from __future__ import annotations
@@ -631,12 +632,13 @@ def calibrate(
     per-stage costs and only the contention fit uses the pipeline. The optional steps (knob
     effects, hand-off costs, contention points) start only before 80% of ``time_budget_s``.
     """
+    from core import state
     from core.paths import cache_dir
     from core.results import write_json
 
     key = cache_key(spec, node)
     path = cache_dir("profiles") / f"{key}.json"
-    cached = _cached(path) if use_cache else None
+    cached = _cached(path) if use_cache and state.pull(path) else None
     if cached is not None:
         return cached
     started = time.monotonic()
@@ -650,7 +652,7 @@ def calibrate(
         if worker is not None:
             worker.close()
     result = _calibration_of(p, fitted, key)
-    write_json(path, result.to_json(), with_environment=False)
+    state.push(write_json(path, result.to_json(), with_environment=False))
     return result
 
 

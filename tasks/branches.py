@@ -5,6 +5,10 @@ spare: each branch keeps about two cores busy (PPO's learner and actor functions
 tf.data's parallel stages), and InTune *measures* throughput, so sharing two cores
 with a training run would corrupt its figures. ``concurrency: auto`` therefore runs
 the branches in parallel on 4 or more cores and one after the other below that.
+
+This decides the layout of one flow run. The measurements themselves are guarded by the
+node's measurement limit (:mod:`tasks.measure`), across flow runs and between the two
+branches alike, so branches running at once still never measure at the same time.
 """
 
 from __future__ import annotations

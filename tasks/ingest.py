@@ -23,6 +23,7 @@ from typing import Any
 from prefect import get_run_logger, task
 
 from tasks.caching import PROFILE_CACHE_POLICY
+from tasks.measure import one_measurement_at_a_time
 from tasks.progress import Progress, ReportingWorker
 from tasks.report import fmt, md_table, section, table_artifact
 from tasks.retry import EXTERNAL_RETRIES
@@ -120,6 +121,7 @@ def _pipeline(data_path: str, cpu_budget: int | None, batch_size: int, shards: t
     persist_result=True,
     **EXTERNAL_RETRIES,
 )
+@one_measurement_at_a_time
 def profile_pipeline(workload: dict[str, Any]) -> dict[str, Any]:
     """Time each prefix of the pipeline and a few parallel configurations, and fit the
     simulator to them (``ingestion.calibrate``); return the calibration as JSON. Prefect's
@@ -164,6 +166,7 @@ def _progress_reporter(progress: Progress, optimizer: str, position: tuple[int, 
 
 
 @task(name="tune-pipeline")
+@one_measurement_at_a_time
 def tune_ingestion(
     optimizer: str,
     data: IngestData,
@@ -206,6 +209,7 @@ def tune_ingestion(
 
 
 @task(name="measure-configurations", **EXTERNAL_RETRIES)
+@one_measurement_at_a_time
 def measure_configurations(
     data: IngestData, chosen: list[IngestTuningResult | TuningFailure], ing: IngestSpec
 ) -> list[VerifiedConfig]:

@@ -22,6 +22,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE, CachePolicy
 from prefect.context import TaskRunContext
 
+from tasks.measure import one_measurement_at_a_time
 from tasks.progress import Progress, ReportingBackend
 from tasks.report import fmt, md_table, section, table_artifact
 from tasks.retry import EXTERNAL_RETRIES
@@ -48,6 +49,7 @@ class ProfileKey(CachePolicy):
     persist_result=True,
     **EXTERNAL_RETRIES,
 )
+@one_measurement_at_a_time
 def profile_rl_workload(job: SeraphJob, profile_key: str, checkpoint_dir: str, reuse: bool = True) -> dict[str, Any]:
     """Seraph's ``profile`` step for the job, as ``rl tune`` calls it: the file cache when
     ``reuse``, else a pilot (short real training that probes memory sizes, concurrency and
@@ -81,6 +83,7 @@ def plan_rl_configuration(job: SeraphJob, pilot: PilotOutcome) -> SeraphPlan:
 
 
 @task(name="train-rl-on-functions", cache_policy=NO_CACHE, **EXTERNAL_RETRIES)
+@one_measurement_at_a_time
 def train_rl_on_functions(planned: SeraphPlan, progress_key: str) -> SeraphResult:
     """Train to the target with PPO from exactly the planned shape, rollouts on the
     backend's functions, re-planning every few iterations. A progress artifact follows
@@ -116,6 +119,7 @@ def train_rl_on_functions(planned: SeraphPlan, progress_key: str) -> SeraphResul
 
 
 @task(name="train-rl-baseline", **EXTERNAL_RETRIES)
+@one_measurement_at_a_time
 def train_rl_baseline(baseline: str, job: SeraphJob) -> dict[str, Any]:
     """Train the same workload to the same target at a fixed baseline configuration
     (no profiling, no re-tuning), so the report compares Seraph with a real run."""

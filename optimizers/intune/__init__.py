@@ -40,9 +40,12 @@ def load_agent(space: KnobSpace, node: Node, *, budget: Budget, settings: InTune
                ) -> tuple[MaskedDQN, str]:
     """The agent to use for ``space`` on ``node`` and where it came from (training one, when none
     is saved, takes at most ``train_share`` of the budget)."""
+    from core import state
     from core.paths import cache_dir
 
     cached = cache_dir("agents") / _agent_key(space, node)
+    for suffix in (".npz", ".json"):  # fetched from S3 state when missing here (core.state)
+        state.pull(cached.with_suffix(suffix))
     for path, source in ((cached, "fine-tuned agent cached for this pipeline"), (PRETRAINED, "committed pre-trained agent")):
         if path.with_suffix(".npz").exists() and path.with_suffix(".json").exists():
             try:
@@ -85,10 +88,12 @@ def make_intune_optimizer(
 
     def _save(opt: InTuneOptimizer) -> None:
         if save_agent and opt.steps > 0 and opt.settings.use_agent:
+            from core import state
             from core.paths import cache_dir
 
             opt.agent.info = {**opt.agent.info, "fine_tuned_live_steps": opt.agent.info.get("fine_tuned_live_steps", 0) + opt.steps}
-            opt.agent.save(cache_dir("agents") / _agent_key(space, node))
+            for path in opt.agent.save(cache_dir("agents") / _agent_key(space, node)):
+                state.push(path)
 
     return InTuneOptimizer(space, node, belief, agent, settings, time_budget_s=max(1.0, budget.remaining()),
                            clock=budget.clock, on_finish=_save)

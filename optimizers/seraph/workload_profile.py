@@ -9,7 +9,8 @@ Files live in ``core.paths.cache_dir("profiles")`` named
 ``seraph-<key>.json``; the key hashes the workload (env, PPO settings, architecture),
 the backend, the hardware fingerprint and :data:`PROFILE_VERSION`. Change any of them
 and the key changes, so a stale profile is never reused; a file whose content does not
-match its key (edited or truncated) is ignored and replaced.
+match its key (edited or truncated) is ignored and replaced. With ``TRAINWISE_STATE`` on S3
+(:mod:`core.state`) a profile missing here is fetched from the bucket and a new one is uploaded.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from optimizers.seraph.models import Observation, RunShape
+from core import state
 from core.paths import cache_dir, fingerprint, hardware_fingerprint
 
 #: Part of every profile's key: raised whenever what a profile holds or how it is measured
@@ -195,7 +197,7 @@ def profile_path(workload: dict[str, Any], backend: str, root: Path | None = Non
 def load_profile(workload: dict[str, Any], backend: str, root: Path | None = None) -> Profile | None:
     """The cached profile for this workload, backend and machine, or None."""
     path = profile_path(workload, backend, root)
-    if not path.exists():
+    if not state.pull(path):
         return None
     try:
         prof = Profile.from_dict(json.loads(path.read_text(encoding="utf-8")))
@@ -238,5 +240,6 @@ def _well_formed(prof: Profile) -> bool:
 def save_profile(profile: Profile, root: Path | None = None) -> Path:
     from core.results import write_json
 
-    path = (root or cache_dir("profiles")) / f"seraph-{profile.key}.json"
-    return write_json(path, profile.as_dict(), with_environment=False)
+    path = write_json((root or cache_dir("profiles")) / f"seraph-{profile.key}.json", profile.as_dict(), with_environment=False)
+    state.push(path)
+    return path

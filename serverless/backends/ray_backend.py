@@ -31,6 +31,9 @@ own measured duration rounded up to 1 ms, priced as if it had run on Lambda at t
 requested memory size (the ledger says "modelled from price table"). Memory size
 does not limit an actor's CPU; it only prices it.
 
+Ray is an optional part of the install (the ``ray`` extra); without it this backend says which
+extra to install, and the other backends work as before.
+
 Every actor runs in a ``runtime_env`` (:func:`rollout_runtime_env`) whose PYTHONPATH holds
 the project and the user's directories on the driver's path, so a ``module:EnvId`` env's
 module imports in Ray's worker processes as it does in the driver.
@@ -43,6 +46,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from core.errors import UserError
 from serverless.invocation import BillingRecord, Invocation, InvokeBatch
 from serverless.invocation import check_memory_mb
 from serverless.pricing import billed_ms
@@ -103,7 +107,11 @@ class RayBackend:
     name = "ray"
 
     def __init__(self, address: str | None = None) -> None:
-        import ray
+        try:
+            import ray
+        except ImportError:
+            raise UserError("the ray backend needs Ray: pip install 'trainwise[ray]' (or use the local or lambda "
+                            "backend)") from None
 
         self._started_ray = not ray.is_initialized()
         if self._started_ray:

@@ -1,6 +1,6 @@
 """The ``trainwise`` command line.
 
-Each command group lives in its own module (``rl``, ``ingest``, ``infra``, ``run``)
+Each command group lives in its own module (``rl``, ``ingest``, ``infra``, ``run``, ``setup``)
 and exposes ``register(subparsers)``. A command's handler takes the parsed
 arguments and returns its result as a dict; :func:`main` writes that dict to
 ``--json-out`` (atomically, with the environment) when the user asked for it.
@@ -20,7 +20,7 @@ from core.errors import UserError
 
 Handler = Callable[[argparse.Namespace], "dict[str, Any] | None"]
 
-_GROUPS = ("rl", "ingest", "run", "infra")  # each module: register(sub)
+_GROUPS = ("rl", "ingest", "run", "setup", "infra")  # each module: register(sub)
 
 
 class _Parser(argparse.ArgumentParser):

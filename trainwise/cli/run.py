@@ -98,6 +98,7 @@ def run_handler(args: argparse.Namespace) -> dict[str, Any]:
 
     need = {"seraph": "rl", "intune": "ingestion"}.get(args.flow)
     load_spec(args.config, need=need)  # fail on a bad file before Prefect starts
+    _check_state()
     with prefect_environment():
         server = os.environ.get("PREFECT_API_URL") or "Prefect's embedded local server (SQLite)"
         print(f"trainwise: running the {args.flow} flow on {args.config} via {server}", file=sys.stderr)
@@ -105,6 +106,17 @@ def run_handler(args: argparse.Namespace) -> dict[str, Any]:
 
         state = get_flow(args.flow)(config=str(args.config), refresh_profiles=args.refresh_profiles, return_state=True)
         return _result_of(state, args.flow)
+
+
+def _check_state() -> None:
+    """A bad ``TRAINWISE_STATE``, or S3 state without prefect-aws, fails before Prefect starts."""
+    from core import state
+
+    s3 = state.s3_state()
+    if s3 is not None:
+        from tasks.caching import s3_bucket_block
+
+        s3_bucket_block(s3)
 
 
 def _result_of(state: Any, flow: str) -> dict[str, Any]:
@@ -158,5 +170,8 @@ def _serve(args: argparse.Namespace) -> dict[str, Any]:
         )
     import prefect
 
+    from tasks.measure import ensure_measure_limit
+
+    print(f"measurement limit: {ensure_measure_limit()}", file=sys.stderr)
     prefect.serve(*[e.to_runner_deployment() for e in entries])
     return summary

@@ -1,0 +1,121 @@
+"""One measurement at a time per node, across flow runs (``tasks.measure``), on the Prefect test
+server: two flow runs started at once, each with a measuring task that records when it measured.
+
+The measuring task of run A, once inside, waits for run B to arrive at its own measuring task
+and then gives B up to ``HOLD_S`` seconds to enter as well. With the node's limit B cannot enter
+until A leaves, so the two intervals never overlap; without the limit (the control, the same
+flows with the limit's context replaced by a no-op) B enters at once and the intervals overlap.
+``HOLD_S`` only bounds how long A waits for something the limit forbids; no figure is compared
+with a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+from prefect import flow, task
+
+from tasks import measure
+
+HOLD_S = 5.0
+ARRIVE_TIMEOUT_S = 120.0
+
+_arrived: dict[str, threading.Event] = {}
+_entered: dict[str, threading.Event] = {}
+_intervals: dict[str, tuple[float, float]] = {}
+
+
+@task(name="test-measuring")
+@measure.one_measurement_at_a_time
+def measuring(who: str, other: str) -> None:
+    _entered[who].set()
+    start = time.monotonic()
+    _arrived[other].wait(ARRIVE_TIMEOUT_S)
+    _entered[other].wait(HOLD_S)  # returns at once if the other run is (or was) inside too
+    _intervals[who] = (start, time.monotonic())
+
+
+@flow(name="test-measuring-run")
+def measuring_run(who: str, other: str) -> None:
+    _arrived[who].set()  # this run is about to ask for the node's slot
+    measuring(who, other)
+
+
+def _two_concurrent_runs() -> dict[str, tuple[float, float]]:
+    for store in (_arrived, _entered):
+        store.clear()
+        store.update({"a": threading.Event(), "b": threading.Event()})
+    _intervals.clear()
+    errors: list[BaseException] = []
+
+    def run(who: str, other: str) -> None:
+        try:
+            measuring_run(who, other)
+        except BaseException as exc:  # noqa: BLE001 - re-raised by the test below
+            errors.append(exc)
+
+    # each thread runs in a copy of this context: the test server's settings live in a context variable
+    threads = [threading.Thread(target=contextvars.copy_context().run, args=(run, w, o)) for w, o in (("a", "b"), ("b", "a"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    return dict(_intervals)
+
+
+def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+@pytest.fixture
+def fresh_node(monkeypatch: pytest.MonkeyPatch, prefect_harness: None) -> str:
+    """A node name no other test uses, so its limit starts absent on the session's server."""
+    node = f"test-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("TRAINWISE_NODE", node)
+    return node
+
+
+def test_two_flow_runs_never_measure_at_once(fresh_node: str) -> None:
+    intervals = _two_concurrent_runs()
+    assert set(intervals) == {"a", "b"}
+    assert not _overlap(intervals["a"], intervals["b"]), intervals
+
+
+def test_without_the_limit_the_same_runs_overlap(fresh_node: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The control: the test above can fail, since the same flows do measure at once unguarded."""
+
+    def no_limit(*args: Any, **kwargs: Any) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+    monkeypatch.setattr(measure, "concurrency", no_limit)
+    intervals = _two_concurrent_runs()
+    assert _overlap(intervals["a"], intervals["b"]), intervals
+
+
+def test_the_limit_is_created_with_one_slot_and_a_users_limit_is_kept(fresh_node: str) -> None:
+    from prefect.client.orchestration import get_client
+
+    name = measure.ensure_measure_limit()
+    assert name == f"trainwise-measure-{fresh_node}"
+    with get_client(sync_client=True) as client:
+        assert client.read_global_concurrency_limit_by_name(name).limit == 1
+        measure.set_measure_limit(2)
+        measure.ensure_measure_limit()
+        assert client.read_global_concurrency_limit_by_name(name).limit == 2
+
+
+def test_every_measuring_task_takes_the_nodes_slot() -> None:
+    from tasks import ingest, intunex, rl
+
+    measuring_tasks = [ingest.profile_pipeline, ingest.tune_ingestion, ingest.measure_configurations,
+                       rl.profile_rl_workload, rl.train_rl_on_functions, rl.train_rl_baseline]
+    assert all(getattr(t.fn, "takes_measure_slot", False) for t in measuring_tasks)
+    simulated = [intunex.cluster_profile, intunex.plan_cluster, ingest.locate_or_generate_data, rl.plan_rl_configuration]
+    assert not any(getattr(t.fn, "takes_measure_slot", False) for t in simulated)
