@@ -155,3 +155,28 @@ def test_cli_node_agent_bad_input_is_one_line(capsys: pytest.CaptureFixture[str]
     assert main(["ingest", "node-agent", *extra]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_agent_nodes_start_workers_that_register_with_this_machine(served: tuple[Agent, str, list[tuple]],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    agent, address, calls = served
+    monkeypatch.setenv("TRAINWISE_AGENT_TOKEN", "s3cret")
+    nodes = AgentNodes.connect([address], (5050, 5059))
+    assert nodes.count == 1 and nodes.cpus == ((0,),) and nodes.describe()["addresses"] == [address]
+    worker = nodes.start_worker(0, 5055)
+    assert calls[-1][:2] == ("127.0.0.1:5055", (0,))  # the address this machine reached the agent from
+    assert worker.gone() is None
+    agent.workers[worker.worker_id][2].kill()
+    agent.workers[worker.worker_id][2].wait()
+    assert "exited (-9) before registering" in (worker.gone() or "")
+    worker.stop()
+    worker.stop()  # stopping a stopped worker is a no-op
+    assert agent.workers == {}
+
+
+def test_nodes_of_different_sizes_are_refused() -> None:
+    from optimizers.intunex.live import node_size
+
+    assert node_size([[0, 1], [2, 3]]) == 2
+    with pytest.raises(UserError, match=r"different CPU counts \[1, 2\]"):
+        node_size([[0], [1, 2]])
