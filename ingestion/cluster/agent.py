@@ -187,20 +187,26 @@ class _Handler(BaseHTTPRequestHandler):
         except (UnicodeDecodeError, json.JSONDecodeError):
             raise ValueError("the request body is not JSON") from None
 
+    def _worker_id(self) -> str | None:
+        return self.path.removeprefix("/v1/workers/") if self.path.startswith("/v1/workers/") else None
+
+    def _not_found(self) -> None:
+        self._reply(404, {"error": f"no such resource {self.path}"})
+
     def do_GET(self) -> None:  # noqa: N802  http.server's name
         if not self._authorized():
             return
-        if self.path == "/v1/node":
-            return self._reply(200, self.agent.node())
-        status = self.agent.status(self.path.removeprefix("/v1/workers/")) if self.path.startswith(
-            "/v1/workers/") else None
-        self._reply(200, status) if status is not None else self._reply(404, {"error": f"no such resource {self.path}"})
+        worker = self._worker_id()
+        answer = self.agent.node() if self.path == "/v1/node" else self.agent.status(worker) if worker else None
+        if answer is None:
+            return self._not_found()
+        self._reply(200, answer)
 
     def do_POST(self) -> None:  # noqa: N802
         if not self._authorized():
             return
         if self.path != "/v1/workers":
-            return self._reply(404, {"error": f"no such resource {self.path}"})
+            return self._not_found()
         try:
             request = WorkerRequest.from_json(self._body(), self.agent.cpus)
         except ValueError as exc:
@@ -215,9 +221,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if self.path == "/v1/workers":
             return self._reply(200, {"stopped": self.agent.stop()})
-        stopped = self.agent.stop([self.path.removeprefix("/v1/workers/")]) if self.path.startswith(
-            "/v1/workers/") else []
-        self._reply(200, {"stopped": stopped}) if stopped else self._reply(404, {"error": f"no such resource {self.path}"})
+        worker = self._worker_id()
+        stopped = self.agent.stop([worker]) if worker else []
+        if not stopped:
+            return self._not_found()
+        self._reply(200, {"stopped": stopped})
 
 
 def agent_cpus(text: str | None) -> tuple[int, ...]:

@@ -189,12 +189,13 @@ def cmd_output(args: argparse.Namespace) -> dict[str, Any]:
     return {"config_path": str(args.write), "config": config}
 
 
-def _print_raw(outputs: dict[str, Any], name: str) -> None:
+def _print_raw(outputs: dict[str, Any], name: str) -> dict[str, Any]:
     """One output's value on stdout, a list joined with commas (``ingest cluster --workers $(...)``)."""
     if name not in outputs:
         raise UserError(f"--raw {name}: no such output; the outputs are {', '.join(sorted(outputs)) or 'none'}")
     value = outputs[name].get("value") if isinstance(outputs[name], dict) else outputs[name]
     print(",".join(map(str, value)) if isinstance(value, list) else value)
+    return {"output": name, "value": value}
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
