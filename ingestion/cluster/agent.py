@@ -155,11 +155,10 @@ class Agent:
 
 
 class _Handler(BaseHTTPRequestHandler):
+    """The protocol (module docstring); each request is logged on stderr (the service's journal)."""
+
     agent: Agent
     token: str | None
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  http.server's name
-        pass
 
     def _reply(self, status: int, body: dict[str, Any]) -> None:
         data = json.dumps(body).encode()
