@@ -323,7 +323,10 @@ class AgentNodes:
         return len(self.clients)
 
     def dispatcher_port(self) -> int:
-        return free_port_in(self.dispatcher_ports)
+        try:
+            return free_port_in(self.dispatcher_ports)
+        except RuntimeError as exc:
+            raise UserError(f"--dispatcher-ports: {exc} here for another job's dispatcher (one port per job)") from None
 
     def start_worker(self, node: int, dispatcher_port: int) -> _AgentWorker:
         client = self.clients[node]

@@ -4,6 +4,7 @@ input for `ingest cluster --workers` and `ingest node-agent`."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import threading
@@ -163,6 +164,12 @@ def test_agent_nodes_start_workers_that_register_with_this_machine(served: tuple
     monkeypatch.setenv("TRAINWISE_AGENT_TOKEN", "s3cret")
     nodes = AgentNodes.connect([address], (5050, 5059))
     assert nodes.count == 1 and nodes.cpus == ((0,),) and nodes.describe()["addresses"] == [address]
+    with socket.socket() as held:  # the one dispatcher port is taken
+        held.bind(("0.0.0.0", 0))
+        held.listen()
+        busy = AgentNodes(nodes.clients, nodes.cpus, nodes.reach_me_at, (held.getsockname()[1],) * 2)
+        with pytest.raises(UserError, match="--dispatcher-ports: no free port"):
+            busy.dispatcher_port()
     worker = nodes.start_worker(0, 5055)
     assert calls[-1][:2] == ("127.0.0.1:5055", (0,))  # the address this machine reached the agent from
     assert worker.gone() is None

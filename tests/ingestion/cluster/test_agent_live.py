@@ -55,7 +55,8 @@ def test_a_job_runs_on_workers_the_agents_start(agents: list[str]) -> None:
 
     from ingestion.cluster.live import place, run_on_nodes
 
-    nodes = AgentNodes.connect(agents, (_free_port(), _free_port() + 20))
+    low = _free_port()
+    nodes = AgentNodes.connect(agents, (low, low + 20))
     assert nodes.count == 2 and all(len(c) == 1 for c in nodes.cpus)
     ds = tf.data.Dataset.range(4).interleave(lambda _: tf.data.Dataset.range(10**9).batch(100), cycle_length=1)
     readings = run_on_nodes({"a": ds}, place({"a": [1.0, 1.0]}, 2), nodes, {"a": 2000.0}, seconds=2.0)
