@@ -7,6 +7,8 @@
 * :mod:`ingestion.cluster.service`: a real tf.data service (dispatcher + worker processes) and a
   trainer-side reader that counts delivered rows (optionally at a trainer's pace).
 * :mod:`ingestion.cluster.pipelines`: the real pipelines a jobs file may name for live runs.
-* :mod:`ingestion.cluster.live`: runs an assignment on local nodes (one CPU each) and measures
-  each job's capacity and delivered rows/s.
+* :mod:`ingestion.cluster.live`: runs an assignment on nodes (local CPUs, or node agents) and
+  measures each job's capacity and delivered rows/s.
+* :mod:`ingestion.cluster.agent`: the node agent (JSON over HTTP) that starts a job's workers on
+  an ingestion node, and its client.
 """

@@ -1,30 +1,34 @@
-"""Run an assignment on local nodes: one tf.data service per job, its workers on the nodes it was given.
+"""Run an assignment on nodes: one tf.data service per job, its workers on the nodes it was given.
 
-A *local node* is one CPU of this machine. A job's units are placed on the nodes first-fit
-decreasing (:func:`place`: whole nodes first, then halves two to a node). Each job gets its own
-dispatcher (:class:`~ingestion.cluster.service.LocalService`) and one worker process per unit,
-pinned to its node's CPU; two halves of one node are two worker processes (of two jobs, or of one)
-on the same CPU, which the operating system time-shares. Every worker of a job runs the job's one
+The nodes are one interface (:class:`Nodes`) with two implementations: :class:`LocalNodes`, where
+a node is a set of CPUs of this machine and a worker is a process pinned to them, and
+:class:`~ingestion.cluster.agent.AgentNodes`, where a node is a machine running the node agent
+(``trainwise ingest node-agent``) and a worker is started there on request. A job's units are
+placed on the nodes first-fit decreasing (:func:`place`: whole nodes first, then halves two to a
+node). Each job gets its own dispatcher in this process
+(:class:`~ingestion.cluster.service.LocalService`, no workers of its own) and one worker per unit,
+pinned to its node's CPUs; two halves of one node are two workers (of two jobs, or of one) on the
+same CPUs, which the operating system time-shares. Every worker of a job runs the job's one
 dataset graph (the service sends the same graph to all of them).
 
-:func:`run_on_local_nodes` reads every job at once, twice, where its trainer reads
+:func:`run_on_nodes` reads every job at once, twice, where its trainer reads
 (:func:`~ingestion.cluster.service.read`, one thread per job in this process):
 
 1. **capacity**: every job as fast as its workers deliver (what the cluster model calls supply);
 2. **delivered**: every job at its demand, as a trainer consuming that many rows/s does; a job
    whose workers cannot keep up gets what they deliver.
 
-Both figures are measured rows/s on this machine, which other processes may share.
+Both figures are measured rows/s, on machines that other processes may share.
 """
-
 from __future__ import annotations
 
+import subprocess
 import threading
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from core.errors import UserError
-from ingestion.cluster.service import LocalService, read
+from ingestion.cluster.service import LocalService, read, start_worker
 
 WARMUP_S = 2.0
 READY_TIMEOUT_S = 180.0
@@ -86,33 +90,109 @@ def _read_all(datasets: Mapping[str, Any], services: Mapping[str, LocalService],
     return out
 
 
-def _start(placements: Sequence[Placement], node_cpus: Sequence[Sequence[int]],
-           services: dict[str, LocalService]) -> None:
-    """Start one service per placed job into ``services`` (so the caller closes what started)."""
-    cpus_by_job: dict[str, list[list[int]]] = {}
+class Worker(Protocol):
+    """A started worker of one job on one node."""
+
+    def gone(self) -> str | None:
+        """Why the worker is no longer running (None while it runs)."""
+
+    def stop(self) -> None: ...
+
+
+class Nodes(Protocol):
+    """Where a plan's units run: ``count`` nodes, each starting a job's workers on request."""
+
+    count: int
+
+    def dispatcher_port(self) -> int:
+        """The port a job's dispatcher listens on (0: any free port)."""
+
+    def start_worker(self, node: int, dispatcher_port: int) -> Worker:
+        """Start a worker on ``node`` that registers with the dispatcher on this machine's ``dispatcher_port``."""
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+@dataclass
+class _Process:
+    """A worker process of this machine."""
+
+    proc: subprocess.Popen
+
+    def gone(self) -> str | None:
+        return f"worker process exited before registering: {self.proc.args}" if self.proc.poll() is not None else None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@dataclass(frozen=True)
+class LocalNodes:
+    """Nodes of this machine: node ``i`` is a worker process pinned to the CPUs ``cpus[i]``."""
+
+    cpus: tuple[tuple[int, ...], ...]
+
+    @property
+    def count(self) -> int:
+        return len(self.cpus)
+
+    def dispatcher_port(self) -> int:
+        return 0
+
+    def start_worker(self, node: int, dispatcher_port: int) -> Worker:
+        return _Process(start_worker(f"localhost:{dispatcher_port}", self.cpus[node]))
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "local", "count": self.count, "cpus": [list(c) for c in self.cpus]}
+
+
+@dataclass
+class _Job:
+    """A running job: its dispatcher and its workers."""
+
+    service: LocalService
+    workers: list[Worker]
+
+    def wait_ready(self, timeout_s: float) -> None:
+        def gone() -> str | None:
+            return next((r for r in (w.gone() for w in self.workers) if r), None)
+
+        self.service.wait_for_workers(len(self.workers), gone, timeout_s)
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.stop()
+        self.service.close()
+
+
+def _start(placements: Sequence[Placement], nodes: Nodes, jobs: dict[str, _Job]) -> None:
+    """Start one dispatcher per placed job and its workers on their nodes, into ``jobs`` (the caller closes them)."""
     for p in placements:
-        cpus_by_job.setdefault(p.job, []).append(list(node_cpus[p.node]))
-    for job, cpus in cpus_by_job.items():
-        services[job] = LocalService(workers=cpus)
-        services[job].start()
+        if p.job not in jobs:
+            jobs[p.job] = _Job(LocalService(workers=[], port=nodes.dispatcher_port()), [])
+            jobs[p.job].service.start()
+        jobs[p.job].workers.append(nodes.start_worker(p.node, jobs[p.job].service.bound_port))
 
 
-def run_on_local_nodes(datasets: Mapping[str, Any], placements: Sequence[Placement],
-                       node_cpus: Sequence[Sequence[int]], demand: Mapping[str, float], *,
-                       seconds: float, ready_timeout_s: float = READY_TIMEOUT_S) -> dict[str, JobReading]:
-    """Start each placed job's service and workers, read capacity then delivered rows/s, stop them.
+def run_on_nodes(datasets: Mapping[str, Any], placements: Sequence[Placement], nodes: Nodes,
+                 demand: Mapping[str, float], *, seconds: float,
+                 ready_timeout_s: float = READY_TIMEOUT_S) -> dict[str, JobReading]:
+    """Start each placed job's dispatcher and workers, read capacity then delivered rows/s, stop them.
     Jobs of ``datasets`` without a placement read nothing (0 rows/s)."""
-    services: dict[str, LocalService] = {}
+    jobs: dict[str, _Job] = {}
     try:
-        _start(placements, node_cpus, services)
-        for service in services.values():
+        _start(placements, nodes, jobs)
+        for job in jobs.values():
             try:
-                service.wait_ready(ready_timeout_s)
+                job.wait_ready(ready_timeout_s)
             except RuntimeError as exc:
-                raise UserError(f"local tf.data service workers are not reachable: {exc}") from None
+                raise UserError(f"tf.data service workers are not reachable: {exc}") from None
+        services = {name: job.service for name, job in jobs.items()}
         capacity = _read_all(datasets, services, "capacity", seconds, None)
         delivered = _read_all(datasets, services, "trainer", seconds, demand)
     finally:
-        for service in services.values():
-            service.close()
+        for job in jobs.values():
+            job.close()
     return {job: JobReading(capacity.get(job, 0.0), delivered.get(job, 0.0)) for job in datasets}

@@ -5,10 +5,10 @@ journal lives in ``work_dir``, and workers that stop heart-beating are dropped a
 ``worker_timeout_ms`` so their jobs go on with the rest) and one worker process per entry of
 ``workers``, each ``python -m ingestion.cluster.worker`` pinned to its own CPUs
 (``os.sched_setaffinity``, and TensorFlow's thread pools sized to them): one process stands for
-one node, its CPU set for the node's vCPUs. On EC2 the dispatcher address is the trainer node's
-and each ingestion node runs the same worker module with ``--worker-address`` set to its private
-IP (``ingest_private_ips`` of the ``ec2_nodes`` Terraform module); :class:`RemoteService` then
-only names the dispatcher.
+one node, its CPU set for the node's vCPUs. With ``workers=[]`` it is a dispatcher alone (on a
+fixed ``port`` if given), whose workers start elsewhere: on nodes running the node agent
+(:mod:`ingestion.cluster.agent`, which starts this worker module with ``--worker-address`` set
+to the node's private address). :class:`RemoteService` only names a dispatcher that runs elsewhere.
 
 :func:`read` is the trainer side: it reads a dataset through ``distribute(...)``
 (``processing_mode="distributed_epoch"``, so each split of the source goes to one worker and no
@@ -49,6 +49,7 @@ class LocalService:
 
     workers: Sequence[Sequence[int] | None]
     work_dir: str | None = None
+    port: int = 0
     fault_tolerant: bool = True
     worker_timeout_ms: int = WORKER_TIMEOUT_MS
     _dispatcher: Any = None
@@ -70,6 +71,10 @@ class LocalService:
     def address(self) -> str:
         return self.target.split("://", 1)[1]
 
+    @property
+    def bound_port(self) -> int:
+        return int(self.address.rsplit(":", 1)[1])
+
     def start(self) -> None:
         import tensorflow as tf
 
@@ -77,21 +82,29 @@ class LocalService:
             self._tmp = tempfile.TemporaryDirectory(prefix="tw-dispatcher-")
             self.work_dir = self._tmp.name
         config = tf.data.experimental.service.DispatcherConfig(
-            port=0, work_dir=self.work_dir, fault_tolerant_mode=self.fault_tolerant,
+            port=self.port, work_dir=self.work_dir, fault_tolerant_mode=self.fault_tolerant,
             worker_timeout_ms=self.worker_timeout_ms, job_gc_check_interval_ms=GC_CHECK_MS, job_gc_timeout_ms=60_000)
         self._dispatcher = tf.data.experimental.service.DispatchServer(config)
         for cpus in self.workers:
             self._procs.append(start_worker(self.address, cpus))
 
     def wait_ready(self, timeout_s: float = 180.0) -> None:
-        """Block until every worker has registered with the dispatcher (TensorFlow imports are slow)."""
+        """Block until every worker process has registered with the dispatcher (TensorFlow imports are slow)."""
+        def dead() -> str | None:
+            gone = [p.args for p in self._procs if p.poll() is not None]
+            return f"worker process exited before registering: {gone[0]}" if gone else None
+
+        self.wait_for_workers(len(self._procs), dead, timeout_s)
+
+    def wait_for_workers(self, count: int, dead: Callable[[], str | None], timeout_s: float) -> None:
+        """Block until ``count`` workers have registered; ``dead()`` names a worker that is gone (RuntimeError)."""
         deadline = time.monotonic() + timeout_s
-        while self._dispatcher._num_workers() < len(self._procs):  # noqa: SLF001  tf's own test helper
+        while self._dispatcher._num_workers() < count:  # noqa: SLF001  tf's own test helper
             if time.monotonic() > deadline:
-                raise RuntimeError(f"only {self._dispatcher._num_workers()} of {len(self._procs)} workers registered")
-            dead = [p.args for p in self._procs if p.poll() is not None]
-            if dead:
-                raise RuntimeError(f"worker process exited before registering: {dead[0]}")
+                raise RuntimeError(f"only {self._dispatcher._num_workers()} of {count} workers registered")  # noqa: SLF001
+            reason = dead()
+            if reason:
+                raise RuntimeError(reason)
             time.sleep(0.2)
 
     def kill_worker(self, index: int) -> None:
@@ -124,13 +137,16 @@ class RemoteService:
         return self.address if "://" in self.address else f"grpc://{self.address}"
 
 
-def start_worker(dispatcher: str, cpus: Sequence[int] | None, port: int | None = None) -> subprocess.Popen:
-    """One worker process (``python -m ingestion.cluster.worker``) on ``cpus``."""
+def start_worker(dispatcher: str, cpus: Sequence[int] | None, port: int | None = None,
+                 worker_address: str | None = None) -> subprocess.Popen:
+    """One worker process (``python -m ingestion.cluster.worker``) on ``cpus``; it ends with this process."""
     port = port or _free_port()
     cmd = [sys.executable, "-m", "ingestion.cluster.worker", "--dispatcher", dispatcher, "--port", str(port),
            "--exit-with-parent"]
     if cpus:
         cmd += ["--cpus", ",".join(str(c) for c in cpus)]
+    if worker_address:
+        cmd += ["--worker-address", worker_address]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": os.pathsep.join(
         [str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

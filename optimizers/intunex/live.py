@@ -1,10 +1,13 @@
-"""InTuneX in the loop on local tf.data service workers: plan, run, measure, refit, re-plan.
+"""InTuneX in the loop on tf.data service workers: plan, run, measure, refit, re-plan.
 
     trainwise ingest cluster --jobs configs/cluster-local.yaml --local-nodes 2 --json-out live.json
+    trainwise ingest cluster --jobs configs/cluster-local.yaml --workers 10.0.1.7:5040,10.0.1.8:5040 ...
 
-Each of the ``--local-nodes`` nodes is one CPU of this machine, priced as the share of a
-``LOCAL_OF`` instance it stands for (``ingestion.cluster.instances.local_type``; the price is
-modelled). A plan may give a job whole nodes or halves (two worker processes time-sharing a CPU).
+Each of the ``--local-nodes`` nodes is one CPU of this machine; each ``--workers`` node is a
+machine running the node agent (``ingestion.cluster.agent``), offering its CPUs (all agents the
+same count). A node of k CPUs is priced as the share of a ``LOCAL_OF`` instance it stands for
+(``ingestion.cluster.instances.local_type``; the price is modelled). A plan may give a job whole
+nodes or halves (two worker processes time-sharing the node's CPUs).
 
 1. InTuneX plans on the cluster model of the jobs' real pipelines (calibrated on one CPU).
 2. **Round**: the plan runs (``ingestion.cluster.live``): each job's rows/s is measured where its
@@ -28,12 +31,12 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from core.errors import UserError
 from ingestion.cluster.instances import LOCAL_OF, by_name, local_type
 from ingestion.cluster.jobs import JobsFile
-from ingestion.cluster.live import JobReading
+from ingestion.cluster.live import JobReading, Nodes
 from ingestion.cluster.model import ClusterModel, from_jobs_file
 from optimizers.intunex.baselines import run_baselines
 from optimizers.intunex.cluster_agent import LinearPolicy
@@ -108,15 +111,15 @@ def live_loop(cluster: ClusterModel, runner: Runner, policy: LinearPolicy, *, ma
     return out
 
 
-def local_cluster(spec: JobsFile, nodes: int, base_dir: Any = None) -> ClusterModel:
-    """The cluster model of ``nodes`` local nodes of one CPU (whole nodes and halves) for the jobs file."""
+def local_cluster(spec: JobsFile, nodes: int, base_dir: Any = None, cpus: int = 1) -> ClusterModel:
+    """The cluster model of ``nodes`` nodes of ``cpus`` CPUs each (whole nodes and halves) for the jobs file."""
     from ingestion.cluster.pipelines import REAL_PIPELINES
 
     for i, job in enumerate(spec.jobs):
         if job.pipeline not in REAL_PIPELINES:
             raise UserError(f"jobs[{i}] ({job.name}): pipeline {job.pipeline!r} is simulated only; live runs need "
                             f"one of {', '.join(REAL_PIPELINES)} (see configs/cluster-local.yaml)")
-    cluster = from_jobs_file(spec, [local_type(1)], base_dir=base_dir)
+    cluster = from_jobs_file(spec, [local_type(cpus)], base_dir=base_dir)
     return replace(cluster, max_nodes=nodes, fractions=(1.0, 0.5), min_unit_vcpus=0.5)
 
 
@@ -129,9 +132,9 @@ def local_cpus(nodes: int) -> list[list[int]]:
     return [[c] for c in cpus[:nodes]]
 
 
-def local_runner(spec: JobsFile, node_cpus: list[list[int]], seconds: float) -> Runner:
-    """Runs plans on the local nodes with the jobs' real pipelines (``ingestion.cluster.live``)."""
-    from ingestion.cluster.live import place, run_on_local_nodes
+def node_runner(spec: JobsFile, nodes: Nodes, seconds: float) -> Runner:
+    """Runs plans on ``nodes`` with the jobs' real pipelines (``ingestion.cluster.live``)."""
+    from ingestion.cluster.live import place, run_on_nodes
     from ingestion.cluster.pipelines import real_pipeline
     from optimizers.baselines.autotune import autotune_config
 
@@ -145,26 +148,35 @@ def local_runner(spec: JobsFile, node_cpus: list[list[int]], seconds: float) -> 
                 config = autotune_config(specs[job]) if autotune else max(slots, key=lambda s: s.unit.fraction).config
                 datasets[job] = specs[job].build(config).repeat()
         placements = place({j: [s.unit.fraction for s in slots] for j, slots in plan.assignment.items()},
-                           len(node_cpus))
-        readings = run_on_local_nodes(datasets, placements, node_cpus, demand, seconds=seconds)
+                           nodes.count)
+        readings = run_on_nodes(datasets, placements, nodes, demand, seconds=seconds)
         return {job: readings.get(job, JobReading(0.0, 0.0)) for job in demand}
 
     return run
 
 
-def run_local(spec: JobsFile, nodes: int, *, seconds: float, max_rounds: int = MAX_ROUNDS, seed: int = 0,
-              base_dir: Any = None, progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
-    """The live loop on ``nodes`` local nodes for the jobs file; the result dict ``--json-out`` writes."""
+def node_size(cpus: Sequence[Sequence[int]]) -> int:
+    """The nodes' common CPU count; nodes of different sizes are a UserError."""
+    sizes = sorted({len(c) for c in cpus})
+    if len(sizes) != 1:
+        raise UserError(f"the nodes offer different CPU counts {sizes}; a live pool needs nodes of one size "
+                        "(give each node agent the same number of --cpus)")
+    return sizes[0]
+
+
+def run_live(spec: JobsFile, nodes: Nodes, *, seconds: float, max_rounds: int = MAX_ROUNDS, seed: int = 0,
+             base_dir: Any = None, progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+    """The live loop on ``nodes`` (local or node agents) for the jobs file; the result dict ``--json-out`` writes."""
     from optimizers.intunex.policies import cluster_policy
 
-    node_cpus = local_cpus(nodes)
     started = time.monotonic()
-    cluster = local_cluster(spec, nodes, base_dir)
-    unit = local_type(1)
-    out = live_loop(cluster, local_runner(spec, node_cpus, seconds), cluster_policy(), max_rounds=max_rounds,
+    cpus = node_size(nodes.describe()["cpus"])
+    cluster = local_cluster(spec, nodes.count, base_dir, cpus)
+    unit = local_type(cpus)
+    out = live_loop(cluster, node_runner(spec, nodes, seconds), cluster_policy(), max_rounds=max_rounds,
                     seed=seed, progress=progress)
-    out.update(local_nodes={"count": nodes, "cpus": node_cpus, "instance_type": unit.name,
-                            "stands_for": f"{unit.vcpus} of the {by_name(LOCAL_OF).vcpus} vCPUs of a {LOCAL_OF}",
-                            "usd_per_h": unit.usd_per_hour, "price_label": "modelled"},
+    out.update(nodes={**nodes.describe(), "instance_type": unit.name,
+                      "stands_for": f"{unit.vcpus} of the {by_name(LOCAL_OF).vcpus} vCPUs of a {LOCAL_OF}",
+                      "usd_per_h": unit.usd_per_hour, "price_label": "modelled"},
                window_s=seconds, run_s=round(time.monotonic() - started, 1), loadavg=list(os.getloadavg()))
     return out

@@ -155,6 +155,8 @@ def _write_config(path: Path, config: dict[str, Any]) -> None:
 
 
 def cmd_output(args: argparse.Namespace) -> dict[str, Any]:
+    if args.raw is not None and args.write is not None:
+        raise UserError("--raw prints one output and --write writes the Lambda backend config; give one")
     if args.write is not None and args.write.exists() and args.write.is_dir():
         raise UserError(f"--write {args.write} is a directory; give a file such as {args.write}/aws.json")
     if args.from_json is not None:
@@ -175,6 +177,8 @@ def cmd_output(args: argparse.Namespace) -> dict[str, Any]:
             outputs = json.loads(proc.stdout or "{}")
         except json.JSONDecodeError as exc:
             raise UserError(f"`terraform output -json` did not print JSON ({exc})") from None
+    if args.raw is not None:
+        return _print_raw(outputs, args.raw)
     if args.write is None:
         print(json.dumps({k: (v.get("value") if isinstance(v, dict) else v) for k, v in outputs.items()}, indent=2))
         return {"outputs": outputs}
@@ -183,6 +187,15 @@ def cmd_output(args: argparse.Namespace) -> dict[str, Any]:
     print(f"Lambda backend config written to {args.write}: use `trainwise rl train --backend lambda "
           f"--lambda-config {args.write}`", file=sys.stderr)
     return {"config_path": str(args.write), "config": config}
+
+
+def _print_raw(outputs: dict[str, Any], name: str) -> dict[str, Any]:
+    """One output's value on stdout, a list joined with commas (``ingest cluster --workers $(...)``)."""
+    if name not in outputs:
+        raise UserError(f"--raw {name}: no such output; the outputs are {', '.join(sorted(outputs)) or 'none'}")
+    value = outputs[name].get("value") if isinstance(outputs[name], dict) else outputs[name]
+    print(",".join(map(str, value)) if isinstance(value, list) else value)
+    return {"output": name, "value": value}
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -214,6 +227,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     _common(p)
     p.add_argument("--write", type=Path, default=None, metavar="FILE",
                    help=f"write the Lambda backend config (conventionally {DEFAULT_CONFIG})")
+    p.add_argument("--raw", default=None, metavar="NAME",
+                   help="print one output's value alone (a list joined with commas), e.g. ingest_agent_addresses")
     p.add_argument("--from-json", default=None, metavar="FILE",
                    help="read a saved `terraform output -json` instead of running terraform")
     add_json_out(p)

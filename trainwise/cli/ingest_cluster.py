@@ -13,6 +13,10 @@ result JSON has ``label``, ``all_fed``, ``throughput_per_usd``, ``usd_per_h``, `
 ``--local-nodes N`` runs the plans live on N local nodes (one CPU each, tf.data service workers),
 measures, refits the model and re-plans until the plan is stable, and runs the static and
 Cachew-style baselines beside it (``optimizers.intunex.live``); that JSON is labelled ``measured``.
+``--workers HOST:PORT,...`` does the same on nodes that run the node agent:
+
+    trainwise ingest node-agent --listen 10.0.1.7:5040        # on each ingestion node
+    trainwise ingest cluster --jobs configs/cluster-local.yaml --workers 10.0.1.7:5040,10.0.1.8:5040
 """
 
 from __future__ import annotations
@@ -44,6 +48,12 @@ def register_cluster(isub: argparse._SubParsersAction) -> None:
     c.add_argument("--local-nodes", type=int, default=None, metavar="N",
                    help="run the plan live on N local nodes (one CPU each, tf.data service workers), measure, "
                    "refit the model and re-plan until the plan is stable; jobs need real pipelines (dlrm-tsv)")
+    c.add_argument("--workers", default=None, metavar="HOST:PORT,...",
+                   help="run the plan live on nodes running the node agent (`trainwise ingest node-agent`), one "
+                   "node per address; the dispatchers run here and the agents' workers register with them")
+    c.add_argument("--dispatcher-ports", default="5050-5059", metavar="A-B",
+                   help="with --workers: the ports the jobs' dispatchers listen on, which the nodes must reach "
+                   "(default 5050-5059, inside the ec2_nodes module's data_service_ports)")
     c.add_argument("--seconds", type=finite_float, default=5.0, help="measuring window per reading in live runs (default 5)")
     c.add_argument("--max-rounds", type=int, default=4, help="most measure-refit-replan rounds in live runs (default 4)")
     c.add_argument("--baselines", default=",".join(BASELINES),
@@ -55,6 +65,54 @@ def register_cluster(isub: argparse._SubParsersAction) -> None:
     c.add_argument("--seed", type=int, default=0)
     add_json_out(c)
     c.set_defaults(handler=cluster_handler)
+    register_node_agent(isub)
+
+
+def register_node_agent(isub: argparse._SubParsersAction) -> None:
+    from ingestion.cluster.agent import DEFAULT_PORT, DEFAULT_WORKER_PORTS, TOKEN_ENV
+
+    a = isub.add_parser("node-agent", help="serve an ingestion node: start tf.data service workers on request",
+                        description="Run on each ingestion node; `ingest cluster --workers HOST:PORT,...` asks it to "
+                        "start a worker per job, registered with that job's dispatcher (JSON over HTTP). Bind it "
+                        f"to a private address only; set {TOKEN_ENV} here and where trainwise runs to require a "
+                        "shared token as well.")
+    a.add_argument("--listen", default=f"127.0.0.1:{DEFAULT_PORT}", metavar="HOST:PORT",
+                   help=f"address to bind (default 127.0.0.1:{DEFAULT_PORT}; on a node, its private IP)")
+    a.add_argument("--cpus", default=None, help="CPUs the agent offers its workers, e.g. 0-3 or 0,2 (default: all)")
+    a.add_argument("--worker-ports", default="-".join(map(str, DEFAULT_WORKER_PORTS)), metavar="A-B",
+                   help="ports the workers listen on (default %(default)s)")
+    a.add_argument("--advertise", default=None, metavar="HOST",
+                   help="address the dispatcher and trainers reach the workers at (default: the address a request "
+                   "reached the agent at)")
+    a.set_defaults(handler=node_agent_handler)
+
+
+def node_agent_handler(args: argparse.Namespace) -> None:
+    """Serve until interrupted; the workers end with the agent."""
+    from ingestion.cluster.agent import TOKEN_ENV, Agent, agent_cpus, parse_address, parse_range, serve
+
+    try:
+        listen = parse_address(args.listen, "--listen")
+        ports = parse_range(args.worker_ports, "--worker-ports")
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    try:
+        if args.advertise is not None:
+            parse_address(f"{args.advertise}:1", "--advertise")
+    except ValueError:
+        raise UserError(f"--advertise must be a host name or IPv4 address, got {args.advertise!r}") from None
+    agent = Agent(agent_cpus(args.cpus), ports, args.advertise)
+    try:
+        server = serve(listen, agent, os.environ.get(TOKEN_ENV) or None)
+    except OSError as exc:
+        raise UserError(f"--listen {args.listen}: cannot bind ({exc.strerror or exc})") from None
+    print(f"node agent on {args.listen}: CPUs {list(agent.cpus)}, worker ports {ports[0]}-{ports[1]}"
+          f"{', token required' if os.environ.get(TOKEN_ENV) else ''}", file=sys.stderr, flush=True)
+    try:
+        server.serve_forever()
+    finally:
+        agent.stop()
+        server.server_close()
 
 
 def _baselines(text: str) -> tuple[str, ...]:
@@ -75,11 +133,12 @@ def cluster_handler(args: argparse.Namespace) -> dict[str, Any]:
     spec = load_jobs(args.jobs)
     patterns = args.instance_types.split(",") if args.instance_types else spec.pool.instance_types
     types = select(patterns)
-    if args.local_nodes is not None:
+    if args.local_nodes is not None or args.workers is not None:
         return _live(args, spec)
     if not args.simulate:
-        raise UserError("give --simulate (plan on the cluster model) or --local-nodes N (run the plan on N local "
-                        "tf.data service workers, measure and re-plan)")
+        raise UserError("give --simulate (plan on the cluster model), --local-nodes N (run the plan on N local "
+                        "tf.data service workers, measure and re-plan) or --workers HOST:PORT,... (the same on "
+                        "node agents)")
     from optimizers.intunex.run import plan_cluster, tfvars_of, write_tfvars
 
     result = plan_cluster(spec, types, objective=args.objective, budget_usd_per_h=args.budget_usd_per_h,
@@ -92,21 +151,46 @@ def cluster_handler(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def _live(args: argparse.Namespace, spec: Any) -> dict[str, Any]:
-    """``--local-nodes N``: the live loop (``optimizers.intunex.live``)."""
-    from optimizers.intunex.live import run_local
+def _nodes(args: argparse.Namespace) -> Any:
+    """The live run's nodes: ``--local-nodes N`` or the node agents of ``--workers``."""
+    from ingestion.cluster.agent import AgentNodes, parse_address, parse_range
+    from ingestion.cluster.live import LocalNodes
+    from optimizers.intunex.live import local_cpus
 
+    if args.local_nodes is not None:
+        if args.workers is not None:
+            raise UserError("--local-nodes and --workers are two kinds of nodes; give one")
+        return LocalNodes(tuple(tuple(c) for c in local_cpus(args.local_nodes)))
+    addresses = [a.strip() for a in args.workers.split(",") if a.strip()]
+    try:
+        if not addresses:
+            raise ValueError("--workers needs at least one node agent address HOST:PORT")
+        for a in addresses:
+            parse_address(a, "--workers")
+        ports = parse_range(args.dispatcher_ports, "--dispatcher-ports")
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    if len(set(addresses)) != len(addresses):
+        raise UserError(f"--workers names a node agent twice: {args.workers}")
+    return AgentNodes.connect(addresses, ports)
+
+
+def _live(args: argparse.Namespace, spec: Any) -> dict[str, Any]:
+    """``--local-nodes N`` or ``--workers``: the live loop (``optimizers.intunex.live``)."""
+    from optimizers.intunex.live import run_live
+
+    flag = "--local-nodes" if args.local_nodes is not None else "--workers"
     if args.simulate:
-        raise UserError("--local-nodes runs the plan live; it does not go with --simulate (choose one)")
-    for flag, value in (("--instance-types", args.instance_types), ("--write-tfvars", args.write_tfvars),
-                        ("--budget-usd-per-h", args.budget_usd_per_h), ("--static-type", args.static_type)):
+        raise UserError(f"{flag} runs the plan live; it does not go with --simulate (choose one)")
+    for option, value in (("--instance-types", args.instance_types), ("--write-tfvars", args.write_tfvars),
+                          ("--budget-usd-per-h", args.budget_usd_per_h), ("--static-type", args.static_type)):
         if value is not None:
-            raise UserError(f"{flag} does not apply to --local-nodes (local nodes are one CPU each, priced modelled)")
+            raise UserError(f"{option} does not apply to {flag} (live nodes are priced modelled by their CPUs)")
     if args.seconds <= 0 or args.max_rounds < 1:
         raise UserError(f"--seconds must be > 0 and --max-rounds >= 1, got {args.seconds:g} and {args.max_rounds}")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: no per-dispatcher config dumps
-    result = run_local(spec, args.local_nodes, seconds=args.seconds, max_rounds=args.max_rounds, seed=args.seed,
-                       base_dir=args.jobs.parent, progress=_progress)
+    result = run_live(spec, _nodes(args), seconds=args.seconds, max_rounds=args.max_rounds, seed=args.seed,
+                      base_dir=args.jobs.parent, progress=_progress)
     result["jobs_file"] = str(args.jobs)
     _print_live(result)
     return result

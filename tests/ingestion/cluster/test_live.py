@@ -13,12 +13,12 @@ def test_one_node_reads_capacity_and_a_paced_trainer_gets_its_demand() -> None:
 
     import tensorflow as tf
 
-    from ingestion.cluster.live import place, run_on_local_nodes
+    from ingestion.cluster.live import LocalNodes, place, run_on_nodes
 
     cpu = sorted(os.sched_getaffinity(0))[0]
     # four splits (the source's elements, as a pipeline's files are), each an endless run of cheap 100-row batches
     ds = tf.data.Dataset.range(4).interleave(lambda _: tf.data.Dataset.range(10**9).batch(100), cycle_length=1)
-    readings = run_on_local_nodes({"a": ds, "idle": ds}, place({"a": [1.0]}, 1), [[cpu]], {"a": 2000.0, "idle": 1.0},
+    readings = run_on_nodes({"a": ds, "idle": ds}, place({"a": [1.0]}, 1), LocalNodes(((cpu,),)), {"a": 2000.0, "idle": 1.0},
                                   seconds=2.0)
     assert readings["idle"].capacity_rows_per_s == 0.0 and readings["idle"].delivered_rows_per_s == 0.0
     a = readings["a"]

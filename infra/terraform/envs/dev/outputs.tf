@@ -72,6 +72,11 @@ output "ingest_private_ips" {
   value       = module.ec2_nodes.ingest_private_ips
 }
 
+output "ingest_agent_addresses" {
+  description = "The ingestion nodes' node agents: `trainwise ingest cluster --workers $(trainwise infra output --raw ingest_agent_addresses)`."
+  value       = module.ec2_nodes.ingest_agent_addresses
+}
+
 output "nodes_security_group_id" {
   description = "Security group of the nodes."
   value       = module.ec2_nodes.security_group_id

@@ -12,6 +12,17 @@ locals {
   # "learner-0" => "learner", "ingest-0" => "ingest", ...
   instances = merge([for role, spec in local.roles : { for i in range(spec.count) : "${role}-${i}" => role }]...)
   ami_id    = var.ami_id != "" ? var.ami_id : data.aws_ssm_parameter.al2023[0].value
+  # the ingestion nodes run the node agent; the first ten data-service ports are the dispatchers'
+  ingest_user_data = templatefile("${path.module}/node_agent.sh.tftpl", {
+    bucket         = element(split(":::", var.artifacts_bucket_arn), 1)
+    wheel_key      = var.trainwise_wheel_key
+    wheel_file     = basename(var.trainwise_wheel_key)
+    trainwise_home = "/var/lib/trainwise"
+    data_rows      = 40000
+    data_shards    = 8
+    agent_port     = var.agent_port
+    worker_ports   = "${var.data_service_ports.from + 10}-${var.data_service_ports.to}"
+  })
 }
 
 data "aws_ssm_parameter" "al2023" {
@@ -24,7 +35,7 @@ resource "aws_launch_template" "node" {
   name_prefix   = "${var.name}-${each.key}-"
   image_id      = local.ami_id
   instance_type = each.value.instance_type
-  user_data     = var.user_data == "" ? null : base64encode(var.user_data)
+  user_data     = startswith(each.key, "ingest") ? base64encode(local.ingest_user_data) : (var.user_data == "" ? null : base64encode(var.user_data))
 
   vpc_security_group_ids = [aws_security_group.nodes.id]
 

@@ -9,8 +9,13 @@ output "ingest_instance_ids" {
 }
 
 output "ingest_private_ips" {
-  description = "Private addresses of the ingestion nodes: each runs a tf.data service worker (--worker-address IP:PORT)."
+  description = "Private addresses of the ingestion nodes."
   value       = [for key, instance in aws_instance.node : instance.private_ip if startswith(key, "ingest-")]
+}
+
+output "ingest_agent_addresses" {
+  description = "The ingestion nodes' node agents (IP:PORT), for `trainwise ingest cluster --workers`."
+  value       = [for key, instance in aws_instance.node : "${instance.private_ip}:${var.agent_port}" if startswith(key, "ingest-")]
 }
 
 output "security_group_id" {

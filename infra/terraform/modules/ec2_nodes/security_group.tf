@@ -1,5 +1,6 @@
 # The nodes' security group. No open ingress: by default the only inbound traffic allowed is
-# from the group itself (the tf.data service between learner and ingestion nodes). Operators
+# from the group itself (the tf.data service between learner and ingestion nodes, and the node
+# agents, which start workers for whoever reaches them: the group is their boundary). Operators
 # use SSM Session Manager; SSH is opened only to the narrow CIDRs in var.admin_cidrs.
 # Outbound rules live in outbound.tf.
 
@@ -16,6 +17,15 @@ resource "aws_vpc_security_group_ingress_rule" "data_service_from_group" {
   ip_protocol                  = "tcp"
   from_port                    = var.data_service_ports.from
   to_port                      = var.data_service_ports.to
+  referenced_security_group_id = aws_security_group.nodes.id
+}
+
+resource "aws_vpc_security_group_ingress_rule" "agent_from_group" {
+  security_group_id            = aws_security_group.nodes.id
+  description                  = "trainwise node agent, from the dispatcher's nodes"
+  ip_protocol                  = "tcp"
+  from_port                    = var.agent_port
+  to_port                      = var.agent_port
   referenced_security_group_id = aws_security_group.nodes.id
 }
 

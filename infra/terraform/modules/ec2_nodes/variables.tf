@@ -82,9 +82,29 @@ variable "admin_cidrs" {
 }
 
 variable "data_service_ports" {
-  description = "TCP port range the tf.data service uses between the nodes (dispatcher and workers)."
+  description = "TCP port range the tf.data service uses between the nodes: the first ten for the jobs' dispatchers (`ingest cluster --dispatcher-ports`), the rest for the node agents' workers."
   type        = object({ from = number, to = number })
-  default     = { from = 5050, to = 5060 }
+  default     = { from = 5050, to = 5099 }
+  validation {
+    condition     = var.data_service_ports.from >= 1024 && var.data_service_ports.to <= 65535 && var.data_service_ports.to >= var.data_service_ports.from + 10
+    error_message = "data_service_ports must lie in 1024-65535 and hold more than ten ports (ten for dispatchers, the rest for workers)."
+  }
+}
+
+variable "agent_port" {
+  description = "TCP port of the node agent on each ingestion node (`trainwise ingest node-agent`), reachable from the nodes' security group only."
+  type        = number
+  default     = 5040
+  validation {
+    condition     = var.agent_port >= 1024 && var.agent_port <= 65535
+    error_message = "agent_port must be in 1024-65535."
+  }
+}
+
+variable "trainwise_wheel_key" {
+  description = "Object key of the trainwise wheel in the artifacts bucket, which the ingestion nodes install (`pip wheel . --no-deps -w dist`, then copy it there)."
+  type        = string
+  default     = "wheels/trainwise-0.1.0-py3-none-any.whl"
 }
 
 variable "enable_ssm" {
@@ -104,7 +124,7 @@ variable "artifacts_bucket_arn" {
 }
 
 variable "user_data" {
-  description = "Optional cloud-init script for every node."
+  description = "Optional cloud-init script for the learner nodes (the ingestion nodes run the node agent's)."
   type        = string
   default     = ""
 }
