@@ -344,8 +344,9 @@ def rollout(policy: NumpyPolicy, state: _ActorState, num_steps: int, rng: np.ran
     env, obs = state.env, state.obs
     clock = time.perf_counter
     env_s = 0.0
+    draws = policy.draws(rng, num_steps)  # the same numbers, in order, as one draw per step
     for t in range(num_steps):
-        action, logp, value = policy.act(obs, rng)
+        action, logp, value = policy.act_drawn(obs, draws[t])
         obs_buf[t] = obs
         act_buf[t] = action
         logp_buf[t] = logp
