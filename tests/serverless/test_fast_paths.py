@@ -50,3 +50,16 @@ def test_the_update_without_the_optimisers_wrapper_steps_exactly_as_with_it() ->
     for a, b in zip(fast.model.parameters(), plain.model.parameters()):
         assert torch.equal(a, b)
     assert fast.optimizer.state_dict()["state"][0]["step"] == plain.optimizer.state_dict()["state"][0]["step"]
+
+
+def test_inverse_cdf_is_numpys_searchsorted_over_the_float32_cumsum() -> None:
+    from serverless.policy import _inverse_cdf
+
+    rng = np.random.default_rng(0)
+    for n in (2, 3, 4, 7):
+        for _ in range(3000):
+            p = np.exp(rng.standard_normal(n).astype(np.float32) * rng.choice([1.0, 30.0])).astype(np.float32)
+            c = np.cumsum(p)
+            # thresholds: random, exactly on a running sum, and past the total
+            for t in (np.float32(rng.random()) * p.sum(), c[rng.integers(n)], c[-1] * np.float32(1.5)):
+                assert _inverse_cdf(p.tolist(), t) == min(int(np.searchsorted(c, t)), n - 1)
