@@ -11,7 +11,8 @@
   (clipped surrogate + value loss, advantages normalised per minibatch), backward, global
   gradient-norm clipping and a step; minibatch indices drawn up front, no statistics.
 
-Each floor is timed ``repeats`` times and the median is reported (measured wall seconds).
+Each floor is timed ``repeats`` times and the median is reported (measured wall seconds, and
+CPU seconds: the slowest lane's process time, the update's thread time).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from multiprocessing import get_context
 from typing import Any
 
 
-def step_randomly(env_id: str, steps: list[int], seed: int) -> float:
-    """Wall seconds to step one env per entry of ``steps`` (that many steps each) with random actions."""
+def step_randomly(env_id: str, steps: list[int], seed: int) -> tuple[float, float]:
+    """Wall and CPU seconds to step one env per entry of ``steps`` (that many steps each) with random actions."""
     from serverless.envs import make_env
 
     envs = [make_env(env_id, {}, disable_env_checker=True) for _ in steps]
@@ -32,25 +33,28 @@ def step_randomly(env_id: str, steps: list[int], seed: int) -> float:
         env.reset(seed=seed + k)
         env.action_space.seed(seed + k)
     samples = [[env.action_space.sample() for _ in range(n)] for env, n in zip(envs, steps)]  # drawn before the clock
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for env, actions in zip(envs, samples):
         for action in actions:
             _, _, terminated, truncated, _ = env.step(action)
             if terminated or truncated:
                 env.reset()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def rollout_floor_s(env_id: str, parallel_envs: int, steps_per_env: int, lanes: int, repeats: int, seed: int = 0) -> dict[str, Any]:
     """Median over ``repeats`` of the slowest lane's random-stepping time."""
     dealt = [[steps_per_env for k in range(parallel_envs) if k % lanes == lane] for lane in range(lanes)]
-    runs = []
+    runs, cpu = [], []
     with ProcessPoolExecutor(max_workers=lanes, mp_context=get_context("spawn")) as pool:
         list(pool.map(step_randomly, [env_id] * lanes, [[1]] * lanes, range(lanes)))  # start-up and imports: not timed
         for r in range(repeats):
-            runs.append(max(pool.map(step_randomly, [env_id] * lanes, dealt, [seed + 100 * r + lane for lane in range(lanes)])))
+            timed = list(pool.map(step_randomly, [env_id] * lanes, dealt, [seed + 100 * r + lane for lane in range(lanes)]))
+            runs.append(max(wall for wall, _ in timed))
+            cpu.append(max(c for _, c in timed))
     return {"seconds": statistics.median(runs), "runs_s": [round(x, 4) for x in runs],
-            "env_steps": parallel_envs * steps_per_env, "lanes": lanes, "label": "measured"}
+            "cpu_seconds": statistics.median(cpu), "env_steps": parallel_envs * steps_per_env, "lanes": lanes,
+            "label": "measured"}
 
 
 def _fused_update(model: Any, optimizer: Any, data: dict[str, Any], orders: list[Any], minibatch: int,
@@ -94,11 +98,13 @@ def update_floor_s(env_id: str, batch: int, minibatch: int, epochs: int, hidden:
         logp, _, _ = model.evaluate(obs, actions, with_entropy=False)
     data = {"obs": obs, "actions": actions, "logprobs": logp, "advantages": torch.randn(batch, generator=gen),
             "returns": torch.randn(batch, generator=gen)}
-    runs = []
+    runs, cpu = [], []
     for _ in range(repeats):
         orders = [torch.randperm(batch, generator=gen) for _ in range(epochs)]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         _fused_update(model, optimizer, data, orders, minibatch, clip, vf_coef, max_grad_norm)
         runs.append(time.perf_counter() - t0)
+        cpu.append(time.thread_time() - c0)
     return {"seconds": statistics.median(runs), "runs_s": [round(x, 4) for x in runs],
+            "cpu_seconds": statistics.median(cpu),
             "minibatch_updates_per_epoch": len(range(0, batch - minibatch // 2, minibatch)), "label": "measured"}

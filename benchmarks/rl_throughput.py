@@ -280,8 +280,11 @@ def measure_trainwise(env_id: str, hp: SharedPPO, iterations: int, seed: int) ->
             assert record.breakdown is not None
             phases = record.breakdown.to_dict()["phases_s"]
             rollout = sum(phases[k] for k in ROLLOUT_PHASES)
+            in_function = phases["function_env_s"] + phases["function_policy_s"]
+            cpu_share = record.rollout.get("handler_cpu_share") or 0.0
             clock.mark(record.env_steps, sampling_s=rollout, learning_s=phases["update_s"],
-                       iteration_s=record.breakdown.iteration_s, **phases)
+                       iteration_s=record.breakdown.iteration_s, update_cpu_s=record.learner_cpu_s,
+                       rollout_in_function_cpu_s=in_function * cpu_share, **phases)
             return None
 
     load: dict[str, Any] = {}
@@ -330,7 +333,8 @@ def floors(env_id: str, hp: SharedPPO, repeats: int, lanes: int, seed: int) -> d
 
 def breakdown_summary(m: Measurement, floor: dict[str, Any] | None) -> dict[str, Any]:
     """trainwise's mean timed iteration by phase, its shares, and each big phase against its floor."""
-    phases = {k: v for k, v in m.breakdown_s.items() if k not in ("sampling_s", "learning_s", "iteration_s")}
+    not_phases = ("sampling_s", "learning_s", "iteration_s", "update_cpu_s", "rollout_in_function_cpu_s")
+    phases = {k: v for k, v in m.breakdown_s.items() if k not in not_phases}
     iteration = m.breakdown_s["iteration_s"]
     between = max(0.0, m.timed_s / len(m.iteration_s) - iteration)
     phases["between_iterations_s"] = round(between, 4)  # the clock's metronome and the benchmark's hook
@@ -349,9 +353,19 @@ def breakdown_summary(m: Measurement, floor: dict[str, Any] | None) -> dict[str,
             "rollout_in_function": round(floor["rollout"]["seconds"] / (phases["function_env_s"] + phases["function_policy_s"]), 3),
             "update": round(floor["update"]["seconds"] / phases["update_s"], 3),
         }
+        # CPU time, less sensitive to other jobs than wall time: the update's thread time, and the
+        # critical lane's in-function time x the handlers' CPU share (an estimate of its CPU time)
+        out["vs_floor_cpu"] = {
+            "rollout_in_function": _ratio_or_none(floor["rollout"]["cpu_seconds"], m.breakdown_s.get("rollout_in_function_cpu_s")),
+            "update": _ratio_or_none(floor["update"]["cpu_seconds"], m.breakdown_s.get("update_cpu_s")),
+        }
         out["floor_bars"] = FLOOR_BARS
         out["floor_bars_met"] = {k: out["vs_floor"][k] >= bar for k, bar in FLOOR_BARS.items()}
     return out
+
+
+def _ratio_or_none(floor_s: float, phase_s: float | None) -> float | None:
+    return round(floor_s / phase_s, 3) if phase_s else None
 
 
 def torch_intra_op_threads() -> int:
@@ -423,23 +437,24 @@ def _worst(per_env: dict[str, dict[str, Any]], key: str) -> float | None:
 
 
 def _measure_env(env_id: str, args: argparse.Namespace, hp: SharedPPO) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Every framework on ``env_id``, then (after trainwise) the floors; the env's summary and breakdown."""
+    """Every framework on ``env_id``, the floors right after trainwise (close in time to the
+    phases they are compared with); the env's summary and trainwise's breakdown."""
     measurements: dict[str, Measurement] = {}
+    floor = None
     for name in args.frameworks:
         progress(f"{env_id}: {name}: 1 warm-up + {args.iterations} timed iterations of {hp.batch} steps")
         applied = set_torch_threads(args.torch_threads)  # again: a framework may have changed it
         measurements[name] = MEASURERS[name](env_id, hp, args.iterations, args.seed)
         measurements[name].torch_threads = {**applied, "intra_op_after_run": torch_intra_op_threads()}
         progress(f"{env_id}: {name}: {measurements[name].steps_per_s:,.0f} env steps/s")
-    if "trainwise" not in measurements:
-        return _env_summary(measurements), None
-    floor = None
-    if not args.no_floors:
-        progress(f"{env_id}: floors: random-policy env stepping and a minimal fused PPO update, {args.iterations} times each")
-        set_torch_threads(args.torch_threads)
-        workers = measurements["trainwise"].config["backend_workers"]
-        floor = floors(env_id, hp, args.iterations, min(workers, hp.parallel_envs), args.seed)
-    return _env_summary(measurements), breakdown_summary(measurements["trainwise"], floor)
+        if name == "trainwise" and not args.no_floors:
+            progress(f"{env_id}: floors: random-policy env stepping and a minimal fused PPO update, "
+                     f"{args.iterations} times each")
+            set_torch_threads(args.torch_threads)
+            lanes = min(measurements[name].config["backend_workers"], hp.parallel_envs)
+            floor = floors(env_id, hp, args.iterations, lanes, args.seed)
+    summary = _env_summary(measurements)
+    return summary, (breakdown_summary(measurements["trainwise"], floor) if "trainwise" in measurements else None)
 
 
 def _print_tables(per_env: dict[str, dict[str, Any]], breakdowns: dict[str, dict[str, Any]],
@@ -465,7 +480,8 @@ def _print_tables(per_env: dict[str, dict[str, Any]], breakdowns: dict[str, dict
         print_table(["phase", "s/iter", "share"],
                     [[k, v * 1000.0, b["shares"][k]] for k, v in b["phases_s"].items()], digits=3,
                     title=f"trainwise {env_id}: mean timed iteration by phase (measured, ms), "
-                          f"rollout {floor.get('rollout', '-')}x and update {floor.get('update', '-')}x their floors")
+                          f"rollout {floor.get('rollout', '-')}x and update {floor.get('update', '-')}x their floors "
+                          f"(CPU time: {b.get('vs_floor_cpu')})")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -96,7 +96,7 @@ def test_breakdown_summary_puts_each_big_phase_against_its_floor() -> None:
               "other_s": 0.02}
     m = rl_throughput.Measurement("trainwise", "LunarLander-v3", 8000, 1.4, [0.7, 0.7], 4000, 1.0, 0.1, {},
                                   breakdown_s={**phases, "iteration_s": 0.65, "sampling_s": 0.2, "learning_s": 0.4})
-    floor = {"rollout": {"seconds": 0.1}, "update": {"seconds": 0.3}}
+    floor = {"rollout": {"seconds": 0.1, "cpu_seconds": 0.1}, "update": {"seconds": 0.3, "cpu_seconds": 0.3}}
     b = rl_throughput.breakdown_summary(m, floor)
     assert b["rollout_s"] == pytest.approx(0.20) and b["env_steps_per_iteration"] == 4000
     assert b["phases_s"]["between_iterations_s"] == pytest.approx(0.05)  # 0.7 per iteration - 0.65 timed inside
