@@ -303,7 +303,10 @@ class PPOLearner:
                     p.grad = None
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm, foreach=True)
-                step(self.optimizer) if step is not None else self.optimizer.step()
+                if step is not None:
+                    step(self.optimizer)
+                else:
+                    self.optimizer.step()
                 epoch_sums += info
                 count += 1
             sums += epoch_sums
