@@ -4,8 +4,16 @@ Measures env steps per second of *training* (sampling plus learning) for each fr
 side by side in one process, one after another (never concurrently), on the same env
 with the same PPO hyperparameters, and prints the ratios:
 
-* ``ratio``     = trainwise steps/s over RLlib steps/s     (issue bar: >= 3)
-* ``ratio_sb3`` = trainwise steps/s over SB3 steps/s       (issue bar: >= 1.2)
+* ``ratio``     = trainwise steps/s over RLlib steps/s     (bar: >= 3)
+* ``ratio_sb3`` = trainwise steps/s over SB3 steps/s       (bar: >= 3)
+
+For trainwise it also reports where an iteration's time goes (the trainer's per-iteration
+breakdown: weight encoding, dispatch, the functions' env stepping and policy inference,
+decoding, GAE, the update; :class:`serverless.iteration_clock.PhaseBreakdown`) and, in the
+same run, the floors of the two big phases (:mod:`benchmarks.rl_floors`): raw random-policy
+env stepping over the same envs and cores, and a minimal fused PPO update over the same
+minibatches. ``vs_floor`` is floor time over phase time (1 = at the floor; bars: rollout
+>= 0.5, update >= 0.7). ``--breakdown-out`` writes that part alone.
 
 How each framework is timed (the same way for all three):
 
@@ -45,7 +53,8 @@ from benchmarks._common import Stopwatch, print_table, progress, ratio, recordin
 
 ENVS = ("CartPole-v1", "LunarLander-v3")
 FRAMEWORKS = ("trainwise", "rllib", "sb3")
-BARS = {"ratio": 3.0, "ratio_sb3": 1.2}
+BARS = {"ratio": 3.0, "ratio_sb3": 3.0}
+FLOOR_BARS = {"rollout": 0.5, "update": 0.7}  # phase at >= this fraction of its floor's speed
 
 
 @dataclass(frozen=True)
@@ -268,9 +277,14 @@ def measure_trainwise(env_id: str, hp: SharedPPO, iterations: int, seed: int) ->
         """A controller that never changes the configuration; it only timestamps iterations."""
 
         def after_iteration(self, record: IterationRecord) -> RunConfig | None:
-            sampling = float(record.rollout["measured_wall_s"])
-            clock.mark(record.env_steps, sampling_s=sampling, learning_s=record.learner_s,
-                       other_s=max(0.0, record.wall_s - sampling - record.learner_s))
+            assert record.breakdown is not None
+            phases = record.breakdown.to_dict()["phases_s"]
+            rollout = sum(phases[k] for k in ROLLOUT_PHASES)
+            in_function = phases["function_env_s"] + phases["function_policy_s"]
+            cpu_share = record.rollout.get("handler_cpu_share") or 0.0
+            clock.mark(record.env_steps, sampling_s=rollout, learning_s=phases["update_s"],
+                       iteration_s=record.breakdown.iteration_s, update_cpu_s=record.learner_cpu_s,
+                       rollout_in_function_cpu_s=in_function * cpu_share, **phases)
             return None
 
     load: dict[str, Any] = {}
@@ -303,6 +317,57 @@ def measure_trainwise(env_id: str, hp: SharedPPO, iterations: int, seed: int) ->
     return clock.measurement("trainwise", env_id, start, setup.seconds, config, iterations, load, notes)
 
 
+ROLLOUT_PHASES = ("dispatch_s", "function_env_s", "function_policy_s", "function_other_s")
+
+
+def floors(env_id: str, hp: SharedPPO, repeats: int, lanes: int, seed: int) -> dict[str, Any]:
+    """Both floors for ``env_id``, measured now (:mod:`benchmarks.rl_floors`)."""
+    from benchmarks.rl_floors import rollout_floor_s, update_floor_s
+
+    return {
+        "rollout": rollout_floor_s(env_id, hp.parallel_envs, hp.steps_per_env, lanes, repeats, seed),
+        "update": update_floor_s(env_id, hp.batch, hp.minibatch, hp.epochs, hp.hidden, hp.lr, hp.clip,
+                                 hp.vf_coef, hp.max_grad_norm, repeats, seed),
+    }
+
+
+def breakdown_summary(m: Measurement, floor: dict[str, Any] | None) -> dict[str, Any]:
+    """trainwise's mean timed iteration by phase, its shares, and each big phase against its floor."""
+    not_phases = ("sampling_s", "learning_s", "iteration_s", "update_cpu_s", "rollout_in_function_cpu_s")
+    phases = {k: v for k, v in m.breakdown_s.items() if k not in not_phases}
+    iteration = m.breakdown_s["iteration_s"]
+    between = max(0.0, m.timed_s / len(m.iteration_s) - iteration)
+    phases["between_iterations_s"] = round(between, 4)  # the clock's metronome and the benchmark's hook
+    total = sum(phases.values())
+    rollout = sum(phases[k] for k in ROLLOUT_PHASES)
+    out: dict[str, Any] = {
+        "env_id": m.env_id, "env_steps_per_iteration": m.timed_env_steps // len(m.iteration_s),
+        "mean_iteration_s": round(total, 4), "phases_s": phases,
+        "shares": {k: round(v / total, 4) for k, v in phases.items()},
+        "rollout_s": round(rollout, 4), "update_s": phases["update_s"], "label": "measured",
+    }
+    if floor is not None:
+        out["floors"] = floor
+        out["vs_floor"] = {
+            "rollout": round(floor["rollout"]["seconds"] / rollout, 3),
+            "rollout_in_function": round(floor["rollout"]["seconds"] / (phases["function_env_s"] + phases["function_policy_s"]), 3),
+            "update": round(floor["update"]["seconds"] / phases["update_s"], 3),
+        }
+        # CPU time, less sensitive to other jobs than wall time: the update's thread time, and the
+        # critical lane's in-function time x the handlers' CPU share (an estimate of its CPU time)
+        out["vs_floor_cpu"] = {
+            "rollout_in_function": _ratio_or_none(floor["rollout"]["cpu_seconds"], m.breakdown_s.get("rollout_in_function_cpu_s")),
+            "update": _ratio_or_none(floor["update"]["cpu_seconds"], m.breakdown_s.get("update_cpu_s")),
+        }
+        out["floor_bars"] = FLOOR_BARS
+        out["floor_bars_met"] = {k: out["vs_floor"][k] >= bar for k, bar in FLOOR_BARS.items()}
+    return out
+
+
+def _ratio_or_none(floor_s: float, phase_s: float | None) -> float | None:
+    return round(floor_s / phase_s, 3) if phase_s else None
+
+
 def torch_intra_op_threads() -> int:
     import torch
 
@@ -333,6 +398,10 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="torch intra-op threads for every framework's process (default 1)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json-out", type=Path, help="write the result as JSON here")
+    parser.add_argument("--breakdown-out", type=Path,
+                        help="write trainwise's per-phase breakdown and floors as JSON here "
+                             "(e.g. benchmarks/results/rl-throughput-breakdown-DATE.json)")
+    parser.add_argument("--no-floors", action="store_true", help="skip measuring the rollout and update floors")
     args = parser.parse_args(argv)
     frameworks = [f.strip() for f in args.frameworks.split(",") if f.strip()]
     unknown = sorted(set(frameworks) - set(FRAMEWORKS))
@@ -367,22 +436,29 @@ def _worst(per_env: dict[str, dict[str, Any]], key: str) -> float | None:
     return None if any(v is None for v in values) else min(values)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parse_args(argv)
-    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-    threads = set_torch_threads(args.torch_threads)
-    hp = SharedPPO()
-    per_env: dict[str, dict[str, Any]] = {}
-    for env_id in args.envs:
-        measurements: dict[str, Measurement] = {}
-        for name in args.frameworks:
-            progress(f"{env_id}: {name}: 1 warm-up + {args.iterations} timed iterations of {hp.batch} steps")
-            applied = set_torch_threads(args.torch_threads)  # again: a framework may have changed it
-            measurements[name] = MEASURERS[name](env_id, hp, args.iterations, args.seed)
-            measurements[name].torch_threads = {**applied, "intra_op_after_run": torch_intra_op_threads()}
-            progress(f"{env_id}: {name}: {measurements[name].steps_per_s:,.0f} env steps/s")
-        per_env[env_id] = _env_summary(measurements)
+def _measure_env(env_id: str, args: argparse.Namespace, hp: SharedPPO) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Every framework on ``env_id``, the floors right after trainwise (close in time to the
+    phases they are compared with); the env's summary and trainwise's breakdown."""
+    measurements: dict[str, Measurement] = {}
+    floor = None
+    for name in args.frameworks:
+        progress(f"{env_id}: {name}: 1 warm-up + {args.iterations} timed iterations of {hp.batch} steps")
+        applied = set_torch_threads(args.torch_threads)  # again: a framework may have changed it
+        measurements[name] = MEASURERS[name](env_id, hp, args.iterations, args.seed)
+        measurements[name].torch_threads = {**applied, "intra_op_after_run": torch_intra_op_threads()}
+        progress(f"{env_id}: {name}: {measurements[name].steps_per_s:,.0f} env steps/s")
+        if name == "trainwise" and not args.no_floors:
+            progress(f"{env_id}: floors: random-policy env stepping and a minimal fused PPO update, "
+                     f"{args.iterations} times each")
+            set_torch_threads(args.torch_threads)
+            lanes = min(measurements[name].config["backend_workers"], hp.parallel_envs)
+            floor = floors(env_id, hp, args.iterations, lanes, args.seed)
+    summary = _env_summary(measurements)
+    return summary, (breakdown_summary(measurements["trainwise"], floor) if "trainwise" in measurements else None)
 
+
+def _print_tables(per_env: dict[str, dict[str, Any]], breakdowns: dict[str, dict[str, Any]],
+                  args: argparse.Namespace, threads: dict[str, int]) -> None:
     rows = []
     for env_id, entry in per_env.items():
         for name, m in entry["frameworks"].items():
@@ -398,7 +474,28 @@ def main(argv: list[str] | None = None) -> int:
     print_table(["env", "trainwise/RLlib", "trainwise/SB3"],
                 [[env_id, e["ratio"], e["ratio_sb3"]] for env_id, e in per_env.items()], digits=2,
                 title=f"Ratios (bars: RLlib >= {BARS['ratio']}, SB3 >= {BARS['ratio_sb3']})")
+    for env_id, b in breakdowns.items():
+        print()
+        floor = b.get("vs_floor", {})
+        print_table(["phase", "s/iter", "share"],
+                    [[k, v * 1000.0, b["shares"][k]] for k, v in b["phases_s"].items()], digits=3,
+                    title=f"trainwise {env_id}: mean timed iteration by phase (measured, ms), "
+                          f"rollout {floor.get('rollout', '-')}x and update {floor.get('update', '-')}x their floors "
+                          f"(CPU time: {b.get('vs_floor_cpu')})")
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    threads = set_torch_threads(args.torch_threads)
+    hp = SharedPPO()
+    per_env: dict[str, dict[str, Any]] = {}
+    breakdowns: dict[str, dict[str, Any]] = {}
+    for env_id in args.envs:
+        per_env[env_id], breakdown = _measure_env(env_id, args, hp)
+        if breakdown is not None:
+            breakdowns[env_id] = breakdown
+    _print_tables(per_env, breakdowns, args, threads)
     payload = {
         "benchmark": "rl_throughput",
         "ratio": _worst(per_env, "ratio"),
@@ -407,6 +504,7 @@ def main(argv: list[str] | None = None) -> int:
                             "with several envs the top-level ratios are the minimum across envs",
         "bars": BARS,
         "envs": per_env,
+        "breakdown": breakdowns,
         "shared_hyperparameters": asdict(hp),
         "iterations": args.iterations,
         "warmup_iterations": 1,
@@ -415,6 +513,14 @@ def main(argv: list[str] | None = None) -> int:
     }
     payload["bars_met"] = {k: (payload[k] is not None and payload[k] >= bar) for k, bar in BARS.items()}
     write_result(args.json_out, payload)
+    if args.breakdown_out is not None:
+        write_result(args.breakdown_out, {
+            "benchmark": "rl_throughput breakdown", "envs": breakdowns,
+            "ratios": {env_id: {"ratio": e["ratio"], "ratio_sb3": e["ratio_sb3"]} for env_id, e in per_env.items()},
+            "env_steps_per_s": {env_id: e["env_steps_per_s"] for env_id, e in per_env.items()},
+            "load": {env_id: {n: m["load"] for n, m in e["frameworks"].items()} for env_id, e in per_env.items()},
+            "iterations": args.iterations, "torch_threads": threads,
+        })
     return 0
 
 

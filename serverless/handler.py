@@ -19,7 +19,10 @@ Result::
 
     {"trajectories_npz_b64": "<base64 npz>", "episode_returns": [...],
      "episode_lengths": [...], "env_steps": 256, "actor_id": 0, "cold_start": false,
-     "timings": {"init_ms", "rollout_ms", "total_ms", "cpu_ms"}}
+     "timings": {"init_ms", "rollout_ms", "env_ms", "total_ms", "cpu_ms"}}
+
+``env_ms`` is the part of ``rollout_ms`` spent inside the env (``step`` and ``reset``);
+the rest of ``rollout_ms`` is the policy's inference and the rollout's bookkeeping.
 
 An event's optional ``rollout_id`` (the trainer's [iteration, slot, attempt]) is echoed
 in the result, so the trainer can refuse a result that answers another attempt.
@@ -311,6 +314,7 @@ def _slot_rollouts(policy: NumpyPolicy, event: dict[str, Any]) -> tuple[dict[str
         "episode_slots": [int(e["slot"]) for e, o in zip(event["slots"], outs) for _ in o["episode_returns"]],
         "slot_episodes": [o["episode"] for o in outs],
         "replayed_slots": replayed,
+        "env_ms": sum(o["env_ms"] for o in outs),
     }
     if mismatched:
         out["replay_mismatch"] = mismatched
@@ -338,14 +342,19 @@ def rollout(policy: NumpyPolicy, state: _ActorState, num_steps: int, rng: np.ran
     lengths: list[int] = []
 
     env, obs = state.env, state.obs
+    clock = time.perf_counter
+    env_s = 0.0
+    draws = policy.draws(rng, num_steps)  # the same numbers, in order, as one draw per step
     for t in range(num_steps):
-        action, logp, value = policy.act(obs, rng)
+        action, logp, value = policy.act_drawn(obs, draws[t])
         obs_buf[t] = obs
         act_buf[t] = action
         logp_buf[t] = logp
         val_buf[t] = value
         env_action = action if low is None else np.clip(action, low, high)
+        t_env = clock()
         next_obs, reward, terminated, truncated = _step(state, env_action)
+        env_s += clock() - t_env
         rew_buf[t] = reward
         if terminated or truncated:
             term_buf[t] = terminated
@@ -356,7 +365,9 @@ def rollout(policy: NumpyPolicy, state: _ActorState, num_steps: int, rng: np.ran
             lengths.append(state.episode_length)
             state.episode_return, state.episode_length = 0.0, 0
             state.episode_start, state.episode_actions = {"rng": _rng_state(env)}, []
+            t_env = clock()
             next_obs, _ = env.reset()
+            env_s += clock() - t_env
         obs = np.asarray(next_obs, dtype=np.float32)
     state.obs = obs
     ended = term_buf[-1] or trunc_buf[-1]
@@ -372,7 +383,7 @@ def rollout(policy: NumpyPolicy, state: _ActorState, num_steps: int, rng: np.ran
         "trunc_values": trunc_val_buf,
         "last_value": np.asarray(last_value, dtype=np.float32),
     }
-    return {"arrays": arrays, "episode_returns": returns, "episode_lengths": lengths}
+    return {"arrays": arrays, "episode_returns": returns, "episode_lengths": lengths, "env_ms": env_s * 1000.0}
 
 
 # Results whose base64 trajectories exceed this are sized exactly and, past Lambda's 6 MB
@@ -424,6 +435,7 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         "timings": {
             "init_ms": init_ms,
             "rollout_ms": rollout_ms,
+            "env_ms": out["env_ms"],
             "total_ms": total_ms,
             "cpu_ms": (time.process_time() - cpu0) * 1000.0,
         },

@@ -10,6 +10,11 @@ used: failed and timed-out attempts that were retried, hedge losers, and results
 as stale. Throttled calls are counted there with no cost (Lambda charges nothing for a
 429). The fault lines are already inside ``function_gb_s`` and ``requests``, so the
 total is the sum of the three lines above, not of the faults besides.
+
+``time_by_phase`` is where the run's measured wall time went, summed over its iterations
+by phase (:class:`serverless.iteration_clock.PhaseBreakdown`: weight encoding, dispatch,
+the functions' env stepping, policy inference and other handler time on the critical
+path, decoding, GAE, the update, checkpoints, the rest), with each phase's share.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ class CostLedger:
     learner_seconds: float = 0.0
     # by fault kind: {"invocations", "gb_seconds", "usd"} of attempts whose result was not used
     fault_costs: dict[str, dict[str, float]] = field(default_factory=dict)
+    phase_seconds: dict[str, float] = field(default_factory=dict)  # measured wall s by iteration phase
 
     def add_invocation(self, billed_ms: int, memory_mb: int) -> None:
         """One invocation: its duration (GB-s) and its request."""
@@ -60,6 +66,19 @@ class CostLedger:
     def add_learner_time(self, seconds: float) -> None:
         self.learner_seconds += seconds
 
+    def add_phase_times(self, seconds: dict[str, float]) -> None:
+        """Add an iteration's (or a checkpoint's) measured wall seconds by phase."""
+        for name, value in seconds.items():
+            self.phase_seconds[name] = self.phase_seconds.get(name, 0.0) + float(value)
+
+    def time_by_phase(self) -> dict[str, Any]:
+        total = sum(self.phase_seconds.values())
+        return {
+            "seconds": dict(self.phase_seconds),
+            "shares": {k: (v / total if total > 0 else 0.0) for k, v in self.phase_seconds.items()},
+            "label": "measured",
+        }
+
     @property
     def request_usd(self) -> float:
         return self.prices.request_cost(self.requests)
@@ -80,6 +99,7 @@ class CostLedger:
             "requests": self.requests,
             "learner_seconds": self.learner_seconds,
             "fault_costs": {k: dict(v) for k, v in self.fault_costs.items()},
+            "phase_seconds": dict(self.phase_seconds),
         }
 
     def restore(self, totals: dict[str, float]) -> None:
@@ -88,6 +108,7 @@ class CostLedger:
         self.requests = int(totals["requests"])
         self.learner_seconds = float(totals["learner_seconds"])
         self.fault_costs = {str(k): {n: float(x) for n, x in v.items()} for k, v in totals.get("fault_costs", {}).items()}
+        self.phase_seconds = {str(k): float(v) for k, v in totals.get("phase_seconds", {}).items()}
 
     def lines(self) -> list[dict[str, Any]]:
         p = self.prices
@@ -133,4 +154,5 @@ class CostLedger:
             "lines": self.lines(),
             "total_usd": self.total_usd,
             "faults": self.faults(),
+            "time_by_phase": self.time_by_phase(),
         }

@@ -117,6 +117,11 @@ def decode_npz_field(payload: dict[str, Any], stem: str) -> dict[str, np.ndarray
 class NumpyPolicy:
     """The exported policy, evaluated with numpy only (one observation at a time).
 
+    Per step the cost is numpy's per-call overhead, not flops, so a step makes as few
+    numpy calls as it can: the layers write into preallocated buffers, and a rollout
+    draws all its random numbers up front (:meth:`draws`, then :meth:`act_drawn`), which
+    gives the very numbers, in the same order, as one draw per step (:meth:`act`).
+
     ``arrays`` hold ``actor.{i}.w/b``, ``critic.{i}.w/b`` (``w`` as [in, out]) and,
     for continuous actions, ``log_std``.
     """
@@ -144,35 +149,63 @@ class NumpyPolicy:
             w[aw.shape[0] :, aw.shape[1] :] = cw
             fused.append((w, np.concatenate([ab, cb]).astype(np.float32)))
         self._layers = [(w.astype(np.float32), b.astype(np.float32)) for w, b in fused]
+        self._buffers = [np.empty(w.shape[1], dtype=np.float32) for w, _ in self._layers]
         self._std = np.exp(self.arrays["log_std"]) if self.spec.action_kind == "continuous" else None
         self._log_std_sum = float(np.sum(self.arrays["log_std"])) if self._std is not None else 0.0
 
     def _forward(self, obs: np.ndarray) -> np.ndarray:
-        """[actor output..., value] for one observation."""
+        """[actor output..., value] for one observation, in a buffer the next call overwrites."""
         x = np.asarray(obs, dtype=np.float32)
-        for w, b in self._layers[:-1]:
-            x = np.tanh(x @ w + b)
-        w, b = self._layers[-1]
-        return x @ w + b
+        for (w, b), out in zip(self._layers, self._buffers):
+            np.dot(x, w, out=out)  # np.dot: the same sums as matmul, with less dispatch per call
+            np.add(out, b, out=out)
+            if out is not self._buffers[-1]:
+                np.tanh(out, out=out)
+            x = out
+        return x
 
     def value(self, obs: np.ndarray) -> float:
         return float(self._forward(obs)[-1])
 
+    def draws(self, rng: np.random.Generator, steps: int) -> Any:
+        """The random numbers of ``steps`` actions: a list of uniforms (discrete) or a
+        [steps, act_dim] float32 array of standard normals (continuous)."""
+        if self.spec.action_kind == "discrete":
+            return rng.random(steps).tolist()
+        return rng.standard_normal((steps, self.spec.act_dim)).astype(np.float32)
+
     def act(self, obs: np.ndarray, rng: np.random.Generator) -> tuple[Any, float, float]:
         """Sample an action: returns (action, log-probability, value estimate)."""
+        return self.act_drawn(obs, self.draws(rng, 1)[0])
+
+    def act_drawn(self, obs: np.ndarray, draw: Any) -> tuple[Any, float, float]:
+        """:meth:`act` with its random number already drawn (one entry of :meth:`draws`)."""
         y = self._forward(obs)
         value = float(y[-1])
         out = y[:-1]
         if self.spec.action_kind == "discrete":
-            z = out - out.max()
+            z = out - max(out.tolist())
             p = np.exp(z)
             total = p.sum()
-            action = min(int(np.searchsorted(np.cumsum(p), rng.random() * total)), len(p) - 1)
+            action = _inverse_cdf(p.tolist(), draw * total)
             return action, float(z[action] - np.log(total)), value
-        noise = rng.standard_normal(out.shape[0]).astype(np.float32)
+        noise = draw
         action = out + self._std * noise
         logp = float(-0.5 * np.dot(noise, noise) - self._log_std_sum - 0.5 * out.shape[0] * np.log(2 * np.pi))
         return action.astype(np.float32), logp, value
+
+
+def _inverse_cdf(p: list[float], threshold: Any) -> int:
+    """``min(searchsorted(cumsum(p), threshold), len(p) - 1)`` for float32 ``p`` given as
+    Python floats, without numpy's per-call overhead: the first index whose float32 running
+    sum reaches ``threshold``. Each sum is rounded to float32 as numpy's is (a double sum of
+    two float32 values rounds to the float32 sum exactly), so the index is numpy's."""
+    running = 0.0
+    for i, x in enumerate(p):
+        running = x if i == 0 else float(np.float32(running + x))
+        if running >= threshold:
+            return i
+    return len(p) - 1
 
 
 # --------------------------------------------------------------------------- torch side

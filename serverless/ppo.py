@@ -282,6 +282,10 @@ class PPOLearner:
         count = 0
         stopped_early = False
         params = list(self.model.parameters())
+        # Adam's step without the optimiser's profiling wrapper (a record_function and hook
+        # lookups per call cost ~10% of an update this size); the same arithmetic, and
+        # gradients dropped directly instead of through zero_grad's own record_function.
+        step = getattr(self.optimizer.step, "__wrapped__", None)
         for epoch in range(cfg.epochs):
             chunks = _minibatches(n, cfg.minibatch_size, self.rng)
             if epoch == 0 and probe_noise:
@@ -295,10 +299,14 @@ class PPOLearner:
                 mb = {k: v[start : start + len(idx)] for k, v in shuffled.items()}
                 start += len(idx)
                 loss, info = self._loss(mb, clip)
-                self.optimizer.zero_grad(set_to_none=True)
+                for p in params:
+                    p.grad = None
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm, foreach=True)
-                self.optimizer.step()
+                if step is not None:
+                    step(self.optimizer)
+                else:
+                    self.optimizer.step()
                 epoch_sums += info
                 count += 1
             sums += epoch_sums

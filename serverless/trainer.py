@@ -63,12 +63,14 @@ from core.errors import UserError
 from serverless.backends import BACKENDS
 from serverless.backends.faults import FaultInjectingBackend, FaultSpec
 from serverless.checkpoint import load_checkpoint, save_checkpoint
-from serverless.iteration_clock import IterationClock
+from serverless.iteration_clock import IterationClock, PhaseBreakdown
 from serverless.ledger import BILLED, MODELLED, CostLedger
 from serverless.policy import PolicySpec
 from serverless.ppo import PPOConfig, PPOLearner
 from serverless.pricing import ARCHITECTURES, PriceTable
-from serverless.rollout_batch import assemble_batch, decode_trajectories, rollout_events, rollout_summary
+from serverless.rollout_batch import (
+    assemble_batch, batch_from_segments, decode_segments, decode_trajectories, rollout_events, rollout_summary,
+)
 from serverless.rollouts import Collected, RolloutRetryPolicy, RolloutCollector, RolloutsFailed
 from serverless.run_config import RunConfig
 from serverless.run_state import RunState
@@ -184,10 +186,12 @@ class IterationRecord:
     episodes: int  # cumulative completed episodes
     ppo_stats: dict[str, Any] = field(default_factory=dict)
     grad_noise: dict[str, Any] | None = None
+    breakdown: PhaseBreakdown | None = None  # wall time by phase (measured; the checkpoint added once written)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["run"] = self.run.to_dict()
+        data["breakdown"] = None if self.breakdown is None else self.breakdown.to_dict()
         return data
 
 
@@ -367,10 +371,11 @@ class _Training:
     def _collect(self, clock: IterationClock, run: RunConfig) -> Collected:
         """Send the policy out, get one result per slot back, and pay for every attempt."""
         spec, state = self.spec, self.state
-        events = rollout_events(
-            spec.env_id, spec.seed, state.iteration, self.learner, run, self.ppo.steps_per_env, state.slot_episodes,
-            spec.env_kwargs,
-        )
+        with clock.phase("encode"):
+            events = rollout_events(
+                spec.env_id, spec.seed, state.iteration, self.learner, run, self.ppo.steps_per_env, state.slot_episodes,
+                spec.env_kwargs,
+            )
         try:
             got = clock.rollouts(lambda: self.collector.collect(events, run.memory_mb, run.actors, state.iteration))
         except RolloutsFailed as exc:
@@ -380,7 +385,7 @@ class _Training:
         state.count_rollouts(len(events), got.used_ids)
         return got
 
-    def _learn(self, results: list[dict[str, Any]]) -> dict[str, Any]:
+    def _learn(self, clock: IterationClock, results: list[dict[str, Any]]) -> dict[str, Any]:
         """Episodes into the returns window, then GAE and one PPO update."""
         state = self.state
         state.add_episodes(results)
@@ -390,9 +395,13 @@ class _Training:
                 f"iteration {state.iteration}: slots {mismatched} could not replay their episode "
                 f"({self.spec.env_id} is not deterministic under replay); they restarted"
             )
-        data = assemble_batch(results, self.ppo.gamma, self.ppo.gae_lambda)
+        with clock.phase("decode"):
+            segments = decode_segments(results)
+        with clock.phase("gae"):
+            data = batch_from_segments(segments, self.ppo.gamma, self.ppo.gae_lambda)
         probe = self.probe_noise_every > 0 and state.iteration % self.probe_noise_every == 0
-        stats = self.learner.update(data, probe_noise=probe)
+        with clock.phase("update"):
+            stats = self.learner.update(data, probe_noise=probe)
         state.env_steps += int(len(data["obs"]))
         return stats
 
@@ -403,13 +412,15 @@ class _Training:
         got = self._collect(clock, run)
         self.lambda_label = got.batch.lambda_s_label
         steps_before = self.state.env_steps
-        stats = self._learn(got.results)
+        stats = self._learn(clock, got.results)
         times = clock.stop(
             rollout_lambda_s=got.batch.lambda_s, rollout_wall_s=got.batch.wall_s, modelled=self.lambda_label == "modelled"
         )
         self.state.lambda_time_s += times.lambda_s
         self.ledger.add_learner_time(times.lambda_s)
         record = self._record(run, got, times, stats)
+        record.breakdown = clock.breakdown(got.results)
+        self.ledger.add_phase_times(record.breakdown.to_dict()["phases_s"])
         self.records.append(record)
         self._progress(record, self.state.env_steps - steps_before)
         self.state.iteration += 1
@@ -472,6 +483,8 @@ class _Training:
             state.run = new_run
 
     def checkpoint(self) -> None:
+        """Write the checkpoint; its time joins the last iteration's breakdown."""
+        t0 = time.perf_counter()
         self.state.hedge_history = list(self.collector.durations)
         save_checkpoint(
             self.ckpt_dir,
@@ -480,6 +493,11 @@ class _Training:
             learner_state=self.learner.state_dict(),
             run_state=self.state.to_json(self.spec.env_id, self.run_wall_s(), self.ledger),
         )
+        seconds = time.perf_counter() - t0
+        last = self.records[-1] if self.records else None
+        if last is not None and last.breakdown is not None:
+            last.breakdown = last.breakdown.with_checkpoint(seconds)
+        self.ledger.add_phase_times({"checkpoint_s": seconds})
 
     def close(self) -> None:
         self.bar.close()

@@ -222,6 +222,7 @@ class LocalBackend:
                     "host_speed": factor,
                     "throttled_s": paused,
                 }
+                result["lane"] = slot  # the worker: its events run one after another
                 error = None
             else:
                 result, cold, error = None, False, str(reply.get("error"))

@@ -183,6 +183,9 @@ class RayBackend:
         placed = [int(event.get("actor_id", i)) % n_actors for i, event in enumerate(events)]
         refs = [self._submit(actors[a], event) for a, event in zip(placed, events)]
         replies = [self._reply(ref, a) for ref, a in zip(refs, placed)]
+        for reply, a in zip(replies, placed):
+            if reply.get("ok"):
+                reply["result"]["lane"] = a  # the actor: its events run one after another
         wall_s = time.perf_counter() - t0
         notes = []
         if concurrency > cpus:

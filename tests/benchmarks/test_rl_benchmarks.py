@@ -88,3 +88,28 @@ def test_common_ratio_and_table(capsys: pytest.CaptureFixture[str]) -> None:
     _common.print_table(["name", "value"], [["a", 1234.5], ["bb", None]], title="T")
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "T" and "1,234.5" in out[3] and out[4].rstrip().endswith("-")
+
+
+def test_breakdown_summary_puts_each_big_phase_against_its_floor() -> None:
+    phases = {"encode_s": 0.01, "dispatch_s": 0.02, "function_env_s": 0.10, "function_policy_s": 0.05,
+              "function_other_s": 0.03, "decode_s": 0.01, "gae_s": 0.01, "update_s": 0.40, "checkpoint_s": 0.0,
+              "other_s": 0.02}
+    m = rl_throughput.Measurement("trainwise", "LunarLander-v3", 8000, 1.4, [0.7, 0.7], 4000, 1.0, 0.1, {},
+                                  breakdown_s={**phases, "iteration_s": 0.65, "sampling_s": 0.2, "learning_s": 0.4})
+    floor = {"rollout": {"seconds": 0.1, "cpu_seconds": 0.1}, "update": {"seconds": 0.3, "cpu_seconds": 0.3}}
+    b = rl_throughput.breakdown_summary(m, floor)
+    assert b["rollout_s"] == pytest.approx(0.20) and b["env_steps_per_iteration"] == 4000
+    assert b["phases_s"]["between_iterations_s"] == pytest.approx(0.05)  # 0.7 per iteration - 0.65 timed inside
+    assert b["mean_iteration_s"] == pytest.approx(0.70)
+    assert sum(b["shares"].values()) == pytest.approx(1.0, abs=1e-3)
+    assert b["vs_floor"] == {"rollout": 0.5, "rollout_in_function": pytest.approx(0.667, abs=1e-3), "update": 0.75}
+    assert b["floor_bars_met"] == {"rollout": True, "update": True}
+    assert "vs_floor" not in rl_throughput.breakdown_summary(m, None)
+
+
+def test_update_floor_runs_the_same_minibatches() -> None:
+    from benchmarks.rl_floors import update_floor_s
+
+    out = update_floor_s("CartPole-v1", 300, 128, 1, (8,), 3e-4, 0.2, 0.5, 0.5, repeats=1)
+    assert out["minibatch_updates_per_epoch"] == 2  # 128 + 172 (a tail under half a minibatch joins the last)
+    assert out["seconds"] > 0 and out["label"] == "measured"
