@@ -19,9 +19,11 @@ def decode_trajectories(result: dict[str, Any]) -> dict[str, np.ndarray]:
 
 
 _STEP_ARRAYS = ("obs", "actions", "logprobs", "values", "rewards", "terminated", "truncated", "trunc_values")
+#: one env stream's steps in one iteration: (its slot or None, its arrays, V of the observation after its last step)
+Segment = tuple[int | None, dict[str, np.ndarray], float]
 
 
-def _segments(tr: dict[str, np.ndarray]) -> list[tuple[int | None, dict[str, np.ndarray], float]]:
+def _segments(tr: dict[str, np.ndarray]) -> list[Segment]:
     """A result's segments as (slot or None, arrays, last value); one unless it ran slots."""
     if "segment_lengths" not in tr:
         return [(None, tr, float(tr["last_value"]))]
@@ -33,14 +35,24 @@ def _segments(tr: dict[str, np.ndarray]) -> list[tuple[int | None, dict[str, np.
     return out
 
 
-def assemble_batch(results: list[dict[str, Any]], gamma: float, lam: float) -> dict[str, np.ndarray]:
-    """Concatenate the segments, with GAE advantages and returns computed per segment.
-
-    Segments from env slots are put in slot order, so the batch (and the minibatches the
-    learner draws from it) does not depend on which function ran which slot."""
+def batch_segments(results: list[dict[str, Any]]) -> list[Segment]:
+    """Every result's segments as (slot or None, arrays, last value); segments from env
+    slots in slot order, so the batch (and the minibatches the learner draws from it) does
+    not depend on which function ran which slot."""
     segments = [seg for result in results for seg in _segments(decode_trajectories(result))]
     if all(slot is not None for slot, _, _ in segments):
         segments.sort(key=lambda seg: seg[0])
+    return segments
+
+
+def assemble_batch(results: list[dict[str, Any]], gamma: float, lam: float) -> dict[str, np.ndarray]:
+    """Concatenate the segments (:func:`batch_segments`), with GAE advantages and returns
+    computed per segment."""
+    return assemble_segments(batch_segments(results), gamma, lam)
+
+
+def assemble_segments(segments: list[Segment], gamma: float, lam: float) -> dict[str, np.ndarray]:
+    """:func:`assemble_batch` on segments already decoded."""
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("obs", "actions", "logprobs", "values", "advantages", "returns")}
     for _, tr, last_value in segments:
         adv, ret = compute_gae(
