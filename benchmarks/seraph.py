@@ -112,7 +112,7 @@ METHODS = ("static", "seraph", "static_repeat", "memory_sweep", "optuna", "grid"
 def run_env(
     env: str, seeds: list[int], quick: bool, max_steps: int | None, partial: Path | None = None, methods: tuple[str, ...] = METHODS,
     grid_shapes: list[RunShape] | None = None, remeasure: list[RunShape] = (), steps_per_env: int = DEFAULT_STEPS_PER_ENV,
-    cached_twins: bool = True, ignore_references: bool = False,
+    cached_twins: bool = True, ignore_references: bool = False, objectives: tuple[str, ...] = ("cost", "speed"),
 ) -> dict[str, Any]:
     from optimizers.rl_baselines.grid import oracle, run_grid
     from optimizers.rl_baselines.memory_sweep import run_memory_sweep
@@ -145,7 +145,7 @@ def run_env(
             _log(f"{env} seed {seed}: static default")
             runs.append({"seed": seed, **run_static(workload, target_reward=target, seed=seed)})
         if "seraph" in methods:
-            for objective in ("cost", "speed"):
+            for objective in objectives:
                 for cached in (False, True) if cached_twins else (False,):
                     _log(f"{env} seed {seed}: seraph {objective}{' (cached profile)' if cached else ''}")
                     runs.append({"seed": seed, **_seraph(env, seed, objective, target, max_steps, cached,
@@ -401,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh-only", action="store_true",
                     help="run Seraph with a fresh profile only, without the cached-profile twin of each run "
                     "(halves Seraph's share of a many-seed run; the cached-profile bars are then not reported)")
+    ap.add_argument("--objectives", default="cost,speed", help="Seraph's objectives to run: cost, speed or both")
     ap.add_argument("--ignore-references", action="store_true",
                     help="Seraph plans as for an env without reference runs (committed or built in): the layout "
                     "and batch are then decided online, on the run's own rollouts")
@@ -441,13 +442,16 @@ def main(argv: list[str] | None = None) -> int:
     bad = [m for m in methods if m not in METHODS]
     if bad:
         ap.error(f"unknown method(s) {bad}; allowed: {', '.join(METHODS)}")
+    objectives = tuple(o for o in args.objectives.split(",") if o)
+    if not objectives or set(objectives) - {"cost", "speed"}:
+        ap.error(f"--objectives takes cost, speed or cost,speed, got {args.objectives!r}")
     results = []
     for env in envs:
         partial = None if args.json_out is None else args.json_out.with_suffix(f".{env}.partial.json")
         earlier = None if args.grid_from is None else _load_grid(args.grid_from, env, grid_seeds)
         remeasure = oracle_candidates(earlier[0], args.oracle_top) if earlier and args.oracle_top else []
         res = run_env(env, seeds, args.quick, args.max_steps, partial, methods, grid_shapes, remeasure, args.steps_per_env,
-                      cached_twins=not args.fresh_only, ignore_references=args.ignore_references)
+                      cached_twins=not args.fresh_only, ignore_references=args.ignore_references, objectives=objectives)
         if earlier is not None:
             _use_grid(res, *earlier, args.oracle_top, out_of_sample)
         res["summary"] = summarise(res)

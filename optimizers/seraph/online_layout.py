@@ -46,6 +46,10 @@ from optimizers.seraph.models import RunShape
 #: the bootstrap quantile of the predicted env-steps ratio a switch is judged on
 BOUND_QUANTILE = 0.9
 BOOTSTRAP_DRAWS = 400
+#: the predicted gain a layout change must promise beyond its bound: a change of layout sends
+#: training down another trajectory, as a change of batch does, and a batch change was measured
+#: to cost a median 16% in env steps (``controller.SeraphController.batch_change_gain``)
+LAYOUT_CHANGE_GAIN = 0.16
 #: the guard's band: a statistic breaches at more than this times its pre-switch maximum
 GUARD_FACTOR = 2.0
 MIN_STEPS_PER_ENV = 25
@@ -198,18 +202,21 @@ class OnlineLayout:
 
     def probe(self) -> tuple[int, ...]:
         """The chunk counts to measure on the next iteration: those whose layout the model
-        predicts no dearer per iteration on the objective (break-even at least 1; a dearer
-        one could pay only through fewer env steps, and a probe costs learner time); none
-        once exploring is over or while a switch is guarded."""
+        predicts to save more than :data:`LAYOUT_CHANGE_GAIN` per iteration on the objective
+        (any other could pay only through fewer env steps than the current layout's, and a
+        probe costs learner time); none once exploring is over or while a switch is guarded."""
         if self._done or self._guard is not None:
             return ()
         if self._candidates is None:
-            self._candidates = tuple(m for m in chunk_counts(self.steps_per_env, self.floor) if self._break_even(m) >= 1.0)
+            self._candidates = tuple(
+                m for m in chunk_counts(self.steps_per_env, self.floor) if self._break_even(m) > 1 + LAYOUT_CHANGE_GAIN
+            )
             if not self._candidates:
                 self._done = True
                 self.decisions.append(LayoutDecision(
                     0, 0, "stay", self.steps_per_env, self.steps_per_env,
-                    "no wider layout is predicted cheaper per iteration on the objective: nothing to probe",
+                    f"no wider layout is predicted to save more than {LAYOUT_CHANGE_GAIN:.0%} per iteration on "
+                    "the objective: nothing to probe",
                 ))
         return self._candidates
 
@@ -247,7 +254,8 @@ class OnlineLayout:
         break_even = self._break_even(m)
         ratio = predicted_ratio(units, m, self._envs)
         bound = bootstrap_bound(units, m, self._envs, self.seed + m) if units else math.inf
-        return LayoutOption(m, spe, actors, len(units), ratio, bound, break_even, bound * (1 + margin) < break_even)
+        passes = bound * (1 + margin) * (1 + LAYOUT_CHANGE_GAIN) < break_even
+        return LayoutOption(m, spe, actors, len(units), ratio, bound, break_even, passes)
 
     def _decide(self, record: Any) -> tuple[RunShape, int] | None:
         margin = float(self.margin())
@@ -261,7 +269,8 @@ class OnlineLayout:
             self.decisions.append(LayoutDecision(
                 it, steps, "stay", self.steps_per_env, self.steps_per_env,
                 f"no layout's bound (q{BOUND_QUANTILE:.0%}) on the env-steps ratio, with the model's error "
-                f"({margin:.0%}) added, beats its break-even", options,
+                f"({margin:.0%}) and the cost of a change of trajectory ({LAYOUT_CHANGE_GAIN:.0%}) added, beats its "
+                "break-even", options,
             ))
             return None
         best = min(passing, key=lambda o: o.ratio / o.break_even)
@@ -274,7 +283,8 @@ class OnlineLayout:
         self.decisions.append(LayoutDecision(
             it, steps, "switch", self.steps_per_env, best.steps_per_env,
             f"{best.actors} envs of {best.steps_per_env} steps: predicted env-steps ratio {best.ratio:.3f}, bound "
-            f"{best.bound:.3f} x (1 + {margin:.1%}) < break-even {best.break_even:.3f}", options,
+            f"{best.bound:.3f} x (1 + {margin:.1%}) x (1 + {LAYOUT_CHANGE_GAIN:.0%}) < break-even {best.break_even:.3f}",
+            options,
         ))
         self.shape, self.steps_per_env = new, best.steps_per_env
         return new, best.steps_per_env
