@@ -21,15 +21,20 @@ bias that cutting the segments (GAE bootstrapped every ``T/m`` steps) adds. From
   wider layout runs more functions side by side, so its iterations are shorter: the
   learner VM waits less and the functions' GB-seconds per step stay the same.
 
-It switches to the layout with the best predicted objective among those whose bound,
-with the model's own error added, beats the break-even; one decision per window of
-``min_units`` probed iterations; each layout keeps at least ``step_floor`` steps per
-env (``max(25, 2 / (1 − γλ))``: shorter segments cut GAE's horizon).
+It probes only layouts whose break-even exceeds ``1 + LAYOUT_CHANGE_GAIN`` (no other could
+pay), and after a window of ``min_units`` probed iterations switches to the layout with the
+best predicted objective among those whose bound, times ``1 + e`` (the model's own error) and
+``1 + LAYOUT_CHANGE_GAIN`` (what a change of trajectory costs), beats the break-even. Each
+layout keeps at least ``step_floor`` steps per env (``max(25, 2 / (1 − γλ))``: shorter
+segments cut GAE's horizon). A window that stays ends the exploring; a switch that holds
+opens one more window (``max_windows``).
 
 **The guard.** For ``guard_window`` iterations after a switch it compares the approx KL
 and clip fraction with the band of the iterations before the switch (their largest
-value, times ``GUARD_FACTOR``, plus a small floor), and the mean return with the return at
-the switch less the largest drop seen before it. A breach reverts to the previous layout
+value, times ``GUARD_FACTOR``, plus a small floor); at the end of the window, the mean
+return with the return at the switch less the largest drop seen before it, and the measured
+objective per iteration (the ledger's cost, the clock's time) before over after the switch
+with the env-steps ratio the switch was predicted to need. A breach reverts to the previous layout
 and ends the exploration: a run risks at most one guard window at a layout that hurts.
 """
 
