@@ -28,6 +28,7 @@ count for the bias.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,6 +149,7 @@ def probe_layouts(
 
     Returns, per chunk count, one row of statistics per pair of envs (see the module's
     docstring); JSON-ready. Segments shorter than ``max(chunk_counts)`` steps are left out."""
+    c0 = time.thread_time()
     cfg = learner.config
     fine = max(chunk_counts)
     lengths = [len(tr["rewards"]) for _, tr, _ in segments]
@@ -170,5 +172,6 @@ def probe_layouts(
         ]
         rows.append({"chunks": m, "pairs": pairs})
     learner.model.zero_grad(set_to_none=True)
-    return {"segment_steps": lengths, "envs": len(envs), "layouts": rows}
+    # the probe's own CPU time, so that a tuner can compare iterations with and without it
+    return {"segment_steps": lengths, "envs": len(envs), "layouts": rows, "cpu_s": time.thread_time() - c0}
 

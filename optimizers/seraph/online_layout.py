@@ -33,8 +33,9 @@ opens one more window (``max_windows``).
 and clip fraction with the band of the iterations before the switch (their largest
 value, times ``GUARD_FACTOR``, plus a small floor); at the end of the window, the mean
 return with the return at the switch less the largest drop seen before it, and the measured
-objective per iteration (the ledger's cost, the clock's time) before over after the switch
-with the env-steps ratio the switch was predicted to need. A breach reverts to the previous layout
+objective per warm iteration (the ledger's cost, the clock's time, the probe's own time left
+out) before over after the switch, which must beat the switch's own bar with the measured
+figures: the bound times ``1 + LAYOUT_CHANGE_GAIN``. A breach reverts to the previous layout
 and ends the exploration: a run risks at most one guard window at a layout that hurts.
 """
 
@@ -163,8 +164,13 @@ class _Guard:
     worst_drop: float
     left: int
     before: float  # the objective per iteration before the switch (measured, median)
-    ratio: float  # the predicted env-steps ratio the switch was made on
+    bound: float  # the bound on the env-steps ratio the switch was made on
     after: list[float] = field(default_factory=list)
+
+
+def _cold(record: Any) -> bool:
+    """An iteration with a cold start: not the steady state a layout is judged by."""
+    return int((getattr(record, "rollout", None) or {}).get("cold_starts", 0) or 0) > 0
 
 
 def _band(history: list[Any]) -> tuple[float, float, float]:
@@ -194,6 +200,7 @@ class OnlineLayout:
     min_units: int = 3
     guard_window: int = 3
     max_windows: int = 2  # decision windows a run may probe (a switch that holds opens the next)
+    learner_usd_per_s: float = 0.0  # the learner VM's price: the probe's time is charged at it
     max_actors: int = 256
     decisions: list[LayoutDecision] = field(default_factory=list)
     _units: dict[int, list[dict[str, float]]] = field(default_factory=dict)
@@ -281,9 +288,10 @@ class OnlineLayout:
         best = min(passing, key=lambda o: o.ratio / o.break_even)
         new = RunShape(best.actors, self.shape.memory_mb, self.shape.batch)
         kl, clip, drop = _band(self._history)
-        before = float(np.median([self._measured(r) for r in self._history[1:][-self.min_units:]]))
+        window = [self._measured(r) for r in self._history[1:][-self.min_units:] if not _cold(r)]
+        before = float(np.median(window)) if window else math.inf  # all cold: nothing measured to hold it to
         self._guard = _Guard(
-            self.shape, self.steps_per_env, kl, clip, record.mean_return, drop, self.guard_window, before, best.ratio,
+            self.shape, self.steps_per_env, kl, clip, record.mean_return, drop, self.guard_window, before, best.bound,
         )
         self.decisions.append(LayoutDecision(
             it, steps, "switch", self.steps_per_env, best.steps_per_env,
@@ -295,15 +303,19 @@ class OnlineLayout:
         return new, best.steps_per_env
 
     def _measured(self, record: Any) -> float:
-        """The objective of one iteration as measured: its cost (the ledger's growth) and time."""
+        """The objective of one iteration as measured: its cost (the ledger's growth) and time,
+        less the layout probe's own CPU time (priced as the learner VM's)."""
         i = self._history.index(record)  # > 0: the first record of a window is only a reference
         before = float(self._history[i - 1].cost_usd)
-        return self.objective(float(record.cost_usd) - before, float(record.iteration_lambda_s))
+        probe_s = float((getattr(record, "layout_probe", None) or {}).get("cpu_s", 0.0))
+        cost = float(record.cost_usd) - before - probe_s * self.learner_usd_per_s
+        return self.objective(cost, float(record.iteration_lambda_s) - probe_s)
 
     def _check_guard(self, record: Any) -> tuple[RunShape, int] | None:
         g = self._guard
         assert g is not None
-        g.after.append(self._measured(record))
+        if not _cold(record):
+            g.after.append(self._measured(record))
         kl = float(record.ppo_stats.get("approx_kl", 0.0) or 0.0)
         clip = float(record.ppo_stats.get("clipfrac", 0.0) or 0.0)
         breach = []
@@ -335,10 +347,11 @@ class OnlineLayout:
             if record.mean_return < g.return_at_switch - g.worst_drop:
                 out.append(f"mean return {record.mean_return:.1f} < {g.return_at_switch:.1f} at the switch "
                            f"less the largest drop before it ({g.worst_drop:.1f})")
-        after = float(np.median(g.after[1:] or g.after))
-        if after > 0 and g.before / after < g.ratio:
-            out.append(f"measured break-even {g.before / after:.3f} (objective per iteration before / after) "
-                       f"< the predicted env-steps ratio {g.ratio:.3f}")
+        need = g.bound * (1 + LAYOUT_CHANGE_GAIN)
+        after = float(np.median(g.after)) if g.after else math.inf
+        if after > 0 and g.before / after < need:
+            out.append(f"measured break-even {g.before / after:.3f} (objective per warm iteration before / after, "
+                       f"the probe's own time left out) < the bound {g.bound:.3f} x (1 + {LAYOUT_CHANGE_GAIN:.0%})")
         return out
 
     def follow(self, shape: RunShape) -> None:

@@ -141,3 +141,16 @@ def test_the_controller_hands_the_new_layout_to_the_trainer_and_the_planner() ->
     cfg = outs[-1]
     assert cfg.steps_per_env == ol.steps_per_env < 2000 and cfg.actors == 4000 // cfg.steps_per_env
     assert planner.steps_per_env == cfg.steps_per_env and planner.space.min_steps_per_actor == max(32, cfg.steps_per_env)
+
+
+def test_a_switch_that_measures_up_holds_and_the_probes_own_time_is_left_out() -> None:
+    ol = _online(learner_usd_per_s=1.0)
+    probe = {**_probe(0.0001), "cpu_s": 0.5}  # each probed iteration: 1.0 measured, 0.5 of it the probe's
+    _feed(ol, [Rec(i, 4000 * (i + 1), float(i), layout_probe=probe) for i in range(3)])
+    bound = ol.decisions[-1].options[-1].bound
+    # before, net of the probe: 0.5 per iteration; after: well under 0.5 / (bound * 1.16)
+    out = [ol.observe(Rec(3 + k, 16000 + 4000 * k, 2.0 + 0.3 * (k + 1))) for k in range(3)]
+    assert out == [None, None, None] and ol.decisions[-1].action == "switch" and bound < 1.2
+    # a switch that holds opens one more window at the new layout; at 125 steps per env the only
+    # wider layout left (62 steps) is not predicted to save 16% per iteration, so it is not probed
+    assert ol.probe() == () and ol.decisions[-1].action == "stay" and ol.decisions[-1].from_steps_per_env == 125
