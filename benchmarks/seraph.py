@@ -38,9 +38,12 @@ from typing import Any
 from optimizers.seraph.models import RunShape
 from optimizers.seraph.pilot import DEFAULT_STEPS_PER_ENV
 
-TARGETS = {"CartPole-v1": 475.0, "LunarLander-v3": 200.0, "Pendulum-v1": -200.0, "Acrobot-v1": -100.0}
+TARGETS = {
+    "CartPole-v1": 475.0, "LunarLander-v3": 200.0, "Pendulum-v1": -200.0, "Acrobot-v1": -100.0,
+    "benchmarks.beacon_env:Beacon-v0": -12.0,  # a user's own module env (benchmarks/beacon_env.py)
+}
 #: benchmark envs with no committed reference runs: Seraph plans them from its pilot alone
-WITHOUT_REFERENCES = ("Acrobot-v1",)
+WITHOUT_REFERENCES = ("Acrobot-v1", "benchmarks.beacon_env:Beacon-v0")
 GRID_FULL = [RunShape(a, m, b) for a in (1, 4, 16) for m in (885, 1769, 3008) for b in (512, 1024, 2048, 4000)]
 GRID_QUICK = [RunShape(a, 1769, b) for a in (1, 8) for b in (512, 1024, 4000)] + [RunShape(1, 885, 512)]
 # LunarLander runs are long: the grid is the shapes the cost and speed objectives can
@@ -54,19 +57,24 @@ def _log(msg: str) -> None:
 
 def _seraph(
     env: str, seed: int, objective: str, target: float, max_steps: int | None, cached: bool,
-    steps_per_env: int | None = None,
+    steps_per_env: int | None = None, ignore_references: bool = False,
 ) -> dict[str, Any]:
     """``steps_per_env=None``: Seraph chooses the layout (optimizers.seraph.layout).
     ``cached=False``: profile afresh (the pilot is the start of training; its cost counts).
     ``cached=True``: reuse the profile the fresh run just stored (a second tuning of the
     same workload): no pilot, training from scratch with the plan."""
+    from contextlib import nullcontext
+
     from optimizers.seraph import SeraphJob, SeraphRequest, tune_and_train
+    from optimizers.seraph.references import references_ignored
 
     request = SeraphRequest(
         env, target, objective=objective, seed=seed, max_steps=max_steps, steps_per_env=steps_per_env
     )
+    with references_ignored() if ignore_references else nullcontext():
+        job = SeraphJob.of(request)  # the job reads every reference it uses, once
     with tempfile.TemporaryDirectory() as tmp:
-        res = tune_and_train(SeraphJob.of(request), reprofile=not cached, run_dir=Path(tmp)).to_dict()
+        res = tune_and_train(job, reprofile=not cached, run_dir=Path(tmp)).to_dict()
     a = res["achieved"]
     ov = res["tuning_overhead"]
     return {
@@ -85,6 +93,7 @@ def _seraph(
         "planning_wall_s": ov["planning_wall_s"],
         "phases": res["phases"],
         "decisions": [d for d in res["decisions"] if d["changed"]],
+        "layout_decisions": res.get("layout_decisions", []),
         "model_check": res["model_check"],
         "b_noise_pilot": res["profile"]["b_noise_pilot"],
         "b_noise_final": res["training"]["b_noise_final"],
@@ -103,7 +112,7 @@ METHODS = ("static", "seraph", "static_repeat", "memory_sweep", "optuna", "grid"
 def run_env(
     env: str, seeds: list[int], quick: bool, max_steps: int | None, partial: Path | None = None, methods: tuple[str, ...] = METHODS,
     grid_shapes: list[RunShape] | None = None, remeasure: list[RunShape] = (), steps_per_env: int = DEFAULT_STEPS_PER_ENV,
-    cached_twins: bool = True,
+    cached_twins: bool = True, ignore_references: bool = False, objectives: tuple[str, ...] = ("cost", "speed"),
 ) -> dict[str, Any]:
     from optimizers.rl_baselines.grid import oracle, run_grid
     from optimizers.rl_baselines.memory_sweep import run_memory_sweep
@@ -136,10 +145,11 @@ def run_env(
             _log(f"{env} seed {seed}: static default")
             runs.append({"seed": seed, **run_static(workload, target_reward=target, seed=seed)})
         if "seraph" in methods:
-            for objective in ("cost", "speed"):
+            for objective in objectives:
                 for cached in (False, True) if cached_twins else (False,):
                     _log(f"{env} seed {seed}: seraph {objective}{' (cached profile)' if cached else ''}")
-                    runs.append({"seed": seed, **_seraph(env, seed, objective, target, max_steps, cached)})
+                    runs.append({"seed": seed, **_seraph(env, seed, objective, target, max_steps, cached,
+                                                         ignore_references=ignore_references)})
         if "static_repeat" in methods:
             _log(f"{env} seed {seed}: static default again")
             runs.append({"seed": seed, **run_static(workload, target_reward=target, seed=seed), "method": "static_repeat"})
@@ -391,6 +401,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fresh-only", action="store_true",
                     help="run Seraph with a fresh profile only, without the cached-profile twin of each run "
                     "(halves Seraph's share of a many-seed run; the cached-profile bars are then not reported)")
+    ap.add_argument("--objectives", default="cost,speed", help="Seraph's objectives to run: cost, speed or both")
+    ap.add_argument("--ignore-references", action="store_true",
+                    help="Seraph plans as for an env without reference runs (committed or built in): the layout "
+                    "and batch are then decided online, on the run's own rollouts")
     ap.add_argument("--json-out", type=Path, default=None)
     ap.add_argument("--rescore", type=Path, default=None,
                     help="re-summarise a saved result JSON with this code's summary (no training) and exit")
@@ -428,13 +442,16 @@ def main(argv: list[str] | None = None) -> int:
     bad = [m for m in methods if m not in METHODS]
     if bad:
         ap.error(f"unknown method(s) {bad}; allowed: {', '.join(METHODS)}")
+    objectives = tuple(o for o in args.objectives.split(",") if o)
+    if not objectives or set(objectives) - {"cost", "speed"}:
+        ap.error(f"--objectives takes cost, speed or cost,speed, got {args.objectives!r}")
     results = []
     for env in envs:
         partial = None if args.json_out is None else args.json_out.with_suffix(f".{env}.partial.json")
         earlier = None if args.grid_from is None else _load_grid(args.grid_from, env, grid_seeds)
         remeasure = oracle_candidates(earlier[0], args.oracle_top) if earlier and args.oracle_top else []
         res = run_env(env, seeds, args.quick, args.max_steps, partial, methods, grid_shapes, remeasure, args.steps_per_env,
-                      cached_twins=not args.fresh_only)
+                      cached_twins=not args.fresh_only, ignore_references=args.ignore_references, objectives=objectives)
         if earlier is not None:
             _use_grid(res, *earlier, args.oracle_top, out_of_sample)
         res["summary"] = summarise(res)
@@ -444,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
             from core.results import write_json
 
             write_json(args.json_out, {"benchmark": "seraph", "quick": args.quick, "seeds": seeds,
+                                       "ignore_references": args.ignore_references,
                                        "grid_seeds": grid_seeds, "envs": results})
     return 0
 

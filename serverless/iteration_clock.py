@@ -126,7 +126,7 @@ class PhaseBreakdown:
 
     The trainer thread runs the phases one after another, so they add up to
     ``iteration_s`` (the iteration's ``wall_s`` plus its checkpoint); ``other_s`` is what
-    no phase timed (episode bookkeeping, the record). The rollout call is split along its
+    no phase timed (episode bookkeeping, the record, the online layout probe when the controller asks for one). The rollout call is split along its
     critical path: the lane (worker, actor or function instance) whose handlers ran
     longest, by their own timings; the rest of the call is dispatch (events and results
     through pipes or the network, waiting for a lane, the emulator's metronome)."""

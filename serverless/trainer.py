@@ -187,6 +187,7 @@ class IterationRecord:
     ppo_stats: dict[str, Any] = field(default_factory=dict)
     grad_noise: dict[str, Any] | None = None
     breakdown: PhaseBreakdown | None = None  # wall time by phase (measured; the checkpoint added once written)
+    layout_probe: dict[str, Any] | None = None  # counterfactual layouts (serverless.layout_probe), when asked
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -200,6 +201,15 @@ class Controller(Protocol):
     """Consulted after every iteration; may return a new RunConfig for the next one."""
 
     def after_iteration(self, record: IterationRecord) -> RunConfig | None: ...
+
+
+@runtime_checkable
+class LayoutProbing(Protocol):
+    """A controller that also asks for counterfactual layouts to be measured on the next
+    iteration's batch: chunk counts (powers of two) per env segment, () for none
+    (:func:`serverless.layout_probe.probe_layouts`)."""
+
+    def layout_probe(self) -> tuple[int, ...]: ...
 
 
 @dataclass
@@ -368,12 +378,16 @@ class _Training:
         room = self.spec.max_steps - self.state.env_steps
         return replace(run, batch=max(room, run.actors)) if room < run.batch else run
 
+    def steps_per_env(self, run: RunConfig) -> int:
+        """The layout of ``run``: its own when a tuner set one, else the PPO config's."""
+        return self.ppo.steps_per_env if run.steps_per_env is None else run.steps_per_env
+
     def _collect(self, clock: IterationClock, run: RunConfig) -> Collected:
         """Send the policy out, get one result per slot back, and pay for every attempt."""
         spec, state = self.spec, self.state
         with clock.phase("encode"):
             events = rollout_events(
-                spec.env_id, spec.seed, state.iteration, self.learner, run, self.ppo.steps_per_env, state.slot_episodes,
+                spec.env_id, spec.seed, state.iteration, self.learner, run, self.steps_per_env(run), state.slot_episodes,
                 spec.env_kwargs,
             )
         try:
@@ -385,8 +399,10 @@ class _Training:
         state.count_rollouts(len(events), got.used_ids)
         return got
 
-    def _learn(self, clock: IterationClock, results: list[dict[str, Any]]) -> dict[str, Any]:
-        """Episodes into the returns window, then GAE and one PPO update."""
+    def _learn(self, clock: IterationClock, results: list[dict[str, Any]], layouts: tuple[int, ...] = ()) -> dict[str, Any]:
+        """Episodes into the returns window, then GAE and one PPO update (before it, at the
+        same parameters, the counterfactual ``layouts`` when asked; their time is the
+        breakdown's ``other``)."""
         state = self.state
         state.add_episodes(results)
         mismatched = state.keep_slot_episodes(results)
@@ -399,20 +415,27 @@ class _Training:
             segments = decode_segments(results)
         with clock.phase("gae"):
             data = batch_from_segments(segments, self.ppo.gamma, self.ppo.gae_lambda)
+        layout_probe = None
+        if layouts:
+            from serverless.layout_probe import probe_layouts
+
+            layout_probe = probe_layouts(self.learner, segments, data, layouts)
         probe = self.probe_noise_every > 0 and state.iteration % self.probe_noise_every == 0
         with clock.phase("update"):
             stats = self.learner.update(data, probe_noise=probe)
+        if layout_probe is not None:
+            stats["layout_probe"] = layout_probe
         state.env_steps += int(len(data["obs"]))
         return stats
 
-    def iterate(self) -> tuple[IterationRecord, IterationClock]:
-        """Rollouts, one PPO update, the clocks, the record and the curve point."""
+    def iterate(self, layouts: tuple[int, ...] = ()) -> tuple[IterationRecord, IterationClock]:
+        """Rollouts, one PPO update (and the ``layouts`` probe), the clocks, the record and the curve point."""
         clock = IterationClock(self.lambda_label == "modelled")
         run = self._this_run()
         got = self._collect(clock, run)
         self.lambda_label = got.batch.lambda_s_label
         steps_before = self.state.env_steps
-        stats = self._learn(clock, got.results)
+        stats = self._learn(clock, got.results, layouts)
         times = clock.stop(
             rollout_lambda_s=got.batch.lambda_s, rollout_wall_s=got.batch.wall_s, modelled=self.lambda_label == "modelled"
         )
@@ -448,6 +471,7 @@ class _Training:
             mean_return=self.state.mean_recent(),
             episodes=self.state.episodes,
             grad_noise=stats.pop("grad_noise", None),
+            layout_probe=stats.pop("layout_probe", None),
             ppo_stats=stats,
         )
 
@@ -567,7 +591,7 @@ def train(
             run.checkpoint()  # iteration 0: a run killed during its first iteration can resume too
         while stop_reason != "reached" and state.env_steps < spec.max_steps:
             try:
-                record, clock = run.iterate()
+                record, clock = run.iterate(controller.layout_probe() if isinstance(controller, LayoutProbing) else ())
             except RolloutsFailed as exc:
                 stop_reason = f"faults: {exc}"
                 run.notes.append(f"stopped at iteration {state.iteration}: {exc}; resume once the faults clear")

@@ -361,6 +361,16 @@ class ProbeOutcome:
     cut: bool = False
 
 
+def _emulator(backend: Any) -> bool:
+    """Whether ``backend`` is the local Lambda emulator, whose one pool of instances a new
+    memory size makes cold. On AWS every probed size is its own alias (Lambda Power Tuning's
+    way), so the probe leaves the pilot's functions warm; on the emulator the probe gets its
+    own pool for the same effect, and training resumes on warm functions."""
+    from serverless.backends.local import LocalBackend
+
+    return isinstance(backend, LocalBackend)
+
+
 def _probe_beside_pilot(
     workload: Workload, backend: Any, spec: Any, pilot: Any, memory_sweep: tuple[int, ...], cost_baseline_mb: int | None,
 ) -> ProbeOutcome:
@@ -482,10 +492,13 @@ def run_pilot(
     own_backend = backend is None
     if own_backend:
         backend = make_backend(backend_name, **(backend_options or {}))
+    prober = make_backend(backend_name, **(backend_options or {})) if _emulator(backend) else backend
     try:
         result = _train_pilot(workload, backend, spec, schedule, progress)
-        probed = _probe_beside_pilot(workload, backend, spec, result, memory_sweep, cost_baseline_mb)
+        probed = _probe_beside_pilot(workload, prober, spec, result, memory_sweep, cost_baseline_mb)
     finally:
+        if prober is not backend:
+            prober.close()
         if own_backend:
             backend.close()
     # on the modelled clock the probe ran beside the pilot: the learner waits only for its excess

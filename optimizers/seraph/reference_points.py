@@ -58,7 +58,7 @@ def reference_for(env_id: str, max_steps: int, batch: int, steps_per_env: int = 
     """The measured references of ``env_id`` at the slot length ``steps_per_env``
     (:func:`optimizers.seraph.references.measured_reference`), else the built-in points,
     else half of ``max_steps`` at ``batch``."""
-    from optimizers.seraph.references import measured_reference
+    from optimizers.seraph.references import ignoring_references, measured_reference
 
     measured = measured_reference(env_id, steps_per_env)
     if measured is not None:
@@ -76,7 +76,7 @@ def reference_for(env_id: str, max_steps: int, batch: int, steps_per_env: int = 
                 for r in entry.get("runs", [])
             ),
         )
-    ref = REFERENCES.get(env_id)
+    ref = None if ignoring_references() else REFERENCES.get(env_id)
     if ref is not None:
         return ref
     return Reference(points=((batch, max_steps / 2),), source="assumed: half of max_steps")

@@ -29,17 +29,35 @@ references live in a file of their own, ``references-spe<N>.json`` beside this o
 from __future__ import annotations
 
 import argparse
+import contextlib
+import contextvars
 import json
 import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from core.errors import UserError
 from core.results import write_json
 
 REFERENCES_PATH = Path(__file__).parent / "data" / "references.json"
+_IGNORED: contextvars.ContextVar[bool] = contextvars.ContextVar("seraph_references_ignored", default=False)
+
+
+@contextlib.contextmanager
+def references_ignored() -> Iterator[None]:
+    """Within it, every env is as one without reference runs (committed or built in): the
+    benchmark's ``--ignore-references``, to measure the online decisions on envs that have them."""
+    token = _IGNORED.set(True)
+    try:
+        yield
+    finally:
+        _IGNORED.reset(token)
+
+
+def ignoring_references() -> bool:
+    return _IGNORED.get()
 REFERENCE_ACTORS = 1
 REFERENCE_MEMORY_MB = 1769
 
@@ -62,6 +80,8 @@ def reference_slot_lengths(env_id: str) -> tuple[int, ...]:
 def load_references(path: Path | None = None, *, steps_per_env: int = 0) -> dict[str, dict[str, Any]]:
     """The measured references per env id (empty if the file is missing), from ``path``
     or else from the file of ``steps_per_env`` (:func:`references_path`)."""
+    if _IGNORED.get():
+        return {}
     path = references_path(steps_per_env) if path is None else path
     try:
         return json.loads(path.read_text())["envs"]

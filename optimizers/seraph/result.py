@@ -16,6 +16,7 @@ from typing import Any
 from optimizers.seraph.accounting import LABEL, Achieved, ModelCheck, Phase, TrainingSummary, TuningOverhead
 from optimizers.seraph.controller import Decision
 from optimizers.seraph.models import RunShape
+from optimizers.seraph.online_layout import LayoutDecision
 from optimizers.seraph.planner import Plan, Planner
 from optimizers.seraph.pilot import PilotOutcome
 from optimizers.seraph.job import SeraphJob
@@ -62,13 +63,14 @@ class TrainedRun:
     model_check: ModelCheck  # predicted vs measured iteration times and env steps
     decisions: tuple[Decision, ...]  # the re-tuning controller's decisions
     training: TrainingSummary  # curve, ledger, config changes, notes
+    layout_decisions: tuple[LayoutDecision, ...] = ()  # the online layout decisions, with their evidence
 
     def to_dict(self) -> dict[str, Any]:
         """The result JSON's keys a trained run adds, in the order it lists them."""
         return {
             "achieved": self.achieved.to_dict(), "phases": [p.to_dict() for p in self.phases],
             "model_check": self.model_check.to_dict(), "decisions": [d.as_dict() for d in self.decisions],
-            "training": self.training.to_dict(),
+            "layout_decisions": [d.as_dict() for d in self.layout_decisions], "training": self.training.to_dict(),
         }
 
 

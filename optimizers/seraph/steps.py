@@ -31,6 +31,7 @@ from optimizers.seraph.accounting import (
     StepsCheck, achieved, figures_label, phases_from_records, profiling_phase, training_summary, tuning_overhead,
 )
 from optimizers.seraph.controller import SeraphController
+from optimizers.seraph.online_layout import LayoutController, OnlineLayout, step_floor
 from optimizers.seraph.job import SeraphJob
 from optimizers.seraph.planner import Planner
 from optimizers.seraph.pilot import PilotOutcome, noise_probe_every, profile_workload, run_config
@@ -90,8 +91,9 @@ def plan(job: SeraphJob, pilot: PilotOutcome) -> SeraphPlan:
     return SeraphPlan(job=job, pilot=pilot, plan=chosen, planner=planner, overhead=overhead)
 
 
-def _controller(planner: Planner, planned: SeraphPlan, to_run: Any) -> SeraphController | None:
-    """The re-tuning controller, its noise tracker seeded with the pilot's probes."""
+def _controller(planner: Planner, planned: SeraphPlan, to_run: Any) -> SeraphController | LayoutController | None:
+    """The re-tuning controller, its noise tracker seeded with the pilot's probes; at the
+    baseline's layout (not fixed by the request) under the online layout decision."""
     from optimizers.seraph.noise_scale import NoiseSample
 
     if not planned.job.request.retune or not _at_pilot_layout(planned):
@@ -99,9 +101,38 @@ def _controller(planner: Planner, planned: SeraphPlan, to_run: Any) -> SeraphCon
     assert planned.shape is not None
     for h in planned.pilot.profile.noise.history:
         planner.tracker.update(NoiseSample(h.g2, h.trace), env_steps=int(h.env_steps))
-    return SeraphController(
+    inner = SeraphController(
         planner, planned.shape, objective_key=planner.objective_value, make_run_config=to_run,
         every=planned.job.request.replan_every,
+    )
+    layout = planned.job.layout
+    if not layout.at_baseline or layout.fixed or not planned.plan.steps_per_env:
+        return inner
+    return LayoutController(online_layout(planner, planned), planner, to_run, inner)
+
+
+def online_layout(planner: Planner, planned: SeraphPlan) -> OnlineLayout:
+    """The online layout decision for a run at the baseline's layout: the break-even from the
+    planner's models, the margin its recent (else profile) iteration-time error."""
+    from optimizers.seraph.search import front_scale
+
+    ppo = planned.job.workload.ppo
+    assert planned.shape is not None
+
+    def cost_of(shape: Any) -> tuple[float, float]:
+        return planner.cost.iteration_cost(shape), planner.perf.iteration_s(shape)
+
+    def objective(cost: float, time_s: float) -> float:
+        return planner.objective.value(cost, time_s, front_scale(planner.last_front))
+
+    def margin() -> float:
+        return planner.prediction_error() or planner.perf.fit_error.get("iteration_s_mdape_in_sample") or 0.0
+
+    return OnlineLayout(
+        steps_per_env=int(planned.plan.steps_per_env or 0), shape=planned.shape,
+        floor=step_floor(float(ppo.get("gamma", 0.99)), float(ppo.get("gae_lambda", 0.95))),
+        cost_of=cost_of, objective=objective, margin=margin, seed=planned.job.request.seed,
+        learner_usd_per_s=planned.job.prices.learner_usd_per_s,
     )
 
 
@@ -170,6 +201,7 @@ def train(planned: SeraphPlan, *, backend_obj: Any = None, progress: bool = Fals
         model_check=replace(check, env_steps_to_target=_steps_check(planned, res)),
         decisions=() if controller is None else tuple(controller.decisions),
         training=training_summary(res, planner.tracker.value),
+        layout_decisions=tuple(controller.layout.decisions) if isinstance(controller, LayoutController) else (),
     )
     return SeraphResult(planned, label=label, run=run)
 

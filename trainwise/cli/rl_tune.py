@@ -136,4 +136,6 @@ def handle(args: argparse.Namespace) -> dict[str, Any]:
             f"({a.lambda_time_label}), cost ${a.cost_usd:.5f} ({a.cost_label}); measured local wall {a.wall_s:.1f} s",
             file=sys.stderr,
         )
+        for d in result.run.layout_decisions:  # the online layout decisions, with their evidence
+            print(f"  layout at iteration {d.iteration}: {d.action}: {d.reason}", file=sys.stderr)
     return result.to_dict()

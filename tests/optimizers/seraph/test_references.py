@@ -73,3 +73,18 @@ def test_the_committed_pendulum_references_cover_its_searched_batches_with_slots
         assert len(runs) == 8 and min(runs) <= median <= max(runs)
     ref = reference_for("Pendulum-v1", workload.max_steps, 4096, workload.steps_per_env)
     assert ref.source.startswith("measured") and ref.actors == 1 and len(ref.runs) == len(entry["runs"])
+
+
+def test_references_can_be_ignored_for_a_benchmark():
+    from optimizers.seraph.baseline import STATIC_DEFAULT_CONFIG as base
+    from optimizers.seraph.layout import choose_layout
+    from optimizers.seraph.reference_points import reference_for
+    from optimizers.seraph.references import load_references, references_ignored
+
+    assert "CartPole-v1" in load_references(steps_per_env=128)
+    with references_ignored():
+        assert load_references(steps_per_env=128) == {}
+        layout = choose_layout("CartPole-v1", base, 128, (512, 1024))
+        assert layout.at_baseline and layout.references == "none"
+        assert reference_for("CartPole-v1", 300_000, 1024, 128).source.startswith("assumed")
+    assert not choose_layout("CartPole-v1", base, 128, (512, 1024)).at_baseline

@@ -114,7 +114,7 @@ def test_short_training_run_reports_phases_and_model_check(home):
     res = result.to_dict()
     assert json.loads(json.dumps(res)) == res  # the result's JSON is plain JSON
     assert list(res) == ["label", "workload", "plan", "profile", "tuning_overhead", "achieved", "phases",
-                         "model_check", "decisions", "training"]
+                         "model_check", "decisions", "layout_decisions", "training"]
     assert res["phases"][0]["config"] == res["plan"]["config"]  # training starts at the planned shape
     a = res["achieved"]
     assert a["reached"] is False and a["env_steps"] == 3000  # 3k steps are too few for 475

@@ -1,0 +1,36 @@
+"""A user's own env for the benchmarks, named as ``benchmarks.beacon_env:Beacon-v0``.
+
+The Beacon env of the own-job acceptance check: steer a point toward a beacon on a line;
+the reward is minus the distance, 100 steps an episode. It has no reference runs.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+
+class Beacon(gym.Env):
+    """Steer a point toward a beacon on a line; reward is minus the distance, 100 steps."""
+
+    def __init__(self, speed: float = 0.1) -> None:
+        self.speed = speed
+        self.observation_space = spaces.Box(-2.0, 2.0, (2,), np.float32)
+        self.action_space = spaces.Discrete(3)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        self.x, self.goal, self.t = 0.0, float(self.np_random.uniform(-1, 1)), 0
+        return self._obs(), {}
+
+    def _obs(self) -> np.ndarray:
+        return np.array([self.x, self.goal - self.x], np.float32)
+
+    def step(self, a: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        self.t += 1
+        self.x = float(np.clip(self.x + (int(a) - 1) * self.speed, -2, 2))
+        return self._obs(), -abs(self.goal - self.x), False, self.t >= 100, {}
+
+
+gym.register("Beacon-v0", entry_point="benchmarks.beacon_env:Beacon")

@@ -1,0 +1,398 @@
+"""The rollout layout, decided during the run on its own rollouts: no reference runs needed.
+
+A run that trains at the baseline's layout (``N`` envs of ``T`` steps; RLlib's default is
+2 of 2,000) asks, on every early iteration, what a wider, shorter layout at the same
+batch (``m·N`` envs of ``T/m`` steps) would have given PPO, measured on the batch just
+collected (:mod:`serverless.layout_probe`): the gradient's noise at each layout and the
+bias that cutting the segments (GAE bootstrapped every ``T/m`` steps) adds. From those:
+
+* **the predicted ratio of env steps to the target**, layout against current, at the
+  same batch: ``(1 + ν_L) / (1 + ν_0) / (1 − β)``, where ``ν = var / (units · |G|²)`` is the
+  batch gradient's noise-to-signal ratio (McCandlish et al. 2018: steps to the target
+  grow as ``1 + B_noise/B``, and ``B_noise/B`` is that ratio), ``ν_0`` with the current
+  envs as the independent units and ``ν_L`` with the chunks, and ``β = |δ|/|G|`` the
+  truncation bias relative to the gradient (a gradient off by ``δ`` advances along the
+  true one by at least ``1 − β`` of its length);
+* **its bound**: the ``BOUND_QUANTILE`` quantile of the ratio over a bootstrap of the
+  measured units (pairs of envs, per iteration), with a fixed seed (same run, same
+  result);
+* **the break-even**: the objective per env step at the layout (its iteration at one
+  function per env, from the run's performance model) against the current one's. A
+  wider layout runs more functions side by side, so its iterations are shorter: the
+  learner VM waits less and the functions' GB-seconds per step stay the same.
+
+It probes only layouts whose break-even exceeds ``1 + LAYOUT_CHANGE_GAIN`` (no other could
+pay), and after a window of ``min_units`` probed iterations switches to the layout with the
+best predicted objective among those whose bound, times ``1 + e`` (the model's own error) and
+``1 + LAYOUT_CHANGE_GAIN`` (what a change of trajectory costs), beats the break-even. Each
+layout keeps at least ``step_floor`` steps per env (``max(25, 2 / (1 − γλ))``: shorter
+segments cut GAE's horizon). A window that stays ends the exploring; a switch that holds
+opens one more window (``max_windows``).
+
+**The guard.** For ``guard_window`` iterations after a switch it compares the approx KL
+and clip fraction with the band of the iterations before the switch (their largest
+value, times ``GUARD_FACTOR``, plus a small floor); at the end of the window, the mean
+return with the return at the switch less the largest drop seen before it, and the measured
+objective per warm iteration (the ledger's cost, the clock's time, the probe's own time left
+out) before over after the switch, which must beat the switch's own bar with the measured
+figures: the bound times ``1 + LAYOUT_CHANGE_GAIN``. A breach reverts to the previous layout
+and ends the exploration: a run risks at most one guard window at a layout that hurts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+import numpy as np
+
+from optimizers.seraph.models import RunShape
+
+#: the bootstrap quantile of the predicted env-steps ratio a switch is judged on
+BOUND_QUANTILE = 0.9
+BOOTSTRAP_DRAWS = 400
+#: the predicted gain a layout change must promise beyond its bound: a change of layout sends
+#: training down another trajectory, as a change of batch does, and a batch change was measured
+#: to cost a median 16% in env steps (``controller.SeraphController.batch_change_gain``)
+LAYOUT_CHANGE_GAIN = 0.16
+#: the guard's band: a statistic breaches at more than this times its pre-switch maximum
+GUARD_FACTOR = 2.0
+MIN_STEPS_PER_ENV = 25
+
+
+def step_floor(gamma: float, lam: float) -> int:
+    """The fewest steps per env a layout may have: ``max(25, 2 / (1 − γλ))``."""
+    gl = gamma * lam
+    horizon = 2.0 / (1.0 - gl) if gl < 1 else math.inf
+    return int(max(MIN_STEPS_PER_ENV, math.ceil(horizon))) if math.isfinite(horizon) else 10**9
+
+
+#: the most chunks an env's segment is cut into: a probe costs one gradient per chunk
+MOST_CHUNKS = 16
+
+
+def chunk_counts(steps_per_env: int, floor: int, most: int = MOST_CHUNKS) -> tuple[int, ...]:
+    """The powers of two ``m`` (2 to ``most``) with ``steps_per_env / m`` at least ``floor``."""
+    out, m = [], 2
+    while m <= most and steps_per_env / m >= floor:
+        out.append(m)
+        m *= 2
+    return tuple(out)
+
+
+def predicted_ratio(units: list[dict[str, float]], chunks: int, envs: int) -> float:
+    """The predicted env steps to the target at ``chunks``× the envs, over the current
+    layout's (see the module's docstring), from pooled pair statistics; inf without signal."""
+    var_env = sum(u["var_env"] for u in units)
+    var_chunk = sum(u["var_chunk"] for u in units)
+    signal = sum(u["signal"] for u in units)
+    bias = sum(u["bias"] for u in units)
+    if signal <= 0 or envs < 2:
+        return math.inf
+    beta = math.sqrt(max(bias, 0.0) / signal)
+    if beta >= 1:
+        return math.inf
+    nu0 = var_env / (envs * signal)
+    nu_l = max(var_chunk, 0.0) / (chunks * envs * signal)
+    return (1 + nu_l) / (1 + max(nu0, 0.0)) / (1 - beta)
+
+
+def bootstrap_bound(units: list[dict[str, float]], chunks: int, envs: int, seed: int) -> float:
+    """The :data:`BOUND_QUANTILE` quantile of :func:`predicted_ratio` over resamples of ``units``."""
+    rng = np.random.default_rng(seed)
+    draws = sorted(
+        predicted_ratio([units[i] for i in rng.integers(0, len(units), len(units))], chunks, envs)
+        for _ in range(BOOTSTRAP_DRAWS)
+    )
+    return float(draws[math.ceil(BOUND_QUANTILE * len(draws)) - 1])  # inf-safe empirical quantile
+
+
+@dataclass(frozen=True)
+class LayoutOption:
+    """One counterfactual layout's evidence and its verdict."""
+
+    chunks: int
+    steps_per_env: int
+    actors: int
+    units: int
+    ratio: float
+    bound: float
+    break_even: float
+    passes: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        def num(x: float) -> float | None:
+            return round(x, 4) if math.isfinite(x) else None
+
+        return {
+            "chunks": self.chunks, "steps_per_env": self.steps_per_env, "actors": self.actors, "units": self.units,
+            "predicted_env_steps_ratio": num(self.ratio), "bound": num(self.bound), "break_even": num(self.break_even),
+            "passes": self.passes,
+        }
+
+
+@dataclass(frozen=True)
+class LayoutDecision:
+    """One online layout decision, with its evidence (JSON-ready through :meth:`as_dict`)."""
+
+    iteration: int
+    env_steps: int
+    action: str  # "switch", "stay", "revert"
+    from_steps_per_env: int
+    to_steps_per_env: int
+    reason: str
+    options: tuple[LayoutOption, ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "iteration": self.iteration, "env_steps": self.env_steps, "action": self.action,
+            "from_steps_per_env": self.from_steps_per_env, "to_steps_per_env": self.to_steps_per_env,
+            "reason": self.reason, "options": [o.as_dict() for o in self.options],
+        }
+
+
+@dataclass
+class _Guard:
+    """The pre-switch band and the state to return to on a breach."""
+
+    shape: RunShape
+    steps_per_env: int
+    kl_max: float
+    clip_max: float
+    return_at_switch: float | None
+    worst_drop: float
+    left: int
+    before: float  # the objective per iteration before the switch (measured, median)
+    bound: float  # the bound on the env-steps ratio the switch was made on
+    after: list[float] = field(default_factory=list)
+
+
+def _cold(record: Any) -> bool:
+    """An iteration with a cold start: not the steady state a layout is judged by."""
+    return int((getattr(record, "rollout", None) or {}).get("cold_starts", 0) or 0) > 0
+
+
+def _band(history: list[Any]) -> tuple[float, float, float]:
+    """Largest approx KL, clip fraction and drop in mean return over ``history``."""
+    kls = [float(r.ppo_stats.get("approx_kl", 0.0) or 0.0) for r in history]
+    clips = [float(r.ppo_stats.get("clipfrac", 0.0) or 0.0) for r in history]
+    returns = [r.mean_return for r in history if r.mean_return is not None]
+    drops = [a - b for a, b in zip(returns, returns[1:]) if a > b]
+    return max(kls, default=0.0), max(clips, default=0.0), max(drops, default=0.0)
+
+
+@dataclass
+class OnlineLayout:
+    """Measures counterfactual layouts on the run's rollouts and decides when to switch.
+
+    ``cost_of(shape)`` gives the predicted (cost, time) of one iteration;
+    ``objective(cost, time)`` the scalar to minimise; ``margin`` the model's own relative
+    error, added to the bound before it is compared with the break-even."""
+
+    steps_per_env: int
+    shape: RunShape
+    floor: int
+    cost_of: Callable[[RunShape], tuple[float, float]]
+    objective: Callable[[float, float], float]
+    margin: Callable[[], float] = lambda: 0.0  # read at each decision
+    seed: int = 0
+    min_units: int = 3
+    guard_window: int = 3
+    max_windows: int = 2  # decision windows a run may probe (a switch that holds opens the next)
+    learner_usd_per_s: float = 0.0  # the learner VM's price: the probe's time is charged at it
+    max_actors: int = 256
+    decisions: list[LayoutDecision] = field(default_factory=list)
+    _units: dict[int, list[dict[str, float]]] = field(default_factory=dict)
+    _envs: int = 0
+    _probed: int = 0
+    _history: list[Any] = field(default_factory=list)
+    _guard: _Guard | None = None
+    _done: bool = False
+    _candidates: tuple[int, ...] | None = None  # the chunk counts probed at this layout
+    _windows: int = 0  # decision windows so far
+
+    def probe(self) -> tuple[int, ...]:
+        """The chunk counts to measure on the next iteration: those whose layout the model
+        predicts to save more than :data:`LAYOUT_CHANGE_GAIN` per iteration on the objective
+        (any other could pay only through fewer env steps than the current layout's, and a
+        probe costs learner time); none once exploring is over or while a switch is guarded."""
+        if self._done or self._guard is not None:
+            return ()
+        if self._candidates is None:
+            self._candidates = tuple(
+                m for m in chunk_counts(self.steps_per_env, self.floor) if self._break_even(m) > 1 + LAYOUT_CHANGE_GAIN
+            )
+            if not self._candidates:
+                self._done = True
+                self.decisions.append(LayoutDecision(
+                    0, 0, "stay", self.steps_per_env, self.steps_per_env,
+                    f"no wider layout is predicted to save more than {LAYOUT_CHANGE_GAIN:.0%} per iteration on "
+                    "the objective: nothing to probe",
+                ))
+        return self._candidates
+
+    def _break_even(self, m: int) -> float:
+        """The objective per iteration now over that at ``m``× the envs (the run's models)."""
+        c0, t0 = self.cost_of(self.shape)
+        c1, t1 = self.cost_of(self._wider(m))
+        v0, v1 = self.objective(c0, t0), self.objective(c1, t1)
+        return v0 / v1 if v1 > 0 else 0.0
+
+    def _wider(self, m: int) -> RunShape:
+        """The shape at ``m``× the envs: one function per env, same memory and batch."""
+        spe = self.steps_per_env // m
+        return RunShape(min(self.max_actors, max(self.shape.batch // spe, 1)), self.shape.memory_mb, self.shape.batch)
+
+    def observe(self, record: Any) -> tuple[RunShape, int] | None:
+        """Take one iteration in; a new (shape, steps per env) when the layout changes."""
+        self._history.append(record)
+        if self._guard is not None:
+            return self._check_guard(record)
+        probe = getattr(record, "layout_probe", None)
+        if not probe or self._done:
+            return None
+        self._envs = int(probe["envs"])
+        for row in probe["layouts"]:
+            self._units.setdefault(int(row["chunks"]), []).extend(row["pairs"])
+        self._probed += 1
+        if self._probed < self.min_units:
+            return None
+        return self._decide(record)
+
+    def _option(self, m: int, margin: float) -> LayoutOption:
+        units = self._units.get(m, [])
+        spe, actors = self.steps_per_env // m, self._wider(m).actors
+        break_even = self._break_even(m)
+        ratio = predicted_ratio(units, m, self._envs)
+        bound = bootstrap_bound(units, m, self._envs, self.seed + m) if units else math.inf
+        passes = bound * (1 + margin) * (1 + LAYOUT_CHANGE_GAIN) < break_even
+        return LayoutOption(m, spe, actors, len(units), ratio, bound, break_even, passes)
+
+    def _decide(self, record: Any) -> tuple[RunShape, int] | None:
+        margin = float(self.margin())
+        options = tuple(self._option(m, margin) for m in sorted(self._units))
+        passing = [o for o in options if o.passes]
+        it, steps = int(record.iteration), int(record.env_steps)
+        self._probed, self._units, self._candidates = 0, {}, None
+        self._windows += 1
+        if not passing:
+            self._done = True
+            self.decisions.append(LayoutDecision(
+                it, steps, "stay", self.steps_per_env, self.steps_per_env,
+                f"no layout's bound (q{BOUND_QUANTILE:.0%}) on the env-steps ratio, with the model's error "
+                f"({margin:.0%}) and the cost of a change of trajectory ({LAYOUT_CHANGE_GAIN:.0%}) added, beats its "
+                "break-even", options,
+            ))
+            return None
+        best = min(passing, key=lambda o: o.ratio / o.break_even)
+        new = RunShape(best.actors, self.shape.memory_mb, self.shape.batch)
+        kl, clip, drop = _band(self._history)
+        window = [self._measured(r) for r in self._history[1:][-self.min_units:] if not _cold(r)]
+        before = float(np.median(window)) if window else math.inf  # all cold: nothing measured to hold it to
+        self._guard = _Guard(
+            self.shape, self.steps_per_env, kl, clip, record.mean_return, drop, self.guard_window, before, best.bound,
+        )
+        self.decisions.append(LayoutDecision(
+            it, steps, "switch", self.steps_per_env, best.steps_per_env,
+            f"{best.actors} envs of {best.steps_per_env} steps: predicted env-steps ratio {best.ratio:.3f}, bound "
+            f"{best.bound:.3f} x (1 + {margin:.1%}) x (1 + {LAYOUT_CHANGE_GAIN:.0%}) < break-even {best.break_even:.3f}",
+            options,
+        ))
+        self.shape, self.steps_per_env = new, best.steps_per_env
+        return new, best.steps_per_env
+
+    def _measured(self, record: Any) -> float:
+        """The objective of one iteration as measured: its cost (the ledger's growth) and time,
+        less the layout probe's own CPU time (priced as the learner VM's)."""
+        i = self._history.index(record)  # > 0: the first record of a window is only a reference
+        before = float(self._history[i - 1].cost_usd)
+        probe_s = float((getattr(record, "layout_probe", None) or {}).get("cpu_s", 0.0))
+        cost = float(record.cost_usd) - before - probe_s * self.learner_usd_per_s
+        return self.objective(cost, float(record.iteration_lambda_s) - probe_s)
+
+    def _check_guard(self, record: Any) -> tuple[RunShape, int] | None:
+        g = self._guard
+        assert g is not None
+        if not _cold(record):
+            g.after.append(self._measured(record))
+        kl = float(record.ppo_stats.get("approx_kl", 0.0) or 0.0)
+        clip = float(record.ppo_stats.get("clipfrac", 0.0) or 0.0)
+        breach = []
+        if kl > GUARD_FACTOR * g.kl_max + 1e-3:
+            breach.append(f"approx KL {kl:.4f} > {GUARD_FACTOR:g} x {g.kl_max:.4f}")
+        if clip > GUARD_FACTOR * g.clip_max + 0.02:
+            breach.append(f"clip fraction {clip:.3f} > {GUARD_FACTOR:g} x {g.clip_max:.3f}")
+        g.left -= 1
+        if g.left == 0:
+            breach += self._final_checks(g, record)
+        it, steps = int(record.iteration), int(record.env_steps)
+        if breach:
+            self.decisions.append(LayoutDecision(
+                it, steps, "revert", self.steps_per_env, g.steps_per_env, "guard breached: " + "; ".join(breach),
+            ))
+            self.shape, self.steps_per_env, self._guard, self._done = g.shape, g.steps_per_env, None, True
+            return g.shape, g.steps_per_env
+        if g.left == 0:
+            self._guard = None
+            self._history = []
+            self._done = self._windows >= self.max_windows
+        return None
+
+    def _final_checks(self, g: _Guard, record: Any) -> list[str]:
+        """At the end of the guard window: the return, and the measured break-even against the
+        env-steps ratio the switch was predicted to need (the cold first iteration left out)."""
+        out = []
+        if g.return_at_switch is not None and record.mean_return is not None:
+            if record.mean_return < g.return_at_switch - g.worst_drop:
+                out.append(f"mean return {record.mean_return:.1f} < {g.return_at_switch:.1f} at the switch "
+                           f"less the largest drop before it ({g.worst_drop:.1f})")
+        need = g.bound * (1 + LAYOUT_CHANGE_GAIN)
+        after = float(np.median(g.after)) if g.after else math.inf
+        if after > 0 and g.before / after < need:
+            out.append(f"measured break-even {g.before / after:.3f} (objective per warm iteration before / after, "
+                       f"the probe's own time left out) < the bound {g.bound:.3f} x (1 + {LAYOUT_CHANGE_GAIN:.0%})")
+        return out
+
+    def follow(self, shape: RunShape) -> None:
+        """The re-planner moved the actors or memory at this layout."""
+        self.shape = replace(shape)
+
+
+@dataclass
+class LayoutController:
+    """The trainer's controller for a run at the baseline's layout: the online layout
+    decision (:class:`OnlineLayout`) over the re-planning controller (``inner``, may be
+    None). The trainer asks it which layouts to probe (``layout_probe``)."""
+
+    layout: OnlineLayout
+    planner: Any
+    make_run_config: Callable[[RunShape], Any]
+    inner: Any = None
+
+    def layout_probe(self) -> tuple[int, ...]:
+        return self.layout.probe()
+
+    def after_iteration(self, record: Any) -> Any | None:
+        planned = self.inner.after_iteration(record) if self.inner is not None else None
+        change = self.layout.observe(record)
+        if change is not None:
+            shape, steps_per_env = change
+            self._retarget(shape, steps_per_env)
+            return replace(self.make_run_config(shape), steps_per_env=steps_per_env)
+        if planned is None:
+            return None
+        self.layout.follow(self.inner.current)
+        return replace(planned, steps_per_env=self.layout.steps_per_env)
+
+    def _retarget(self, shape: RunShape, steps_per_env: int) -> None:
+        """The planner searches the new layout (a function runs at least one env) and the
+        re-planning controller continues from ``shape``."""
+        self.planner.steps_per_env = steps_per_env
+        self.planner.space = replace(self.planner.space, min_steps_per_actor=max(32, steps_per_env))
+        if self.inner is not None:
+            self.inner.current = shape
+
+    @property
+    def decisions(self) -> list[Any]:
+        return [] if self.inner is None else self.inner.decisions

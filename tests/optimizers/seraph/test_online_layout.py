@@ -1,0 +1,156 @@
+"""The online layout decision: the predicted env-steps ratio, its bound, the switch and the guard."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from optimizers.seraph.models import RunShape
+from optimizers.seraph.online_layout import (
+    LayoutController, OnlineLayout, bootstrap_bound, chunk_counts, predicted_ratio, step_floor,
+)
+
+
+def test_the_step_floor_keeps_gaes_horizon() -> None:
+    assert step_floor(0.99, 0.95) == 34  # 2 / (1 - 0.9405) = 33.6
+    assert step_floor(0.9, 0.5) == 25  # the absolute floor
+    assert chunk_counts(2000, 34) == (2, 4, 8, 16)  # 125 steps at 16; the cap on chunks
+    assert chunk_counts(2000, 300) == (2, 4)  # 500 >= 300 > 250
+    assert chunk_counts(40, 34) == ()
+
+
+def _unit(var_env: float = 1.0, var_chunk: float = 4.0, signal: float = 1.0, bias: float = 0.0) -> dict[str, float]:
+    return {"var_env": var_env, "var_chunk": var_chunk, "signal": signal, "bias": bias}
+
+
+def test_the_ratio_follows_noise_and_bias() -> None:
+    # 2 envs, 4 chunks: nu0 = 1/(2*1) = 0.5, nuL = 4/(4*2*1) = 0.5: same noise, no bias
+    assert predicted_ratio([_unit()], 4, 2) == pytest.approx(1.0)
+    # chunks as noisy as whole envs: m times less noise at the wider layout
+    assert predicted_ratio([_unit(var_chunk=1.0)], 4, 2) == pytest.approx((1 + 0.125) / 1.5)
+    # a bias of 10% of the gradient's norm: 1 / 0.9
+    assert predicted_ratio([_unit(bias=0.01)], 4, 2) == pytest.approx(1 / 0.9)
+    assert math.isinf(predicted_ratio([_unit(signal=-1.0)], 4, 2))  # no signal: no evidence
+    assert math.isinf(predicted_ratio([_unit(bias=2.0)], 4, 2))  # bias larger than the gradient
+    assert math.isinf(predicted_ratio([_unit()], 4, 1))  # one env: no independent pair
+
+
+def test_the_bound_is_deterministic_and_above_the_point_when_units_disagree() -> None:
+    units = [_unit(bias=b) for b in (0.0, 0.001, 0.004, 0.02)]
+    a, b = bootstrap_bound(units, 4, 2, seed=7), bootstrap_bound(units, 4, 2, seed=7)
+    assert a == b and a > predicted_ratio(units, 4, 2)
+
+
+@dataclass
+class Rec:
+    iteration: int
+    env_steps: int
+    cost_usd: float
+    iteration_lambda_s: float = 1.0
+    mean_return: float | None = 0.0
+    layout_probe: dict[str, Any] | None = None
+    ppo_stats: dict[str, Any] = field(default_factory=lambda: {"approx_kl": 0.01, "clipfrac": 0.1})
+
+
+def _probe(bias: float, chunks: tuple[int, ...] = (2, 4, 8, 16)) -> dict[str, Any]:
+    return {"envs": 2, "segment_steps": [2000, 2000],
+            "layouts": [{"chunks": m, "pairs": [_unit(var_chunk=m * 1.0, bias=bias * m)]} for m in chunks]}
+
+
+def _online(**kw: Any) -> OnlineLayout:
+    """Iterations cost 1 + 1 per 1,000 steps a function runs (a wider layout is cheaper per iteration)."""
+    def cost_of(shape: RunShape) -> tuple[float, float]:
+        t = 1.0 + shape.batch / shape.actors / 1000
+        return t, t
+
+    return OnlineLayout(steps_per_env=2000, shape=RunShape(2, 1769, 4000), floor=34, cost_of=cost_of,
+                        objective=lambda c, t: c, **kw)
+
+
+def _feed(ol: OnlineLayout, records: list[Rec]) -> list[Any]:
+    out = []
+    for r in records:
+        ol.probe()
+        out.append(ol.observe(r))
+    return out
+
+
+def test_it_switches_when_the_bound_beats_the_break_even_and_says_why() -> None:
+    ol = _online()
+    assert ol.probe() == (2, 4, 8, 16)
+    changes = _feed(ol, [Rec(i, 4000 * (i + 1), float(i), layout_probe=_probe(0.0001)) for i in range(3)])
+    assert changes[:2] == [None, None] and changes[2] is not None
+    shape, spe = changes[2]
+    d = ol.decisions[-1]
+    assert d.action == "switch" and spe == d.to_steps_per_env < 2000 and shape.actors == 4000 // spe
+    assert all(o.units == 3 for o in d.options) and "break-even" in d.reason
+    assert ol.probe() == ()  # guarded: no probe
+
+
+def test_it_stays_when_the_truncation_bias_eats_the_saving() -> None:
+    ol = _online()
+    changes = _feed(ol, [Rec(i, 4000 * (i + 1), float(i), layout_probe=_probe(0.2)) for i in range(3)])
+    assert changes == [None, None, None]
+    assert ol.decisions[-1].action == "stay" and not any(o.passes for o in ol.decisions[-1].options)
+    assert ol.probe() == ()  # one window; exploring is over
+
+
+def test_nothing_is_probed_where_no_wider_layout_is_cheaper_per_iteration() -> None:
+    ol = OnlineLayout(steps_per_env=2000, shape=RunShape(2, 1769, 4000), floor=34,
+                      cost_of=lambda s: (float(s.actors), 1.0), objective=lambda c, t: c)
+    assert ol.probe() == () and ol.decisions[0].action == "stay"
+
+
+def test_the_guard_reverts_on_a_kl_breach_and_ends_exploring() -> None:
+    ol = _online()
+    _feed(ol, [Rec(i, 4000 * (i + 1), float(i), layout_probe=_probe(0.0001)) for i in range(3)])
+    hot = Rec(3, 16000, 3.5, ppo_stats={"approx_kl": 0.2, "clipfrac": 0.1})
+    back = ol.observe(hot)
+    assert back == (RunShape(2, 1769, 4000), 2000)
+    assert ol.decisions[-1].action == "revert" and "approx KL" in ol.decisions[-1].reason
+    assert ol.probe() == ()
+
+
+def test_the_guard_reverts_when_the_measured_iterations_are_not_cheaper() -> None:
+    ol = _online()
+    _feed(ol, [Rec(i, 4000 * (i + 1), float(i), layout_probe=_probe(0.0001)) for i in range(3)])
+    out = [ol.observe(Rec(3 + k, 16000 + 4000 * k, 2.0 + 1.5 * (k + 1))) for k in range(3)]  # dearer per iteration
+    assert out[:2] == [None, None] and out[2] == (RunShape(2, 1769, 4000), 2000)
+    assert "measured break-even" in ol.decisions[-1].reason
+
+
+class _Planner:
+    def __init__(self) -> None:
+        from optimizers.seraph.space import SearchSpace
+
+        self.steps_per_env, self.space = 2000, SearchSpace(min_steps_per_actor=2000)
+
+
+def test_the_controller_hands_the_new_layout_to_the_trainer_and_the_planner() -> None:
+    from serverless.run_config import RunConfig
+
+    ol, planner = _online(), _Planner()
+    ctl = LayoutController(ol, planner, lambda s: RunConfig(s.actors, s.memory_mb, s.batch))
+    outs = []
+    for i in range(3):
+        assert ctl.layout_probe() == (2, 4, 8, 16)
+        outs.append(ctl.after_iteration(Rec(i, 4000 * (i + 1), float(i), layout_probe=_probe(0.0001))))
+    cfg = outs[-1]
+    assert cfg.steps_per_env == ol.steps_per_env < 2000 and cfg.actors == 4000 // cfg.steps_per_env
+    assert planner.steps_per_env == cfg.steps_per_env and planner.space.min_steps_per_actor == max(32, cfg.steps_per_env)
+
+
+def test_a_switch_that_measures_up_holds_and_the_probes_own_time_is_left_out() -> None:
+    ol = _online(learner_usd_per_s=1.0)
+    probe = {**_probe(0.0001), "cpu_s": 0.5}  # each probed iteration: 1.0 measured, 0.5 of it the probe's
+    _feed(ol, [Rec(i, 4000 * (i + 1), float(i), layout_probe=probe) for i in range(3)])
+    bound = ol.decisions[-1].options[-1].bound
+    # before, net of the probe: 0.5 per iteration; after: well under 0.5 / (bound * 1.16)
+    out = [ol.observe(Rec(3 + k, 16000 + 4000 * k, 2.0 + 0.3 * (k + 1))) for k in range(3)]
+    assert out == [None, None, None] and ol.decisions[-1].action == "switch" and bound < 1.2
+    # a switch that holds opens one more window at the new layout; at 125 steps per env the only
+    # wider layout left (62 steps) is not predicted to save 16% per iteration, so it is not probed
+    assert ol.probe() == () and ol.decisions[-1].action == "stay" and ol.decisions[-1].from_steps_per_env == 125
