@@ -128,6 +128,30 @@ def plan_intunex(cluster: ClusterModel, nodes: NodeTable, policy: LinearPolicy, 
     return Plan("intunex", assignment, result, info)
 
 
+def speed_band_check(cluster: ClusterModel, nodes: NodeTable, policy: LinearPolicy, plan: Plan,
+                     bands: dict[str, dict[str, float]], seed: int = 0, tolerance: float = 0.05) -> dict[str, Any]:
+    """Does ``plan`` hold across the family speed bands? Per band end (family -> factor), re-plan
+    on the cluster model with those speeds and evaluate ``plan``'s assignment there: it holds when
+    it still feeds every job and costs at most ``tolerance`` more than the re-plan. ``robust`` is
+    whether it holds at every end; ``alternatives`` the re-plans' node types and cost."""
+    from dataclasses import replace
+
+    out: dict[str, Any] = {"tolerance": tolerance, "ends": {}}
+    for end, speeds in bands.items():
+        other = replace(cluster, speeds={**cluster.speeds, **speeds})
+        table = NodeTable(other, nodes.agent)
+        table._memo = nodes._memo  # noqa: SLF001  the memo is keyed by family speed, so choices carry over
+        alternative = plan_intunex(other, table, policy, seed=seed)
+        held = other.evaluate(plan.assignment)
+        holds = held.all_fed and held.usd_per_h <= alternative.result.usd_per_h * (1 + tolerance) + 1e-9
+        out["ends"][end] = {"speeds": speeds, "plan_all_fed": held.all_fed, "plan_usd_per_h": held.usd_per_h,
+                            "alternative_usd_per_h": alternative.result.usd_per_h,
+                            "alternative_all_fed": alternative.result.all_fed,
+                            "alternative_nodes_by_type": alternative.result.nodes, "holds": holds}
+    out["robust"] = all(e["holds"] for e in out["ends"].values())
+    return out
+
+
 def replan(cluster: ClusterModel, nodes: NodeTable, policy: LinearPolicy, previous: Plan, **kwargs: Any) -> Plan:
     """Re-tune after demand changed: start from ``previous``'s assignment (jobs that ended drop out)."""
     new = plan_intunex(cluster, nodes, policy, previous=previous.assignment, **kwargs)
