@@ -14,7 +14,7 @@ from ingestion.cluster.jobs import load_jobs
 from ingestion.cluster.model import ClusterModel, Unit, from_jobs_file, synthetic_job
 from ingestion.simulator import simulate
 from optimizers.intune.env import ACTIONS, STOP, Masker, apply_action
-from optimizers.intunex.cluster_agent import Problem, State, recover
+from optimizers.intunex.cluster_agent import Problem, State, recover, retype
 from optimizers.intunex.node_agent import MEMORY_MARGIN, NodeTable, ranked_move, tune_node
 from optimizers.intunex.planner import plan_intunex, speed_band_check
 from optimizers.intunex.policies import cluster_policy, node_agent
@@ -71,6 +71,19 @@ def test_recover_packs_a_whole_node_into_a_half_and_a_quarter() -> None:
     better = recover(state)
     assert better is not None and bool(better.fed.all()) and better.cost == 1.0
     assert recover(better) is None  # nothing cheaper left
+
+
+def test_retype_moves_a_full_pools_node_with_all_its_occupants() -> None:
+    """A pool of one node: two jobs share a $2/h node; a $1/h type of the same size feeds both.
+    No single-job move can leave the dear node (the pool has no room for a second), a re-type can."""
+    rows = np.array([[5.0, 5.0], [5.0, 5.0]])
+    p = Problem(rows, np.array([5.0, 5.0]), np.array([0, 1]), np.array([0.5, 0.5]), np.array([2.0, 1.0]),
+                max_nodes=1, unit_vcpus=np.array([8.0, 8.0]))
+    state = State(p, np.array([[1, 0], [1, 0]]))
+    assert recover(state) is None
+    moved = retype(state)
+    assert moved is not None and moved.cost == 1.0 and bool(moved.fed.all())
+    assert retype(moved) is None
 
 
 @pytest.mark.slow
