@@ -13,6 +13,10 @@ the Cachew-style autoscaler and over the oracle (the exact MILP over exhaustive 
 computed for cases of at most ``--oracle-max-jobs`` jobs), with every job fed, the OOM count and
 the planning time.
 
+Random jobs files (``--random-jobs N``, simulated): the five-jobs file and N-1 seeded random
+jobs files against every baseline and the oracle, with the family speed bands; see
+:mod:`benchmarks.intunex_suite`.
+
 Live (``--live``, measured on this machine): see :mod:`benchmarks.intunex_live`.
 """
 
@@ -128,6 +132,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--pools", type=int, nargs="+", default=list(POOLS))
     p.add_argument("--jobs", type=int, nargs="+", default=list(JOB_COUNTS))
     p.add_argument("--oracle-max-jobs", type=int, default=4, help="compute the oracle for cases of at most this many jobs")
+    p.add_argument("--random-jobs", type=int, default=0, metavar="N",
+                   help="the five-jobs file and N-1 random jobs files instead (benchmarks.intunex_suite, with --band)")
     p.add_argument("--live", action="store_true", help="the loopback tf.data service run instead (measured)")
     p.add_argument("--workers", type=int, default=2, help="--live: worker processes (2-4)")
     p.add_argument("--seconds", type=float, default=8.0, help="--live: measuring window per run")
@@ -138,7 +144,11 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     payload: dict[str, Any] = {"command": "python -m benchmarks.intunex " + " ".join(argv or [])}
     with recording_load(payload):
-        if args.live:
+        if args.random_jobs:
+            from benchmarks.intunex_suite import suite
+
+            payload.update(suite(args.random_jobs, band=True))
+        elif args.live:
             from benchmarks.intunex_live import live
 
             payload.update(live(args.workers, args.seconds))

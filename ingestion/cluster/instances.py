@@ -3,6 +3,12 @@
 The table is a versioned JSON file (``data/instances.json``) with its sources and the date its
 prices were read, like ``serverless/data/prices.json``. ``select`` picks the types a plan may use
 from patterns such as ``c7i.*`` or ``c7g.2xlarge``.
+
+Each family's vCPU speed relative to the reference vCPU (a 4th gen Intel Xeon, the processor of
+c7i, m7i and r7i) is a :class:`FamilySpeed`: a factor with its source and an uncertainty band.
+The table's entries are ``reference`` or ``assumed``; a ``measured`` one replaces an entry when
+``trainwise ingest node-speed`` has recorded a type of that family and a type of a reference
+family (``data/node_speed/<type>.json``): the factor is the ratio of their measured per-vCPU rates.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from core.errors import UserError
 from ingestion.node import Node
 
 TABLE = Path(__file__).with_name("data") / "instances.json"
+SPEEDS = Path(__file__).with_name("data") / "node_speed"
 #: The types a plan may use when the user names none: three sizes of four families.
 DEFAULT_TYPES = ("c7i.xlarge", "c7i.2xlarge", "c7i.4xlarge", "c7g.xlarge", "c7g.2xlarge", "c7g.4xlarge",
                  "m7i.xlarge", "m7i.2xlarge", "m7i.4xlarge", "r7i.xlarge", "r7i.2xlarge", "r7i.4xlarge")
@@ -49,10 +56,70 @@ def _load(path: str) -> tuple[dict[str, Any], tuple[InstanceType, ...]]:
     return {k: v for k, v in doc.items() if k != "instance_types"}, types
 
 
+@dataclass(frozen=True)
+class FamilySpeed:
+    """A family's per-vCPU speed over the reference vCPU, and the band it may lie in."""
+
+    family: str
+    factor: float
+    low: float
+    high: float
+    source: str
+    basis: str
+    date: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"factor": self.factor, "band": [self.low, self.high], "source": self.source, "basis": self.basis,
+                "date": self.date}
+
+
+def measured_rate(instance_type: str, speeds_dir: Path = SPEEDS) -> dict[str, Any] | None:
+    """The node-speed record of ``instance_type`` (``data/node_speed/<type>.json``), if one exists."""
+    path = speeds_dir / f"{instance_type}.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _measured_records(speeds_dir: Path) -> dict[str, dict[str, Any]]:
+    """Per family, the first measured record (sorted by file name)."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted(speeds_dir.glob("*.json")) if speeds_dir.is_dir() else []:
+        doc = json.loads(path.read_text())
+        out.setdefault(str(doc["family"]), doc)
+    return out
+
+
+def family_speeds(path: Path = TABLE, speeds_dir: Path = SPEEDS) -> dict[str, FamilySpeed]:
+    """Every family's speed: the table's entry, or the measured ratio to a measured reference family."""
+    info, _ = _load(str(path))
+    out = {f: FamilySpeed(f, float(e["factor"]), float(e["band"][0]), float(e["band"][1]), str(e["source"]),
+                          str(e["basis"]), str(e["date"]))
+           for f, e in info.get("family_speed", {}).items() if not f.startswith("_")}
+    records = _measured_records(speeds_dir)
+    reference = next((records[f] for f, s in out.items() if s.source == "reference" and f in records), None)
+    for family, doc in records.items():
+        if reference is not None and family in out and doc is not reference:
+            factor = float(doc["rows_per_s_per_vcpu"]) / float(reference["rows_per_s_per_vcpu"])
+            out[family] = FamilySpeed(family, factor, factor, factor, "measured",
+                                      f"{doc['instance_type']} ({doc['machine']}) over {reference['instance_type']} "
+                                      f"({reference['machine']})", str(doc["date"]))
+    return out
+
+
+def nominal_speeds(path: Path = TABLE, speeds_dir: Path = SPEEDS) -> dict[str, float]:
+    """Family -> the factor the planner uses (measured where measured)."""
+    return {f: s.factor for f, s in family_speeds(path, speeds_dir).items()}
+
+
+def band_speeds(end: str, path: Path = TABLE, speeds_dir: Path = SPEEDS) -> dict[str, float]:
+    """Family -> the ``low`` or ``high`` end of its band."""
+    return {f: (s.low if end == "low" else s.high) for f, s in family_speeds(path, speeds_dir).items()}
+
+
 def table_info(path: Path = TABLE) -> dict[str, Any]:
     """The table's version, date, region and sources (for result files)."""
     info, _ = _load(str(path))
-    return {k: info[k] for k in ("version", "retrieved", "region", "pricing", "sources")}
+    out = {k: info[k] for k in ("version", "retrieved", "region", "pricing", "sources")}
+    return {**out, "family_speed": {f: s.to_json() for f, s in family_speeds(path).items()}}
 
 
 def all_types(path: Path = TABLE) -> tuple[InstanceType, ...]:

@@ -17,7 +17,10 @@ pipeline's rows/s for a configuration; the cluster model composes them:
 * a job receives the sum of its nodes' rows and is *fed* when that meets its demand; it
   consumes no more than its demand, so ``delivered = min(supply, demand)``;
 * the pool pays for whole nodes: per instance type, the units assigned pack into
-  ``ceil(sum of shares)`` nodes (halves and quarters pack exactly), at the type's hourly price.
+  ``ceil(sum of shares)`` nodes (halves and quarters pack exactly), at the type's hourly price;
+* a family's vCPU runs the CPU stages ``speeds[family]`` times as fast as the reference vCPU the
+  pipelines' costs are given in (``ingestion.cluster.instances.family_speeds``: measured where
+  measured, else the table's assumed factor): on its units every CPU cost is divided by it.
 
 Figures from this model are labelled ``simulated``.
 """
@@ -33,7 +36,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from core.errors import UserError
-from ingestion.cluster.instances import InstanceType
+from ingestion.cluster.instances import InstanceType, nominal_speeds
 from ingestion.cluster.jobs import Job, JobsFile
 from ingestion.cluster.pipelines import REAL_PIPELINES
 from ingestion.knobs import Config, KnobSpace
@@ -164,6 +167,8 @@ class ClusterModel:
     overheads: ServiceOverheads = field(default_factory=ServiceOverheads)
     fractions: tuple[float, ...] = FRACTIONS
     min_unit_vcpus: float = MIN_UNIT_VCPUS
+    speeds: dict[str, float] = field(default_factory=nominal_speeds)
+    _scaled: dict[tuple[str, float], PipelineModel] = field(default_factory=dict, init=False, repr=False)
 
     def job(self, name: str) -> JobModel:
         for j in self.jobs:
@@ -189,13 +194,29 @@ class ClusterModel:
         except UserError:
             return None
 
+    def speed(self, unit: Unit) -> float:
+        """The unit's family's vCPU speed over the reference vCPU (1 for a family without an entry)."""
+        return float(self.speeds.get(unit.itype.family, 1.0))
+
+    def pipeline_on(self, job: JobModel, unit: Unit) -> PipelineModel:
+        """The job's pipeline as the unit's vCPUs run it: CPU costs over the family's speed."""
+        factor = self.speed(unit)
+        if factor == 1.0:
+            return job.pipeline
+        key = (job.key, factor)
+        if key not in self._scaled:
+            from ingestion.calibrate import scale_cpu
+
+            self._scaled[key] = scale_cpu(job.pipeline, 1.0 / factor)
+        return self._scaled[key]
+
     def network_cap(self, job: JobModel, unit: Unit) -> float:
         bits = unit.itype.network_gbps * 1e9 * unit.fraction * self.overheads.network_efficiency
         return bits / 8.0 / job.wire_bytes_per_row
 
     def node_rows_per_s(self, job: JobModel, unit: Unit, config: Mapping[str, int]) -> tuple[float, bool]:
         """(rows/s the node delivers to the job's trainers, out of memory) for ``config``."""
-        m = simulate(job.pipeline, config, unit.node)
+        m = simulate(self.pipeline_on(job, unit), config, unit.node)
         if m.failed:
             return 0.0, True
         rows = m.rows_per_s * unit.time_share * self.overheads.worker_efficiency

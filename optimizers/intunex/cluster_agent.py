@@ -18,7 +18,8 @@ the action, and the size of the unit's node type). It is trained with REINFORCE
 ``pretrained/cluster_policy.json``) and fine-tuned on the problem at hand before it plans.
 Planning decodes the greedy episode and sampled ones, keeps the best, and improves it with masked
 local moves (drop a unit the job does not need, swap a unit for a cheaper one that still feeds
-the job), the agent's own finishing step.
+the job, re-cover a job: one or two of its units for at most two others, re-type a node type:
+all its units to the same shares of another type), the agent's own finishing step.
 """
 
 from __future__ import annotations
@@ -229,8 +230,91 @@ def _allowed(s: State) -> bool:
     return p.budget is None or s.cost <= p.budget * (1 + 1e-9)
 
 
+def _pair_additions(p: Problem, j: int) -> list[tuple[int, ...]]:
+    """The sets of at most two units (each any the job runs on) a re-cover may add to job ``j``."""
+    usable = [int(v) for v in np.flatnonzero(p.rows[j] > 0)]
+    return [()] + [(v,) for v in usable] + [(v, w) for i, v in enumerate(usable) for w in usable[i:]]
+
+
+def _removals(counts_j: np.ndarray) -> list[tuple[int, ...]]:
+    """The sets of one or two of a job's units (with multiplicity) a re-cover may take away."""
+    held = [int(u) for u in np.flatnonzero(counts_j)]
+    pairs = [(u, v) for i, u in enumerate(held) for v in held[i:] if u != v or counts_j[u] >= 2]
+    return [(u,) for u in held] + pairs
+
+
+def _costs(p: Problem, shares: np.ndarray) -> tuple[float, float, float]:
+    """(whole-node $/h, node count, $/h of the shares used) of a pool holding ``shares`` per type."""
+    nodes = np.ceil(shares - 1e-9)
+    return float(nodes @ p.type_price), float(nodes.sum()), float(shares @ p.type_price)
+
+
+def recover(state: State) -> State | None:
+    """One re-cover move, or None: take one or two units from a job and give it at most two others,
+    any types and shares, so that the job stays fed and the plan (every job fed) costs less, or
+    costs the same in whole nodes and uses fewer paid-for shares (which frees room in a node that
+    a later move fills). This turns a whole node into a half and a quarter, or two units into one,
+    which single swaps miss."""
+    p = state.p
+    if p.objective == "max-throughput" or not bool(state.fed.all()):
+        return None
+    current = _costs(p, state.shares)[0::2]
+    for j in range(p.rows.shape[0]):
+        adds = _pair_additions(p, j)
+        for removal in _removals(state.counts[j]):
+            shares, supply = state.shares.copy(), state.supply[j]
+            for u in removal:
+                shares[p.unit_type[u]] -= p.unit_frac[u]
+                supply -= p.rows[j, u]
+            for add in adds:
+                if removal == add or supply + sum(p.rows[j, v] for v in add) < p.demand[j] * (1 - 1e-9):
+                    continue
+                trial = shares.copy()
+                for v in add:
+                    trial[p.unit_type[v]] += p.unit_frac[v]
+                cost, nodes, used = _costs(p, trial)
+                if nodes > p.max_nodes or (p.budget is not None and cost > p.budget * (1 + 1e-9)):
+                    continue
+                if cost < current[0] - 1e-9 or (cost <= current[0] + 1e-9 and used < current[1] - 1e-9):
+                    out = state.copy()
+                    for u in removal:
+                        out.add(j, u, -1)
+                    for v in add:
+                        out.add(j, v)
+                    return out
+    return None
+
+
+def retype(state: State) -> State | None:
+    """One re-type move, or None: every unit of one node type (whichever jobs hold them) moves to
+    the unit of another type with as many vCPUs (a whole 2xlarge to half a 4xlarge, say), when
+    every job stays fed and the plan costs less.
+    In a pool short of nodes this is the move single-job moves cannot make: a node's occupants
+    leave it together."""
+    p = state.p
+    if p.objective == "max-throughput" or not bool(state.fed.all()):
+        return None
+    size = p.unit_frac * (p.unit_vcpus if p.unit_vcpus is not None else 1.0)
+    same_size = {(int(t), round(float(v), 6)): u for u, (t, v) in enumerate(zip(p.unit_type, size))}
+    for t in np.flatnonzero(state.shares > 1e-9):
+        held = np.flatnonzero((p.unit_type == t) & (state.counts.sum(axis=0) > 0))
+        for other in range(len(p.type_price)):
+            target = [same_size.get((other, round(float(size[u]), 6))) for u in held]
+            if other == t or any(v is None for v in target):
+                continue
+            trial = state.copy()
+            for u, v in zip(held, target):
+                trial.counts[:, v] += trial.counts[:, u]
+                trial.counts[:, u] = 0
+            trial.refresh()
+            if bool(trial.fed.all()) and _allowed(trial) and trial.cost < state.cost - 1e-9:
+                return trial
+    return None
+
+
 def improve(state: State, max_rounds: int = 50) -> State:
-    """Masked local moves until none helps: drop one unit, or swap one for another of the same job."""
+    """Masked local moves until none helps: drop one unit, swap one for another of the same job,
+    or (when those are exhausted) a re-cover move (:func:`recover`) or a re-type move (:func:`retype`)."""
     best = state.copy()
     for _ in range(max_rounds):
         moved = False
@@ -251,7 +335,10 @@ def improve(state: State, max_rounds: int = 50) -> State:
             if moved:
                 break
         if not moved:
-            break
+            moved_to = recover(best) or retype(best)
+            if moved_to is None:
+                break
+            best = moved_to
     return best
 
 

@@ -5,11 +5,13 @@ committed pre-trained weights), the same observation and the same masks (never o
 budget, never a configuration whose predicted memory passes the margin of the unit's RAM). On
 the cluster model it acts greedily from the better of the space's initial configuration and
 tf.data AUTOTUNE's (modelled) choice, for up to ``steps`` moves, never revisiting a
-configuration; then a masked steepest ascent on the model polishes the best configuration seen
-(InTune's own start does the same on the calibrated simulator).
+configuration, ranking moves as InTune does: the shipped agent is a gamma-0 residual over the
+model's predicted log gain, so a move's rank is its Q-value plus that gain; then a masked steepest
+ascent on the model, looking two moves ahead where no single move gains, polishes the best configuration seen (InTune's own start does the same on the calibrated
+simulator).
 
-:class:`NodeTable` memoises the result per pipeline and unit size, so a node type that appears
-in many plans (or in many jobs with the same pipeline) is tuned once. Its other methods give
+:class:`NodeTable` memoises the result per pipeline, unit size and family speed, so a node type
+that appears in many plans (or in many jobs with the same pipeline) is tuned once. Its other methods give
 what the baselines use: AUTOTUNE's configuration, and the exhaustive grid (the oracle).
 """
 
@@ -20,6 +22,8 @@ import math
 from dataclasses import dataclass
 from typing import Iterator
 
+import numpy as np
+
 from ingestion.cluster.model import ClusterModel, JobModel, Unit
 from ingestion.knobs import Config, KnobSpace
 from ingestion.node import Node
@@ -29,6 +33,10 @@ from optimizers.intune.agent import MaskedDQN
 from optimizers.intune.env import ACTIONS, STOP, Masker, apply_action, check_layout, observe
 
 MEMORY_MARGIN = 0.85
+#: Weight of the model's predicted log gain in a move's rank (InTune's ``model_weight``).
+MODEL_WEIGHT = 1.0
+#: How many of the best single moves the polish looks one move past when none gains on its own.
+LOOKAHEAD = 8
 METHODS = ("intunex", "autotune", "exhaustive")
 
 
@@ -46,32 +54,78 @@ def _score(model: PipelineModel, config: Config, node: Node, masker: Masker) -> 
     return simulate(model, config, node).score if masker.safe(config) else -math.inf
 
 
+def _neighbours(model: PipelineModel, node: Node, masker: Masker, config: Config) -> list[tuple[float, Config]]:
+    """Every memory-safe single move from ``config`` with its score on the model."""
+    return [(simulate(model, c, node).score, c) for i, c in enumerate(masker.targets(config))
+            if c is not None and i != STOP]
+
+
+def _lookahead(model: PipelineModel, node: Node, masker: Masker, scored: list[tuple[float, Config]],
+               floor: float) -> tuple[float, Config, int] | None:
+    """The best two-move step whose first move is one of the ``LOOKAHEAD`` best single moves (even
+    a losing one, such as a smaller prefetch buffer that frees memory for a larger batch), if it
+    beats ``floor``; with the evaluations it took."""
+    evaluations, best = 0, None
+    for _, first in sorted(scored, key=lambda xc: -xc[0])[:LOOKAHEAD]:
+        second = _neighbours(model, node, masker, first)
+        evaluations += len(second)
+        if second:
+            x, c = max(second, key=lambda xc: xc[0])
+            if x > floor * (1 + 1e-9) and (best is None or x > best[0]):
+                best = (x, c)
+    return (best[0], best[1], evaluations) if best else None
+
+
 def polish(model: PipelineModel, node: Node, masker: Masker, start: Config, max_rounds: int = 40) -> tuple[Config, float, int]:
-    """Masked steepest ascent over single moves from ``start`` on the model."""
+    """Masked steepest ascent over single moves from ``start`` on the model; where no single move
+    gains, a two-move step (:func:`_lookahead`) may still, as the exhaustive grid would find."""
     current, current_x, evaluations = dict(start), _score(model, start, node, masker), 1
     for _ in range(max_rounds):
-        scored = [(simulate(model, c, node).score, c) for i, c in enumerate(masker.targets(current))
-                  if c is not None and i != STOP]
+        scored = _neighbours(model, node, masker, current)
         evaluations += len(scored)
         if not scored:
             break
         x, c = max(scored, key=lambda xc: xc[0])
         if x <= current_x * (1 + 1e-9):
-            break
+            step = _lookahead(model, node, masker, scored, current_x)
+            if step is None:
+                break
+            x, c, n = step
+            evaluations += n
         current, current_x = c, x
     return current, current_x, evaluations
 
 
+def ranked_move(agent: MaskedDQN, obs, model: PipelineModel, space: KnobSpace, node: Node, config: Config,
+                mask) -> int:
+    """InTune's ranking of the valid actions (``optimizers.intune.phases.step.rank_moves``): the
+    shipped agent's Q-value, a gamma-0 residual over the model's predicted log gain, plus that
+    gain (``MODEL_WEIGHT`` times it); "stop" is ranked by its Q-value alone. The top action."""
+    q = agent.q_values(obs).astype(float)
+    base_x = max(simulate(model, config, node).rows_per_s, 1e-9)
+    valid = np.flatnonzero(mask)
+    for a in valid:
+        if a != STOP:
+            target = apply_action(space, config, ACTIONS[a])
+            assert target is not None
+            q[a] += MODEL_WEIGHT * math.log(max(simulate(model, target, node).rows_per_s, 1e-9) / base_x)
+    return int(valid[np.argmax(q[valid])])
+
+
 def agent_rollout(agent: MaskedDQN, model: PipelineModel, space: KnobSpace, node: Node, masker: Masker,
                   start: Config, steps: int = 24) -> tuple[Config, float, int]:
-    """The agent's greedy masked episode from ``start``; the best configuration it visited."""
+    """The agent's greedy masked episode from ``start``, moves ranked as InTune ranks them
+    (:func:`ranked_move`); the best configuration it visited."""
     config, m = dict(start), simulate(model, start, node)
     start_x = best_x = max(m.rows_per_s, 1e-9)
     best, visited, improved = dict(config), {Masker.key(config)}, False
     for t in range(steps):
         obs = observe(space, node, model, config, m, start_rows_per_s=start_x, best_rows_per_s=best_x,
                       progress=t / steps, improved=improved)
-        action = agent.act(obs, masker.mask(config, exclude=visited), 0.0)
+        mask = masker.mask(config, exclude=visited)
+        if not mask.any():
+            break
+        action = ranked_move(agent, obs, model, space, node, config, mask)
         if action == STOP:
             break
         new = apply_action(space, config, ACTIONS[action])
@@ -163,10 +217,10 @@ class NodeTable:
         names = {}
         for job in self.cluster.jobs:
             names.setdefault(job.key, job.name)
-        return [{"method": m, "job": names[k], "vcpus": v, "ram_gib": r,
+        return [{"method": m, "job": names[k], "vcpus": v, "ram_gib": r, "speed": f,
                  **({"config": c.config, "rows_per_s": c.rows_per_s, "source": c.source, "evaluations": c.evaluations}
                     if c else {"config": None})}
-                for (m, k, v, r), c in self._memo.items() if k in names]
+                for (m, k, v, r, f), c in self._memo.items() if k in names]
 
     def load_json(self, rows: list[dict]) -> "NodeTable":
         """Restore choices written by :meth:`to_json` for the jobs of this table's cluster."""
@@ -174,7 +228,7 @@ class NodeTable:
         for row in rows:
             if row["job"] not in keys:
                 continue
-            key = (row["method"], keys[row["job"]], int(row["vcpus"]), float(row["ram_gib"]))
+            key = (row["method"], keys[row["job"]], int(row["vcpus"]), float(row["ram_gib"]), float(row.get("speed", 1.0)))
             self._memo[key] = None if row["config"] is None else NodeChoice(
                 {k: int(v) for k, v in row["config"].items()}, float(row["rows_per_s"]), str(row["source"]),
                 int(row.get("evaluations", 0)))
@@ -183,21 +237,22 @@ class NodeTable:
     def choice(self, job: JobModel, unit: Unit, method: str = "intunex") -> NodeChoice | None:
         """The unit's configuration for ``job`` (None if the pipeline cannot run on the unit)."""
         node = unit.node
-        key = (method, job.key, node.vcpus, round(node.ram_gib, 6))
+        key = (method, job.key, node.vcpus, round(node.ram_gib, 6), self.cluster.speed(unit))
         if key not in self._memo:
             space = self.cluster.space(job, unit)
+            pipeline = self.cluster.pipeline_on(job, unit)
             if space is None:
                 self._memo[key] = None
             elif method == "autotune":
-                self._memo[key] = autotune_node(job.pipeline, space, node)
+                self._memo[key] = autotune_node(pipeline, space, node)
             elif method == "exhaustive":
-                self._memo[key] = exhaustive_node(job.pipeline, space, node)
+                self._memo[key] = exhaustive_node(pipeline, space, node)
             else:
                 if self.agent is None:
                     from optimizers.intunex.policies import node_agent
 
                     self.agent = node_agent()
-                self._memo[key] = tune_node(self.agent, job.pipeline, space, node)
+                self._memo[key] = tune_node(self.agent, pipeline, space, node)
         return self._memo[key]
 
     def rows(self, job: JobModel, unit: Unit, method: str = "intunex") -> float:

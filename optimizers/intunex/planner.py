@@ -108,11 +108,14 @@ def check_objective(cluster: ClusterModel, objective: str) -> None:
 
 
 def plan_intunex(cluster: ClusterModel, nodes: NodeTable, policy: LinearPolicy, *, objective: str = "throughput-per-usd",
-                 seed: int = 0, previous: dict[str, list[NodeSlot]] | None = None, time_limit_s: float = 60.0) -> Plan:
-    """Both agents on the cluster model (see the module docstring); ``previous`` warm-starts a re-plan."""
+                 seed: int = 0, previous: dict[str, list[NodeSlot]] | None = None, time_limit_s: float = 60.0,
+                 node_method: str = "intunex") -> Plan:
+    """Both agents on the cluster model (see the module docstring); ``previous`` warm-starts a re-plan.
+    ``node_method="autotune"`` gives the cluster agent AUTOTUNE's node configurations instead (the
+    ablation that shows what the node level adds)."""
     check_objective(cluster, objective)
     started = time.monotonic()
-    table = planning_table(cluster, nodes, "intunex", objective)
+    table = planning_table(cluster, nodes, node_method, objective)
     node_s = time.monotonic() - started
     start = State(table.problem, counts_of(cluster, table, previous)) if previous else None
     state, info = agent_plan(policy, table.problem, seed=seed, start=start, time_limit_s=time_limit_s)
@@ -125,7 +128,34 @@ def plan_intunex(cluster: ClusterModel, nodes: NodeTable, policy: LinearPolicy, 
                         + "; raise pool.max_nodes or the budget, or use --objective throughput-per-usd")
     info = {**info, "node_level_s": round(node_s, 2), "objective": objective, "policy": policy.info.get("source"),
             "units": len(table.units)}
-    return Plan("intunex", assignment, result, info)
+    return Plan("intunex" if node_method == "intunex" else f"intunex-{node_method}-nodes", assignment, result, info)
+
+
+def speed_band_check(cluster: ClusterModel, nodes: NodeTable, policy: LinearPolicy, plan: Plan,
+                     bands: dict[str, dict[str, float]], seed: int = 0, tolerance: float = 0.05) -> dict[str, Any]:
+    """Does ``plan`` hold across the family speed bands? Per band end (family -> factor), re-plan
+    on the cluster model with those speeds and evaluate ``plan``'s assignment there: it holds when
+    it still feeds every job and costs at most ``tolerance`` more than the re-plan. ``robust`` is
+    whether it holds at every end; ``types_robust`` whether each end's re-plan picks the same
+    instance types (only the counts change); each end gives the re-plan's node types and cost."""
+    from dataclasses import replace
+
+    out: dict[str, Any] = {"tolerance": tolerance, "ends": {}}
+    for end, speeds in bands.items():
+        other = replace(cluster, speeds={**cluster.speeds, **speeds})
+        table = NodeTable(other, nodes.agent)
+        table._memo = nodes._memo  # noqa: SLF001  the memo is keyed by family speed, so choices carry over
+        alternative = plan_intunex(other, table, policy, seed=seed)
+        held = other.evaluate(plan.assignment)
+        holds = held.all_fed and held.usd_per_h <= alternative.result.usd_per_h * (1 + tolerance) + 1e-9
+        out["ends"][end] = {"speeds": speeds, "plan_all_fed": held.all_fed, "plan_usd_per_h": held.usd_per_h,
+                            "alternative_usd_per_h": alternative.result.usd_per_h,
+                            "alternative_all_fed": alternative.result.all_fed,
+                            "alternative_nodes_by_type": alternative.result.nodes, "holds": holds,
+                            "same_types": set(alternative.result.nodes) == set(plan.result.nodes)}
+    out["robust"] = all(e["holds"] for e in out["ends"].values())
+    out["types_robust"] = all(e["same_types"] for e in out["ends"].values())
+    return out
 
 
 def replan(cluster: ClusterModel, nodes: NodeTable, policy: LinearPolicy, previous: Plan, **kwargs: Any) -> Plan:

@@ -3,7 +3,9 @@
 The result dict is what ``--json-out`` writes: ``label`` (simulated), ``all_fed``,
 ``throughput_per_usd`` (rows per dollar), ``usd_per_h``, ``assignment`` (per job: its nodes with
 ``instance_type``, ``share``, ``config``), ``baselines`` (per name, the same figures), ``tuning_s``
-(InTuneX's planning time: both agents, not the baselines), and the instance table's version.
+(InTuneX's planning time: both agents, not the baselines), the instance table's version with
+its family speeds, and ``speed_band_robust``: whether the plan holds with every family's vCPU
+speed at the low and at the high end of its band (re-planned there, with the alternatives).
 """
 
 from __future__ import annotations
@@ -13,12 +15,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ingestion.cluster.instances import InstanceType, table_info
+from ingestion.cluster.instances import InstanceType, band_speeds, table_info
 from ingestion.cluster.jobs import JobsFile
 from ingestion.cluster.model import ClusterModel, from_jobs_file
 from optimizers.intunex.baselines import BASELINES, run_baselines
 from optimizers.intunex.node_agent import NodeTable
-from optimizers.intunex.planner import Plan, plan_intunex
+from optimizers.intunex.planner import Plan, plan_intunex, speed_band_check
 from optimizers.intunex.policies import cluster_policy
 
 
@@ -35,7 +37,9 @@ def plan_result(cluster: ClusterModel, nodes: NodeTable, *, objective: str = "th
     tuning_s = time.monotonic() - started
     result = plan.to_json()
     others = run_baselines(cluster, nodes, baselines, static_type)
+    bands = {end: band_speeds(end) for end in ("low", "high")}
     result.update(
+        speed_band_robust=speed_band_check(cluster, nodes, cluster_policy(), plan, bands, seed=seed),
         tuning_s=round(tuning_s, 2),
         objective=objective,
         budget_usd_per_h=cluster.budget_usd_per_h,

@@ -75,8 +75,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     b.set_defaults(handler=bench_handler)
 
     from trainwise.cli.ingest_cluster import register_cluster
+    from trainwise.cli.ingest_node_speed import register_node_speed
 
     register_cluster(isub)
+    register_node_speed(isub)
 
 
 # ---------------------------------------------------------------------------------------
