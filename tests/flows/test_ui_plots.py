@@ -67,9 +67,6 @@ def ui_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                                  str(port), "--no-services"], env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     try:
-        from flows import get_flow
-
-        get_flow("seraph")  # import the flow (torch, gymnasium) while the server starts
         _wait_healthy(url, proc, log)
         yield url
     finally:
@@ -81,6 +78,19 @@ def ui_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.wait()
 
 
+# The run happens in a process of its own, as a user's would: Prefect keeps per-process
+# services (the concurrency-slot lease service among them) bound to the first API they talked
+# to, and earlier tests in this process talked to the test harness's server.
+_RUN_SERAPH = """
+import json, sys
+from flows import get_flow
+state = get_flow("seraph")(config=sys.argv[1], return_state=True)
+print(json.dumps({"completed": state.is_completed(), "message": state.message,
+                  "id": str(state.state_details.flow_run_id),
+                  "result": state.result() if state.is_completed() else None}))
+"""
+
+
 @pytest.fixture(scope="module")
 def ui_run(ui_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The seraph flow run against the UI server: its id, result and artifacts by key."""
@@ -88,17 +98,21 @@ def ui_run(ui_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from flows import get_flow
-
     config = tmp_path_factory.mktemp("ui-config") / "ui.yaml"
     config.write_text(yaml.safe_dump(UI_RL))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_API_URL=f"{ui_server}/api", PREFECT_SERVER_ANALYTICS_ENABLED="false",
+               PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", _RUN_SERAPH, str(config)], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert run["completed"], run["message"]
     with temporary_settings(updates={PREFECT_API_URL: f"{ui_server}/api"}):
-        state = get_flow("seraph")(config=str(config), return_state=True)
-        assert state.is_completed(), state.message
-        run_id = state.state_details.flow_run_id
         with get_client(sync_client=True) as client:
-            found = client.read_artifacts(artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[run_id])))
-    return {"id": str(run_id), "result": state.result(), "artifacts": {a.key: a for a in found}}
+            found = client.read_artifacts(
+                artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[run["id"]])))
+    return {"id": run["id"], "result": run["result"], "artifacts": {a.key: a for a in found}}
 
 
 @pytest.fixture(scope="module")
