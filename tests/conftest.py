@@ -86,6 +86,27 @@ def aws_isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.fixture(scope="module")
+def moto_server() -> Iterator[str]:
+    """moto's server (S3, Lambda's control plane, IAM) on a free loopback port: its URL."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def moto_env(moto_server: str, monkeypatch: pytest.MonkeyPatch, aws_isolated_env: Path) -> str:
+    """The AWS variables pointing at moto's server, with dummy credentials and us-east-1: its URL."""
+    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                        ("AWS_DEFAULT_REGION", "us-east-1"), ("AWS_ENDPOINT_URL", moto_server)):
+        monkeypatch.setenv(name, value)
+    return moto_server
+
+
 @pytest.fixture(scope="session")
 def prefect_harness() -> Iterator[None]:
     """One Prefect test server (temporary SQLite DB) for the whole session."""

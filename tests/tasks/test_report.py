@@ -55,26 +55,12 @@ def test_plot_keys_sit_under_the_run_folder(run_dir: Path, tmp_path: Path) -> No
     assert report._artifact_key("cluster_demo-intunex-throughput_per_usd-plot") == "cluster-demo-intunex-throughput-per-usd-plot"
 
 
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
 @pytest.fixture
-def bucket(moto_url: str, monkeypatch: pytest.MonkeyPatch, aws_isolated_env: Path) -> Iterator[Any]:
+def bucket(moto_env: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """An artifacts bucket on moto's server, named by ``TRAINWISE_ARTIFACTS_BUCKET``."""
     import boto3
 
-    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
-                        ("AWS_DEFAULT_REGION", "us-east-1"), ("AWS_ENDPOINT_URL", moto_url),
-                        ("TRAINWISE_ARTIFACTS_BUCKET", "trainwise-artifacts")):
-        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("TRAINWISE_ARTIFACTS_BUCKET", "trainwise-artifacts")
     client = boto3.client("s3")
     client.create_bucket(Bucket="trainwise-artifacts")
     yield client

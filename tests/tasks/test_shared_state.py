@@ -12,7 +12,6 @@ from typing import Any
 import boto3
 import pytest
 import requests
-from moto.server import ThreadedMotoServer
 
 from core import state
 from core.errors import UserError
@@ -21,22 +20,10 @@ BUCKET = "trainwise-dev-artifacts"
 PREFIX = "team/state"
 
 
-@pytest.fixture(scope="module")
-def moto_s3() -> Any:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
 @pytest.fixture
-def bucket(moto_s3: str, monkeypatch: pytest.MonkeyPatch, aws_isolated_env: Path) -> Any:
+def bucket(moto_env: str, monkeypatch: pytest.MonkeyPatch) -> Any:
     """An empty bucket on moto, the AWS variables pointing at it, and S3 state on in it."""
-    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
-                        ("AWS_DEFAULT_REGION", "us-east-1"), ("AWS_ENDPOINT_URL", moto_s3)):
-        monkeypatch.setenv(name, value)  # dummy credentials for moto
-    requests.post(f"{moto_s3}/moto-api/reset", timeout=10)
+    requests.post(f"{moto_env}/moto-api/reset", timeout=10)
     s3 = boto3.client("s3", region_name="us-east-1")
     s3.create_bucket(Bucket=BUCKET)
     monkeypatch.setenv(state.ENV, f"s3://{BUCKET}/{PREFIX}")
