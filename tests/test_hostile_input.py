@@ -477,6 +477,7 @@ def test_a_valid_call_of_each_command_reaches_its_job(cli_files: dict[str, Path]
     """The property above is not vacuous: the base arguments of each command pass every check."""
     from trainwise.cli import main
 
+    _write_cli_files(cli_files["root"])  # the property's valid calls may have written over them (`--write {knobs}`)
     for command, (base, _) in COMMANDS.items():
         if command == ("infra", "output"):
             assert main([*command, *[_fill(a, cli_files) for a in base]]) == 0
