@@ -18,7 +18,6 @@ import importlib.util
 import sys
 from collections.abc import Callable
 from importlib.machinery import ModuleSpec
-
 from types import ModuleType
 
 _FindSpec = Callable[[str], "ModuleSpec | None"]
@@ -31,12 +30,16 @@ def import_triton_before_tensorflow(
     """Import ``triton`` if it is installed and TensorFlow is not imported yet.
 
     Returns whether it imported ``triton``. Once TensorFlow is loaded the import would crash,
-    so it is left alone then. ``find_spec`` and ``import_module`` are the standard library's
-    unless a test passes its own.
+    so it is left alone then. A ``triton`` that fails to import (a wheel built for another
+    Python, say) is left to torch, which treats it as absent. ``find_spec`` and
+    ``import_module`` are the standard library's unless a test passes its own.
     """
     if "tensorflow" in sys.modules or "triton" in sys.modules:
         return False
     if find_spec("triton") is None:
         return False
-    import_module("triton")
+    try:
+        import_module("triton")
+    except ImportError:
+        return False
     return True

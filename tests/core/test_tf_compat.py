@@ -58,3 +58,10 @@ def test_does_nothing_when_triton_is_already_loaded(no_tf_or_triton: None, monke
     recorder = _Recorder()
     assert import_triton_before_tensorflow(_installed, recorder) is False
     assert recorder.imported == []
+
+
+def test_a_triton_that_fails_to_import_is_not_an_error(no_tf_or_triton: None) -> None:
+    def broken(name: str) -> ModuleType:
+        raise ImportError(f"{name}: built for another Python")
+
+    assert import_triton_before_tensorflow(_installed, broken) is False
