@@ -86,18 +86,23 @@ def ui_run(ui_server: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     """The seraph flow run against the UI server: its id, result and artifacts by key."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+    from prefect.concurrency.services import ConcurrencySlotAcquisitionWithLeaseService
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
     from flows import get_flow
 
     config = tmp_path_factory.mktemp("ui-config") / "ui.yaml"
     config.write_text(yaml.safe_dump(UI_RL))
+    # Prefect's slot-acquiring service is one per limit name and keeps the client of the server
+    # it first met: drained here it starts afresh on the UI server, drained after on the next one.
+    ConcurrencySlotAcquisitionWithLeaseService.drain_all(timeout=30)
     with temporary_settings(updates={PREFECT_API_URL: f"{ui_server}/api"}):
         state = get_flow("seraph")(config=str(config), return_state=True)
         assert state.is_completed(), state.message
         run_id = state.state_details.flow_run_id
         with get_client(sync_client=True) as client:
             found = client.read_artifacts(artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[run_id])))
+        ConcurrencySlotAcquisitionWithLeaseService.drain_all(timeout=30)
     return {"id": str(run_id), "result": state.result(), "artifacts": {a.key: a for a in found}}
 
 
