@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+from core.tf_compat import import_triton_before_tensorflow
+
 _PREFECT_HOME = Path(tempfile.mkdtemp(prefix="trainwise-tests-prefect-home-"))
 os.environ["PREFECT_HOME"] = str(_PREFECT_HOME)
 os.environ["PREFECT_PROFILES_PATH"] = str(_PREFECT_HOME / "profiles.toml")
@@ -39,6 +41,8 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # while the lost worker's task is listed) and cannot be cancelled from Python; its client
 # would log a failed heartbeat every second until the process exits.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Some tests import TensorFlow directly: triton (where installed) goes first (core.tf_compat).
+import_triton_before_tensorflow()
 
 
 SERVER_FIXTURES = {"prefect_harness", "prefect_workspace"}
