@@ -18,7 +18,7 @@ the action, and the size of the unit's node type). It is trained with REINFORCE
 ``pretrained/cluster_policy.json``) and fine-tuned on the problem at hand before it plans.
 Planning decodes the greedy episode and sampled ones, keeps the best, and improves it with masked
 local moves (drop a unit the job does not need, swap a unit for a cheaper one that still feeds
-the job, re-cover a job: one or two of its units for at most two others, re-type a node type:
+the job, re-cover a job: one to three of its units for at most two others, re-type a node type:
 all its units to the same shares of another type), the agent's own finishing step.
 """
 
@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from itertools import combinations_with_replacement
 from pathlib import Path
 from typing import Any
 
@@ -236,11 +237,15 @@ def _pair_additions(p: Problem, j: int) -> list[tuple[int, ...]]:
     return [()] + [(v,) for v in usable] + [(v, w) for i, v in enumerate(usable) for w in usable[i:]]
 
 
-def _removals(counts_j: np.ndarray) -> list[tuple[int, ...]]:
-    """The sets of one or two of a job's units (with multiplicity) a re-cover may take away."""
+def _removals(counts_j: np.ndarray, most: int = 3) -> list[tuple[int, ...]]:
+    """The sets of one to ``most`` of a job's units (with multiplicity) a re-cover may take away;
+    three lets a job trade three quarters for one half."""
     held = [int(u) for u in np.flatnonzero(counts_j)]
-    pairs = [(u, v) for i, u in enumerate(held) for v in held[i:] if u != v or counts_j[u] >= 2]
-    return [(u,) for u in held] + pairs
+    out: list[tuple[int, ...]] = []
+    for size in range(1, most + 1):
+        out += [c for c in combinations_with_replacement(held, size)
+                if all(c.count(u) <= counts_j[u] for u in set(c))]
+    return out
 
 
 def _costs(p: Problem, shares: np.ndarray) -> tuple[float, float, float]:
@@ -250,11 +255,11 @@ def _costs(p: Problem, shares: np.ndarray) -> tuple[float, float, float]:
 
 
 def recover(state: State) -> State | None:
-    """One re-cover move, or None: take one or two units from a job and give it at most two others,
+    """One re-cover move, or None: take one to three units from a job and give it at most two others,
     any types and shares, so that the job stays fed and the plan (every job fed) costs less, or
     costs the same in whole nodes and uses fewer paid-for shares (which frees room in a node that
-    a later move fills). This turns a whole node into a half and a quarter, or two units into one,
-    which single swaps miss."""
+    a later move fills). This turns a whole node into a half and a quarter, or two or three units
+    into one, which single swaps miss."""
     p = state.p
     if p.objective == "max-throughput" or not bool(state.fed.all()):
         return None

@@ -73,6 +73,20 @@ def test_recover_packs_a_whole_node_into_a_half_and_a_quarter() -> None:
     assert recover(better) is None  # nothing cheaper left
 
 
+def test_recover_trades_three_quarters_for_one_half() -> None:
+    """Job a holds three quarters (2.5 rows/s each) where one half (8 rows/s) feeds it; with job b's
+    half the pool pays two nodes. Taking one or two quarters away saves nothing; all three at once
+    leave one node."""
+    rows = np.array([[10.0, 8.0, 2.5], [10.0, 5.0, 2.5]])
+    p = Problem(rows, np.array([7.5, 5.0]), np.zeros(3, dtype=int), np.array([1.0, 0.5, 0.25]),
+                np.array([1.0]), max_nodes=4)
+    state = State(p, np.array([[0, 0, 3], [0, 1, 0]]))
+    assert state.cost == 2.0 and bool(state.fed.all())
+    better = recover(state)
+    assert better is not None and bool(better.fed.all()) and better.cost == 1.0
+    assert better.counts.tolist() == [[0, 1, 0], [0, 1, 0]]
+
+
 def test_retype_moves_a_full_pools_node_with_all_its_occupants() -> None:
     """A pool of one node: two jobs share a $2/h node; a $1/h type of the same size feeds both.
     No single-job move can leave the dear node (the pool has no room for a second), a re-type can."""
