@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 from prefect.client.orchestration import get_client
 from prefect.concurrency.sync import concurrency
-from prefect.exceptions import ObjectAlreadyExists
+from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -56,9 +56,14 @@ def ensure_measure_limit() -> str:
     name = limit_name()
     with get_client(sync_client=True) as client:
         try:
+            client.read_global_concurrency_limit_by_name(name)
+            return name  # created by setup, serve, another task, or the user: keep it as it is
+        except ObjectNotFound:
+            pass
+        try:  # reading first keeps the usual case off the server's error log (a failed INSERT)
             client.create_global_concurrency_limit(GlobalConcurrencyLimitCreate(name=name, limit=1))
         except ObjectAlreadyExists:
-            pass  # created by setup, serve, another task, or the user: keep it as it is
+            pass  # another run created it between the read and the create
     return name
 
 

@@ -29,20 +29,27 @@ def _agent(cpu: int) -> tuple[subprocess.Popen, str]:
     return proc, f"127.0.0.1:{port}"
 
 
+def _wait_until_answering(address: str, start_up_s: float = 30.0) -> None:
+    """Poll a starting agent until it answers; a readiness wait, not a speed bar (an agent that
+    never answers fails the fixture with its address)."""
+    deadline = time.monotonic() + start_up_s
+    while True:
+        try:
+            AgentClient(address).call("GET", "/v1/node")
+            return
+        except UserError:
+            if time.monotonic() >= deadline:
+                pytest.fail(f"the node agent at {address} did not come up")
+            time.sleep(0.2)
+
+
 @pytest.fixture
 def agents() -> Iterator[list[str]]:
     cpus = sorted(os.sched_getaffinity(0))
     started = [_agent(cpus[i % len(cpus)]) for i in range(2)]
     try:
-        deadline = time.monotonic() + 30
         for _, address in started:
-            while True:
-                try:
-                    AgentClient(address).call("GET", "/v1/node")
-                    break
-                except UserError:
-                    assert time.monotonic() < deadline, f"the node agent at {address} did not come up"
-                    time.sleep(0.2)
+            _wait_until_answering(address)
         yield [address for _, address in started]
     finally:
         for proc, _ in started:
