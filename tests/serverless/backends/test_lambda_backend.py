@@ -34,7 +34,6 @@ import numpy as np
 import pytest
 import requests
 from botocore.awsrequest import AWSResponse, HeadersDict
-from moto.server import ThreadedMotoServer
 
 from serverless import s3_payload
 from serverless.invocation import LAMBDA_SYNC_PAYLOAD_LIMIT_BYTES
@@ -56,14 +55,11 @@ TRUST = {
 
 
 @pytest.fixture(scope="module")
-def moto_url() -> Any:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    url = f"http://{host}:{port}"
+def moto_url(moto_server: str) -> Any:
+    """moto's server (tests/conftest.py), its Lambda config put back as it was when done."""
+    url = moto_server
     yield url
     requests.post(f"{url}/moto-api/config", json={"lambda": {"use_docker": True}}, timeout=10)
-    server.stop()
 
 
 @pytest.fixture
