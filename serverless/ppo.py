@@ -23,6 +23,9 @@ import numpy as np
 from serverless.policy import PolicySpec
 
 
+UPDATE_ENGINES = ("numpy", "torch")
+
+
 @dataclass
 class PPOConfig:
     """All PPO hyperparameters."""
@@ -47,6 +50,11 @@ class PPOConfig:
     # torch intra-op threads for the learner; None leaves the process setting alone.
     # 1 by default: for a 64x64 MLP, threads cost more than they give.
     torch_threads: int | None = 1
+    # What runs the minibatch steps. "numpy": a hand-written forward, backward and Adam
+    # (serverless.numpy_update), several times faster for this model size; "torch": autograd
+    # and torch's fused Adam. The same maths; the floats differ in rounding, so a seed's
+    # trajectory is its own under each engine.
+    update_engine: str = "numpy"
     # How a batch is split into env streams. 0: one env per actor function, stepped
     # batch/actors steps (so the actor count changes the rollout length and the number
     # of envs, and with them what is learned). N > 0: the batch is split over
@@ -89,6 +97,7 @@ class PPOConfig:
             (self.minibatch_size >= 1, "minibatch_size must be >= 1"),
             (all(h >= 1 for h in self.hidden) and len(self.hidden) >= 1, "hidden must be one or more positive widths"),
             (self.torch_threads is None or self.torch_threads >= 1, "torch_threads must be >= 1 or None"),
+            (self.update_engine in UPDATE_ENGINES, f"update_engine must be one of {list(UPDATE_ENGINES)}, got {self.update_engine!r}"),
         ]
         for ok, message in checks:
             if not ok:
@@ -148,6 +157,13 @@ def _minibatches(n: int, size: int, rng: np.random.Generator) -> list[np.ndarray
     return chunks
 
 
+def _as_tensors(arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The same arrays as torch tensors, sharing their memory (slices are made contiguous)."""
+    import torch
+
+    return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in arrays.items()}
+
+
 @dataclass
 class PPOLearner:
     """Owns the torch model and optimiser; ``update`` runs one PPO iteration.
@@ -177,6 +193,11 @@ class PPOLearner:
         self.rng = np.random.default_rng(self.seed)
         self.env_steps_seen = 0
         self.updates = 0
+        self.numpy_step = None
+        if self.config.update_engine == "numpy":
+            from serverless.numpy_update import NumpyPPOStep
+
+            self.numpy_step = NumpyPPOStep(self.model, self.optimizer, self.config)
 
     # ----------------------------------------------------------------- schedule
     def progress_fraction(self) -> float:
@@ -227,22 +248,27 @@ class PPOLearner:
 
         return torch.cat([p.grad.reshape(-1) for p in self.model.parameters() if p.grad is not None])
 
-    def _probe_grad_noise(self, data: dict[str, Any], chunks: list[np.ndarray], clip: float) -> dict[str, Any]:
+    def _minibatch_gradient(self, mb: dict[str, np.ndarray], clip: float) -> Any:
+        """The PPO loss's flat gradient on one minibatch at the current parameters, as a torch tensor."""
+        import torch
+
+        if self.numpy_step is not None:
+            self.numpy_step.gradient(mb, clip)
+            return torch.from_numpy(self.numpy_step.grad.copy())
+        self.optimizer.zero_grad(set_to_none=True)
+        loss, _ = self._loss(_as_tensors(mb), clip)
+        loss.backward()
+        grad = self._flat_grad().clone()
+        self.optimizer.zero_grad(set_to_none=True)
+        return grad
+
+    def _probe_grad_noise(self, data: dict[str, np.ndarray], chunks: list[np.ndarray], clip: float) -> dict[str, Any]:
         """Per-minibatch PPO-loss gradients at the current parameters (no update)."""
         import torch
 
         size = min(self.config.minibatch_size, len(chunks[0]))
         full = [c[:size] for c in chunks if len(c) >= size]
-        grads = []
-        for idx in full:
-            ti = torch.from_numpy(idx)
-            mb = {k: v[ti] for k, v in data.items()}
-            self.optimizer.zero_grad(set_to_none=True)
-            loss, _ = self._loss(mb, clip)
-            loss.backward()
-            grads.append(self._flat_grad().clone())
-        self.optimizer.zero_grad(set_to_none=True)
-        stacked = torch.stack(grads)
+        stacked = torch.stack([self._minibatch_gradient({k: v[idx] for k, v in data.items()}, clip) for idx in full])
         small = stacked.pow(2).sum(1)
         big = stacked.mean(0).pow(2).sum()
         return {
@@ -251,6 +277,59 @@ class PPOLearner:
             "b_big": int(size * len(full)),
             "big_sqnorm": float(big),
         }
+
+    def _epoch_numpy(self, minibatches: list[dict[str, np.ndarray]], clip: float, lr: float) -> np.ndarray:
+        """One epoch of numpy minibatch steps; the sums of their statistics."""
+        step = self.numpy_step.step
+        return np.sum([step(mb, clip, lr) for mb in minibatches], axis=0)
+
+    def _epoch_torch(self, minibatches: list[dict[str, np.ndarray]], clip: float) -> np.ndarray:
+        """One epoch of torch (autograd, fused Adam) minibatch steps; the sums of their statistics."""
+        import torch
+
+        params = list(self.model.parameters())
+        # Adam's step without the optimiser's profiling wrapper (a record_function and hook
+        # lookups per call cost ~10% of an update this size); the same arithmetic, and
+        # gradients dropped directly instead of through zero_grad's own record_function.
+        step = getattr(self.optimizer.step, "__wrapped__", None)
+        sums = torch.zeros(5)
+        for mb in minibatches:
+            loss, info = self._loss(_as_tensors(mb), clip)
+            for p in params:
+                p.grad = None
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, self.config.max_grad_norm, foreach=True)
+            if step is not None:
+                step(self.optimizer)
+            else:
+                self.optimizer.step()
+            sums += info
+        return sums.numpy()
+
+    def _learner_threads(self) -> Any:
+        """The numpy engine's BLAS held to the learner's threads (torch's own setting covers torch)."""
+        import contextlib
+
+        import torch
+
+        if self.numpy_step is None:
+            return contextlib.nullcontext()
+        return self.numpy_step.blas_threads(self.config.torch_threads or torch.get_num_threads())
+
+    def _epoch(self, epoch: int, data: dict[str, np.ndarray], clip: float, lr: float, probe_noise: bool,
+               stats: dict[str, Any]) -> tuple[np.ndarray, int]:
+        """One epoch over ``data`` in fresh minibatches: the sums of their statistics, and how many."""
+        chunks = _minibatches(len(data["obs"]), self.config.minibatch_size, self.rng)
+        if epoch == 0 and probe_noise:
+            stats["grad_noise"] = self._probe_grad_noise(data, chunks, clip)
+        # shuffle once per epoch, then take contiguous slices (views, no copies)
+        order = np.concatenate(chunks)
+        shuffled = {k: v[order] for k, v in data.items()}
+        bounds = np.cumsum([0, *map(len, chunks)])
+        minibatches = [{k: v[a:b] for k, v in shuffled.items()} for a, b in zip(bounds[:-1], bounds[1:])]
+        if self.numpy_step is not None:
+            return self._epoch_numpy(minibatches, clip, lr), len(chunks)
+        return self._epoch_torch(minibatches, clip), len(chunks)
 
     # ----------------------------------------------------------------- update
     def update(self, batch: dict[str, np.ndarray], probe_noise: bool = False) -> dict[str, Any]:
@@ -268,49 +347,19 @@ class PPOLearner:
         clip = max(clip, 1e-3)
 
         n = len(batch["obs"])
-        act_dtype = torch.int64 if self.spec.action_kind == "discrete" else torch.float32
-        data = {
-            "obs": torch.as_tensor(batch["obs"], dtype=torch.float32),
-            "actions": torch.as_tensor(batch["actions"], dtype=act_dtype),
-            "logprobs": torch.as_tensor(batch["logprobs"], dtype=torch.float32),
-            "values": torch.as_tensor(batch["values"], dtype=torch.float32),
-            "advantages": torch.as_tensor(batch["advantages"], dtype=torch.float32),
-            "returns": torch.as_tensor(batch["returns"], dtype=torch.float32),
-        }
+        act_dtype = np.int64 if self.spec.action_kind == "discrete" else np.float32
+        data = {k: np.asarray(batch[k], dtype=np.float32) for k in ("obs", "logprobs", "values", "advantages", "returns")}
+        data["actions"] = np.asarray(batch["actions"], dtype=act_dtype)
         stats: dict[str, Any] = {}
-        sums = torch.zeros(5)
+        sums = np.zeros(5)
         count = 0
         stopped_early = False
-        params = list(self.model.parameters())
-        # Adam's step without the optimiser's profiling wrapper (a record_function and hook
-        # lookups per call cost ~10% of an update this size); the same arithmetic, and
-        # gradients dropped directly instead of through zero_grad's own record_function.
-        step = getattr(self.optimizer.step, "__wrapped__", None)
         for epoch in range(cfg.epochs):
-            chunks = _minibatches(n, cfg.minibatch_size, self.rng)
-            if epoch == 0 and probe_noise:
-                stats["grad_noise"] = self._probe_grad_noise(data, chunks, clip)
-            # shuffle once per epoch, then take contiguous slices (views, no copies)
-            order = torch.from_numpy(np.concatenate(chunks))
-            shuffled = {k: v[order] for k, v in data.items()}
-            epoch_sums = torch.zeros(5)
-            start = 0
-            for idx in chunks:
-                mb = {k: v[start : start + len(idx)] for k, v in shuffled.items()}
-                start += len(idx)
-                loss, info = self._loss(mb, clip)
-                for p in params:
-                    p.grad = None
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm, foreach=True)
-                if step is not None:
-                    step(self.optimizer)
-                else:
-                    self.optimizer.step()
-                epoch_sums += info
-                count += 1
+            with self._learner_threads():
+                epoch_sums, minibatches = self._epoch(epoch, data, clip, lr, probe_noise, stats)
             sums += epoch_sums
-            if cfg.target_kl is not None and float(epoch_sums[3]) / len(chunks) > cfg.target_kl:
+            count += minibatches
+            if cfg.target_kl is not None and float(epoch_sums[3]) / minibatches > cfg.target_kl:
                 stopped_early = True
                 break
         means = (sums / max(count, 1)).tolist()
@@ -318,7 +367,8 @@ class PPOLearner:
             stats[name] = value
         if not cfg.ent_coef:  # not computed during the update: report it once, at the new parameters
             with torch.no_grad():
-                _, entropy, _ = self.model.evaluate(data["obs"], data["actions"], with_entropy=True)
+                tensors = _as_tensors(data)
+                _, entropy, _ = self.model.evaluate(tensors["obs"], tensors["actions"], with_entropy=True)
             stats["entropy"] = float(entropy.mean())
         self.env_steps_seen += n
         self.updates += 1
@@ -345,6 +395,8 @@ class PPOLearner:
     # ----------------------------------------------------------------- checkpoints
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue: model, optimiser, counters, RNG state (as JSON-able)."""
+        if self.numpy_step is not None:
+            self.numpy_step.sync_optimizer_state()
         return {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
@@ -356,6 +408,8 @@ class PPOLearner:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
+        if self.numpy_step is not None:
+            self.numpy_step.adopt_optimizer_state()
         self.env_steps_seen = int(state["env_steps_seen"])
         self.updates = int(state["updates"])
         self.rng.bit_generator.state = state["rng"]

@@ -40,7 +40,7 @@ def _batch(spec, n: int = 512) -> dict[str, np.ndarray]:
 
 def test_the_update_without_the_optimisers_wrapper_steps_exactly_as_with_it() -> None:
     spec = inspect_env("CartPole-v1")
-    config = PPOConfig(epochs=3, minibatch_size=64, anneal_lr=False)
+    config = PPOConfig(epochs=3, minibatch_size=64, anneal_lr=False, update_engine="torch")
     fast, plain = PPOLearner(spec, config, seed=2), PPOLearner(spec, config, seed=2)
     wrapped = plain.optimizer.step
     plain.optimizer.step = lambda: wrapped()  # no __wrapped__: the update calls the public step()

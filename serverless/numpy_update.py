@@ -1,0 +1,271 @@
+"""The PPO minibatch step in numpy: a hand-written forward, backward and Adam step.
+
+For the learner's small actor-critic (two tanh MLPs of 64x64) on minibatches of 64, the
+arithmetic of one PPO step is a few hundred microflops; what costs is the framework around
+it. torch spends about 0.5-1 ms per minibatch on per-kernel dispatch and autograd's
+bookkeeping (the benchmark's update floor, a minimal fused torch loop, is that). The same
+maths as about sixty numpy calls on float32 arrays takes a fraction of it.
+
+It trains the learner's torch model in place. The parameters, their gradients and Adam's
+two moments live in flat float32 buffers and every parameter is a view of its slice, so
+
+* the update is one expression per layer on stacked ``[2, in, out]`` weights (actor and
+  critic side by side, as :class:`serverless.torch_policy.ActorCritic` stores them), and
+  gradient clipping and Adam are a handful of calls over one flat array;
+* the model's and the optimiser's ``state_dict`` (checkpoints), the weight export and the
+  layout probe's autograd see ordinary torch tensors, unchanged.
+
+The maths is torch's, term by term: the clipped surrogate with ``torch.max``'s gradient
+(ties, which occur whenever the ratio is inside the clip range, pass the whole gradient
+through the unclipped ratio), the unbiased standard deviation in the advantage
+normalisation, ``clip_grad_norm_``'s ``max_norm / (norm + 1e-6)``, and the fused Adam's
+update with its bias corrections. It agrees with the torch path to float32 rounding (the
+tests compare gradients and whole updates), not bit for bit: summation orders differ, so a
+seed's trajectory is its own under each engine (``PPOConfig.update_engine``); each engine
+is deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+#: the order of the statistics ``NumpyPPOStep.step`` returns
+STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
+
+
+class NumpyPPOStep:
+    """One PPO minibatch step (loss, gradient, clipping, Adam) on a torch ``ActorCritic``.
+
+    ``config`` is the learner's :class:`serverless.ppo.PPOConfig`; ``optimizer`` its torch
+    Adam, whose hyperparameters (betas, eps) it follows and whose state it keeps as views.
+    """
+
+    def __init__(self, model: Any, optimizer: Any, config: Any) -> None:
+        import torch
+        from threadpoolctl import ThreadpoolController
+
+        self.model = model
+        self._blas = ThreadpoolController()
+        self.optimizer = optimizer
+        self.config = config
+        self.discrete = model.spec.action_kind == "discrete"
+        self.params = list(model.parameters())
+        sizes = [p.numel() for p in self.params]
+        self.offsets = np.cumsum([0, *sizes]).tolist()
+        total = self.offsets[-1]
+        # the flat buffers, and every parameter / moment a view of its slice
+        self._flat = torch.empty(total)
+        self._exp_avg = torch.zeros(total)
+        self._exp_avg_sq = torch.zeros(total)
+        with torch.no_grad():
+            for p, a, b in zip(self.params, self.offsets[:-1], self.offsets[1:]):
+                self._flat[a:b].copy_(p.detach().reshape(-1))
+                p.data = self._flat[a:b].view_as(p)
+        self.flat = self._flat.numpy()
+        self.m = self._exp_avg.numpy()
+        self.v = self._exp_avg_sq.numpy()
+        self.grad = np.zeros(total, dtype=np.float32)
+        self._tmp = np.zeros(total, dtype=np.float32)
+        self.steps = 0
+        self._expose_optimizer_state()
+
+        def views(buffer: np.ndarray) -> list[np.ndarray]:
+            return [buffer[a:b].reshape(tuple(p.shape)) for p, a, b in zip(self.params, self.offsets[:-1], self.offsets[1:])]
+
+        layers = len(model.weights)
+        by_param = dict(zip((id(p) for p in self.params), range(len(self.params))))
+        w_idx = [by_param[id(w)] for w in model.weights]
+        b_idx = [by_param[id(b)] for b in model.biases]
+        pv, gv = views(self.flat), views(self.grad)
+        self.W = [pv[i] for i in w_idx]
+        self.b = [pv[i] for i in b_idx]
+        self.gW = [gv[i] for i in w_idx]
+        self.gb = [gv[i] for i in b_idx]
+        self.layers = layers
+        if not self.discrete:
+            k = by_param[id(model.log_std)]
+            self.log_std, self.g_log_std = pv[k], gv[k]
+        self._aranges: dict[int, np.ndarray] = {}
+
+    # ------------------------------------------------------------ optimiser state
+    def _expose_optimizer_state(self) -> None:
+        """Point the torch optimiser's per-parameter state at the flat moments (for its state_dict)."""
+        import torch
+
+        for p, a, b in zip(self.params, self.offsets[:-1], self.offsets[1:]):
+            self.optimizer.state[p] = {
+                "step": torch.tensor(float(self.steps)),
+                "exp_avg": self._exp_avg[a:b].view_as(p),
+                "exp_avg_sq": self._exp_avg_sq[a:b].view_as(p),
+            }
+
+    def sync_optimizer_state(self) -> None:
+        """Write the step count into the optimiser's state before it is saved."""
+        for p in self.params:
+            self.optimizer.state[p]["step"].fill_(float(self.steps))
+
+    def adopt_optimizer_state(self) -> None:
+        """After ``optimizer.load_state_dict``: take its moments and step into the flat buffers."""
+        self.steps = 0
+        for p, a, b in zip(self.params, self.offsets[:-1], self.offsets[1:]):
+            state = self.optimizer.state.get(p) or {}
+            if "exp_avg" in state:
+                self.m[a:b] = state["exp_avg"].detach().reshape(-1).numpy()
+                self.v[a:b] = state["exp_avg_sq"].detach().reshape(-1).numpy()
+                self.steps = int(float(state["step"]))
+            else:
+                self.m[a:b] = 0.0
+                self.v[a:b] = 0.0
+        self._expose_optimizer_state()
+
+    def blas_threads(self, threads: int) -> Any:
+        """A context that holds numpy's BLAS to ``threads`` threads: OpenBLAS otherwise spreads
+        a 128x64 matmul over every core, several times slower than one thread here."""
+        return self._blas.limit(limits=threads, user_api="blas")
+
+    # ------------------------------------------------------------ the step
+    def step(self, mb: dict[str, np.ndarray], clip: float, lr: float) -> tuple[float, ...]:
+        """Loss and gradient on one minibatch, gradient-norm clipping, one Adam step.
+
+        Returns the minibatch's statistics (policy loss, value loss, entropy or NaN when
+        the bonus is off, approx KL, clip fraction)."""
+        stats = self.gradient(mb, clip)
+        self._clip_grad_norm(self.config.max_grad_norm)
+        self._adam(lr)
+        return stats
+
+    def gradient(self, mb: dict[str, np.ndarray], clip: float) -> tuple[float, ...]:
+        """The PPO loss's gradient on ``mb`` into ``self.grad``; returns the statistics."""
+        cfg = self.config
+        obs = mb["obs"]
+        n = len(obs)
+        W, b = self.W, self.b
+        # forward: both networks at once, [2, n, width]
+        hidden = [obs]
+        h = obs
+        for i in range(self.layers - 1):
+            z = np.matmul(h, W[i])
+            z += b[i]
+            np.tanh(z, out=z)
+            hidden.append(z)
+            h = z
+        out = np.matmul(h, W[-1])
+        out += b[-1]
+        head, value = out[0], out[1, :, 0]
+
+        adv = mb["advantages"]
+        if cfg.norm_adv and n > 1:
+            adv = (adv - adv.mean()) / (adv.std(ddof=1) + np.float32(1e-8))
+        d_out = np.zeros_like(out)
+        d_head = d_out[0]
+        if self.discrete:
+            shifted = head - head.max(axis=1, keepdims=True)
+            logp_all = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+            rows = self._arange(n)
+            actions = mb["actions"]
+            logp = logp_all[rows, actions]
+            probs = np.exp(logp_all)
+        else:
+            inv_std = np.exp(-self.log_std)
+            zed = (mb["actions"] - head) * inv_std
+            logp = (-0.5 * zed * zed).sum(axis=1) - (self.log_std.sum() + _HALF_LOG_2PI * head.shape[1])
+        log_ratio = logp - mb["logprobs"]
+        ratio = np.exp(log_ratio)
+        surr = -adv * ratio
+        surr_clipped = -adv * np.clip(ratio, 1 - clip, 1 + clip)
+        pg_loss = np.maximum(surr, surr_clipped).mean()
+        # torch.max's gradient: to the larger term; on a tie (the ratio inside the clip range)
+        # half to each, and the clamp passes its half, so the unclipped term gets it all
+        g_logp = np.where(surr >= surr_clipped, -adv, np.float32(0.0)) * ratio / np.float32(n)
+
+        v_err = value - mb["returns"]
+        if cfg.clip_vloss:
+            v_clipped = mb["values"] + np.clip(value - mb["values"], -clip, clip)
+            c_err = v_clipped - mb["returns"]
+            use_plain = v_err * v_err >= c_err * c_err
+            v_loss = 0.5 * np.maximum(v_err * v_err, c_err * c_err).mean()
+            inside = np.abs(value - mb["values"]) <= clip
+            g_value = np.where(use_plain, v_err, c_err * inside)
+        else:
+            v_loss = 0.5 * (v_err * v_err).mean()
+            g_value = v_err
+        d_out[1, :, 0] = g_value * np.float32(cfg.vf_coef / n)
+
+        entropy = math.nan
+        if self.discrete:
+            # d logp / d logits = onehot - probs
+            np.multiply(probs, -g_logp[:, None], out=d_head)
+            d_head[rows, actions] += g_logp
+            if cfg.ent_coef:
+                ent = -(probs * logp_all).sum(axis=1)
+                entropy = float(ent.mean())
+                # loss -= ent_coef * mean(H);  dH/dlogits = -p (log p + H)
+                d_head += probs * (logp_all + ent[:, None]) * np.float32(cfg.ent_coef / n)
+        else:
+            d_head[:] = g_logp[:, None] * zed * inv_std
+            self.g_log_std[:] = (g_logp[:, None] * (zed * zed - 1)).sum(axis=0)
+            if cfg.ent_coef:
+                entropy = float((0.5 + _HALF_LOG_2PI + self.log_std).sum())
+                self.g_log_std -= np.float32(cfg.ent_coef)
+
+        # backward through the layers
+        gW, gb = self.gW, self.gb
+        last = self.layers - 1
+        np.matmul(hidden[last].transpose(0, 2, 1), d_out, out=gW[last])
+        np.sum(d_out, axis=1, keepdims=True, out=gb[last])
+        d_h = np.matmul(d_out, W[last].transpose(0, 2, 1))
+        for i in range(last - 1, -1, -1):
+            a = hidden[i + 1]
+            d_z = d_h * (1 - a * a)
+            below = hidden[i]
+            np.matmul(below.T if i == 0 else below.transpose(0, 2, 1), d_z, out=gW[i])
+            np.sum(d_z, axis=1, keepdims=True, out=gb[i])
+            if i:
+                d_h = np.matmul(d_z, W[i].transpose(0, 2, 1))
+
+        approx_kl = float(((ratio - 1) - log_ratio).mean())
+        clipfrac = float((np.abs(ratio - 1) > clip).mean())
+        return float(pg_loss), float(v_loss), entropy, approx_kl, clipfrac
+
+    def _arange(self, n: int) -> np.ndarray:
+        rows = self._aranges.get(n)
+        if rows is None:
+            rows = self._aranges[n] = np.arange(n)
+        return rows
+
+    def _clip_grad_norm(self, max_norm: float) -> None:
+        """``torch.nn.utils.clip_grad_norm_``: scale by ``max_norm / (norm + 1e-6)`` when under 1."""
+        norm = math.sqrt(float(np.dot(self.grad, self.grad)))
+        coef = max_norm / (norm + 1e-6)
+        if coef < 1.0:
+            self.grad *= np.float32(coef)
+
+    def _adam(self, lr: float) -> None:
+        """torch's (fused) Adam step over the flat buffers, no weight decay."""
+        group = self.optimizer.param_groups[0]
+        beta1, beta2 = group["betas"]
+        eps = group["eps"]
+        self.steps += 1
+        bias1 = 1 - beta1**self.steps
+        bias2_sqrt = math.sqrt(1 - beta2**self.steps)
+        g, m, v, tmp = self.grad, self.m, self.v, self._tmp
+        # m = lerp(m, g, 1 - beta1); v = beta2 v + (1 - beta2) g^2
+        np.subtract(g, m, out=tmp)
+        tmp *= np.float32(1 - beta1)
+        m += tmp
+        v *= np.float32(beta2)
+        np.multiply(g, g, out=tmp)
+        tmp *= np.float32(1 - beta2)
+        v += tmp
+        # p -= lr / bias1 * m / (sqrt(v) / sqrt(bias2) + eps)
+        np.sqrt(v, out=tmp)
+        tmp *= np.float32(1 / bias2_sqrt)
+        tmp += np.float32(eps)
+        np.divide(m, tmp, out=tmp)
+        tmp *= np.float32(lr / bias1)
+        self.flat -= tmp
+
