@@ -26,8 +26,8 @@ pay), and after a window of ``min_units`` probed iterations switches to the layo
 best predicted objective among those whose bound, times ``1 + e`` (the model's own error) and
 ``1 + LAYOUT_CHANGE_GAIN`` (what a change of trajectory costs), beats the break-even. Each
 layout keeps at least ``step_floor`` steps per env (``max(25, 2 / (1 − γλ))``: shorter
-segments cut GAE's horizon). A window that stays ends the exploring; a switch that holds
-opens one more window (``max_windows``).
+segments cut GAE's horizon). A window that stays ends the exploring; a switch that holds, or
+is reverted, opens one more window (``max_windows``).
 
 **The guard.** For ``guard_window`` iterations after a switch it compares the approx KL
 and clip fraction with the band of the iterations before the switch (their largest
@@ -35,8 +35,25 @@ value, times ``GUARD_FACTOR``, plus a small floor); at the end of the window, th
 return with the return at the switch less the largest drop seen before it, and the measured
 objective per warm iteration (the ledger's cost, the clock's time, the probe's own time left
 out) before over after the switch, which must beat the switch's own bar with the measured
-figures: the bound times ``1 + LAYOUT_CHANGE_GAIN``. A breach reverts to the previous layout
-and ends the exploration: a run risks at most one guard window at a layout that hurts.
+figures: the bound times ``1 + LAYOUT_CHANGE_GAIN``. A breach reverts to the previous layout;
+that layout is not probed again.
+
+**The risk budget** (a conservative bandit's, Wu et al. 2016: explore only while the run's
+objective stays within ``1 + α`` of the baseline's; ``α`` is :data:`RISK_ALPHA`, 10%). Its ledger
+(:class:`RiskBudget`) takes every iteration in: what it spent (its measured objective, the
+probe's own time included) against what the baseline's layout would have spent for the same
+progress (its credit). An iteration at the baseline's layout is credited its own measured
+objective, less the probe; one at a switched layout the baseline's objective per iteration
+(the median before the switch) over ``ρ · (1 + LAYOUT_CHANGE_GAIN)``, where ``ρ`` is its
+env-steps ratio: the worst bootstrap draw while the switch is guarded, the bound once it holds.
+The slack, ``(1 + α) · credit − spent``, is thus ``α`` times the baseline's objective, plus what
+switches that held banked, less what reverted switches and the probes overspent. A switch's
+worst case is its guard window (at most ``guard_window`` iterations before a revert) at the
+layout's predicted objective per iteration (the measured one over the break-even, times
+``1 + e``) less its credit at the worst draw, and no less than nothing. A switch is taken only
+when its worst case fits in the slack; otherwise the decision is ``wait`` (the window keeps
+probing and re-checks at each probed iteration, up to ``max_wait`` more) and, at the end of the
+window, ``stay``. No window starts, and no probe runs, while the slack is negative.
 """
 
 from __future__ import annotations
@@ -59,6 +76,9 @@ LAYOUT_CHANGE_GAIN = 0.16
 #: the guard's band: a statistic breaches at more than this times its pre-switch maximum
 GUARD_FACTOR = 2.0
 MIN_STEPS_PER_ENV = 25
+#: the conservative risk budget's α: the objective may exceed the baseline's by this fraction
+#: (the issue's bar: no seed above 1.10x the static default)
+RISK_ALPHA = 0.10
 
 
 def step_floor(gamma: float, lam: float) -> int:
@@ -98,14 +118,30 @@ def predicted_ratio(units: list[dict[str, float]], chunks: int, envs: int) -> fl
     return (1 + nu_l) / (1 + max(nu0, 0.0)) / (1 - beta)
 
 
-def bootstrap_bound(units: list[dict[str, float]], chunks: int, envs: int, seed: int) -> float:
-    """The :data:`BOUND_QUANTILE` quantile of :func:`predicted_ratio` over resamples of ``units``."""
+def bootstrap_draws(units: list[dict[str, float]], chunks: int, envs: int, seed: int) -> list[float]:
+    """:func:`predicted_ratio` over :data:`BOOTSTRAP_DRAWS` resamples of ``units``, sorted."""
     rng = np.random.default_rng(seed)
-    draws = sorted(
+    return sorted(
         predicted_ratio([units[i] for i in rng.integers(0, len(units), len(units))], chunks, envs)
         for _ in range(BOOTSTRAP_DRAWS)
     )
+
+
+def _bound(draws: list[float]) -> float:
     return float(draws[math.ceil(BOUND_QUANTILE * len(draws)) - 1])  # inf-safe empirical quantile
+
+
+def bootstrap_bound(units: list[dict[str, float]], chunks: int, envs: int, seed: int) -> float:
+    """The :data:`BOUND_QUANTILE` quantile of :func:`predicted_ratio` over resamples of ``units``."""
+    return _bound(bootstrap_draws(units, chunks, envs, seed))
+
+
+def _num(x: float) -> float | None:
+    return round(x, 4) if math.isfinite(x) else None
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
 
 
 @dataclass(frozen=True)
@@ -118,18 +154,35 @@ class LayoutOption:
     units: int
     ratio: float
     bound: float
+    worst: float  # the worst bootstrap draw of the ratio
     break_even: float
     passes: bool
 
     def as_dict(self) -> dict[str, Any]:
-        def num(x: float) -> float | None:
-            return round(x, 4) if math.isfinite(x) else None
-
         return {
             "chunks": self.chunks, "steps_per_env": self.steps_per_env, "actors": self.actors, "units": self.units,
-            "predicted_env_steps_ratio": num(self.ratio), "bound": num(self.bound), "break_even": num(self.break_even),
-            "passes": self.passes,
+            "predicted_env_steps_ratio": _num(self.ratio), "bound": _num(self.bound), "worst_draw": _num(self.worst),
+            "break_even": _num(self.break_even), "passes": self.passes,
         }
+
+
+@dataclass(frozen=True)
+class RiskBudget:
+    """The conservative risk budget's ledger, in the objective's units: what the baseline's
+    layout would have spent for the run's progress so far (``credit``) and what the run spent."""
+
+    alpha: float = RISK_ALPHA
+    credit: float = 0.0
+    spent: float = 0.0
+
+    @property
+    def slack(self) -> float:
+        """``(1 + α) · credit − spent``: α times the baseline's objective, plus what switches
+        that held banked, less what reverted switches and the probes overspent."""
+        return (1 + self.alpha) * self.credit - self.spent
+
+    def charge(self, credit: float, spent: float) -> RiskBudget:
+        return replace(self, credit=self.credit + credit, spent=self.spent + spent)
 
 
 @dataclass(frozen=True)
@@ -138,17 +191,25 @@ class LayoutDecision:
 
     iteration: int
     env_steps: int
-    action: str  # "switch", "stay", "revert"
+    action: str  # "switch", "wait", "stay", "revert"
     from_steps_per_env: int
     to_steps_per_env: int
     reason: str
     options: tuple[LayoutOption, ...] = ()
+    budget: RiskBudget | None = None  # the risk budget's ledger at the decision
+    worst_case: float | None = None  # what the switch's guard window could lose (switch, wait, a budget's stay)
+    allowed: bool | None = None  # whether the slack covered the worst case
 
     def as_dict(self) -> dict[str, Any]:
+        b = self.budget
+        risk = None if b is None else {
+            "alpha": b.alpha, "credit": _finite(b.credit), "spent": _finite(b.spent), "slack": _finite(b.slack),
+            "worst_case": None if self.worst_case is None else _finite(self.worst_case), "allowed": self.allowed,
+        }
         return {
             "iteration": self.iteration, "env_steps": self.env_steps, "action": self.action,
             "from_steps_per_env": self.from_steps_per_env, "to_steps_per_env": self.to_steps_per_env,
-            "reason": self.reason, "options": [o.as_dict() for o in self.options],
+            "reason": self.reason, "options": [o.as_dict() for o in self.options], "risk": risk,
         }
 
 
@@ -165,6 +226,9 @@ class _Guard:
     left: int
     before: float  # the objective per iteration before the switch (measured, median)
     bound: float  # the bound on the env-steps ratio the switch was made on
+    credit: float  # the budget's credit per guarded iteration (at the worst draw)
+    held: float  # the budget's credit per iteration once the switch holds (at the bound)
+    restore: float | None  # the credit per iteration at the layout before the switch
     after: list[float] = field(default_factory=list)
 
 
@@ -188,7 +252,8 @@ class OnlineLayout:
 
     ``cost_of(shape)`` gives the predicted (cost, time) of one iteration;
     ``objective(cost, time)`` the scalar to minimise; ``margin`` the model's own relative
-    error, added to the bound before it is compared with the break-even."""
+    error, added to the bound before it is compared with the break-even; ``budget`` the
+    risk budget (its ``alpha`` settable: ``RiskBudget(alpha=...)``)."""
 
     steps_per_env: int
     shape: RunShape
@@ -199,9 +264,11 @@ class OnlineLayout:
     seed: int = 0
     min_units: int = 3
     guard_window: int = 3
-    max_windows: int = 2  # decision windows a run may probe (a switch that holds opens the next)
+    max_windows: int = 2  # decision windows a run may probe (a switch, held or reverted, opens the next)
     learner_usd_per_s: float = 0.0  # the learner VM's price: the probe's time is charged at it
     max_actors: int = 256
+    max_wait: int = 6  # probed iterations a window may add while the slack does not cover the switch
+    budget: RiskBudget = field(default_factory=RiskBudget)
     decisions: list[LayoutDecision] = field(default_factory=list)
     _units: dict[int, list[dict[str, float]]] = field(default_factory=dict)
     _envs: int = 0
@@ -211,26 +278,32 @@ class OnlineLayout:
     _done: bool = False
     _candidates: tuple[int, ...] | None = None  # the chunk counts probed at this layout
     _windows: int = 0  # decision windows so far
+    _credit: float | None = None  # the budget's credit per iteration at this layout; None: its measured objective
+    _prev: Any = None  # the last iteration the budget took in
+    _reverted: set[int] = field(default_factory=set)  # the steps per env of the layouts reverted
 
     def probe(self) -> tuple[int, ...]:
         """The chunk counts to measure on the next iteration: those whose layout the model
         predicts to save more than :data:`LAYOUT_CHANGE_GAIN` per iteration on the objective
         (any other could pay only through fewer env steps than the current layout's, and a
-        probe costs learner time); none once exploring is over or while a switch is guarded."""
+        probe costs learner time), a reverted layout left out; none once exploring is over,
+        while a switch is guarded or while the risk budget's slack is negative."""
         if self._done or self._guard is not None:
             return ()
         if self._candidates is None:
             self._candidates = tuple(
-                m for m in chunk_counts(self.steps_per_env, self.floor) if self._break_even(m) > 1 + LAYOUT_CHANGE_GAIN
+                m for m in chunk_counts(self.steps_per_env, self.floor)
+                if self.steps_per_env // m not in self._reverted and self._break_even(m) > 1 + LAYOUT_CHANGE_GAIN
             )
             if not self._candidates:
                 self._done = True
                 self.decisions.append(LayoutDecision(
                     0, 0, "stay", self.steps_per_env, self.steps_per_env,
-                    f"no wider layout is predicted to save more than {LAYOUT_CHANGE_GAIN:.0%} per iteration on "
-                    "the objective: nothing to probe",
+                    f"no wider layout{' not reverted before' if self._reverted else ''} is predicted to save more "
+                    f"than {LAYOUT_CHANGE_GAIN:.0%} per iteration on the objective: nothing to probe",
+                    budget=self.budget,
                 ))
-        return self._candidates
+        return self._candidates if self.budget.slack >= 0 else ()
 
     def _break_even(self, m: int) -> float:
         """The objective per iteration now over that at ``m``× the envs (the run's models)."""
@@ -246,6 +319,7 @@ class OnlineLayout:
 
     def observe(self, record: Any) -> tuple[RunShape, int] | None:
         """Take one iteration in; a new (shape, steps per env) when the layout changes."""
+        self._charge(record)
         self._history.append(record)
         if self._guard is not None:
             return self._check_guard(record)
@@ -265,51 +339,104 @@ class OnlineLayout:
         spe, actors = self.steps_per_env // m, self._wider(m).actors
         break_even = self._break_even(m)
         ratio = predicted_ratio(units, m, self._envs)
-        bound = bootstrap_bound(units, m, self._envs, self.seed + m) if units else math.inf
+        draws = bootstrap_draws(units, m, self._envs, self.seed + m) if units else [math.inf]
+        bound = _bound(draws)
         passes = bound * (1 + margin) * (1 + LAYOUT_CHANGE_GAIN) < break_even
-        return LayoutOption(m, spe, actors, len(units), ratio, bound, break_even, passes)
+        return LayoutOption(m, spe, actors, len(units), ratio, bound, draws[-1], break_even, passes)
 
     def _decide(self, record: Any) -> tuple[RunShape, int] | None:
         margin = float(self.margin())
         options = tuple(self._option(m, margin) for m in sorted(self._units))
         passing = [o for o in options if o.passes]
         it, steps = int(record.iteration), int(record.env_steps)
-        self._probed, self._units, self._candidates = 0, {}, None
-        self._windows += 1
         if not passing:
-            self._done = True
+            self._end_window(stay=True)
             self.decisions.append(LayoutDecision(
                 it, steps, "stay", self.steps_per_env, self.steps_per_env,
                 f"no layout's bound (q{BOUND_QUANTILE:.0%}) on the env-steps ratio, with the model's error "
                 f"({margin:.0%}) and the cost of a change of trajectory ({LAYOUT_CHANGE_GAIN:.0%}) added, beats its "
-                "break-even", options,
+                "break-even", options, budget=self.budget,
             ))
             return None
         best = min(passing, key=lambda o: o.ratio / o.break_even)
-        new = RunShape(best.actors, self.shape.memory_mb, self.shape.batch)
-        kl, clip, drop = _band(self._history)
         window = [self._measured(r) for r in self._history[1:][-self.min_units:] if not _cold(r)]
         before = float(np.median(window)) if window else math.inf  # all cold: nothing measured to hold it to
+        base = before if self._credit is None else self._credit  # the baseline's objective for one iteration here
+        worst = self._worst_case(best, before, base, margin)
+        slack = self.budget.slack
+        allowed = worst <= slack
+        why = (f"{best.actors} envs of {best.steps_per_env} steps: predicted env-steps ratio {best.ratio:.3f}, bound "
+               f"{best.bound:.3f} x (1 + {margin:.1%}) x (1 + {LAYOUT_CHANGE_GAIN:.0%}) < break-even "
+               f"{best.break_even:.3f}; worst case {worst:.4g} {'<=' if allowed else '>'} slack {slack:.4g}")
+        risk = {"budget": self.budget, "worst_case": worst, "allowed": allowed}
+        if not allowed:
+            waiting = self._probed < self.min_units + self.max_wait
+            if not waiting:
+                self._end_window(stay=True)
+            self.decisions.append(LayoutDecision(
+                it, steps, "wait" if waiting else "stay", self.steps_per_env,
+                best.steps_per_env if waiting else self.steps_per_env,
+                why + (": the risk budget waits" if waiting else f": the slack did not cover it within {self.max_wait} "
+                       "more probed iterations"), options, **risk,
+            ))
+            return None
+        self._end_window(stay=False)
+        kl, clip, drop = _band(self._history)
         self._guard = _Guard(
             self.shape, self.steps_per_env, kl, clip, record.mean_return, drop, self.guard_window, before, best.bound,
+            credit=base / (best.worst * (1 + LAYOUT_CHANGE_GAIN)), held=base / (best.bound * (1 + LAYOUT_CHANGE_GAIN)),
+            restore=self._credit,
         )
-        self.decisions.append(LayoutDecision(
-            it, steps, "switch", self.steps_per_env, best.steps_per_env,
-            f"{best.actors} envs of {best.steps_per_env} steps: predicted env-steps ratio {best.ratio:.3f}, bound "
-            f"{best.bound:.3f} x (1 + {margin:.1%}) x (1 + {LAYOUT_CHANGE_GAIN:.0%}) < break-even {best.break_even:.3f}",
-            options,
-        ))
+        self.decisions.append(LayoutDecision(it, steps, "switch", self.steps_per_env, best.steps_per_env, why, options,
+                                             **risk))
+        new = RunShape(best.actors, self.shape.memory_mb, self.shape.batch)
         self.shape, self.steps_per_env = new, best.steps_per_env
         return new, best.steps_per_env
 
-    def _measured(self, record: Any) -> float:
-        """The objective of one iteration as measured: its cost (the ledger's growth) and time,
-        less the layout probe's own CPU time (priced as the learner VM's)."""
-        i = self._history.index(record)  # > 0: the first record of a window is only a reference
-        before = float(self._history[i - 1].cost_usd)
+    def _end_window(self, *, stay: bool) -> None:
+        """A window's decision is made: a stay ends exploring; after a switch, the next window
+        (if any) probes afresh."""
+        self._probed, self._units, self._candidates = 0, {}, None
+        self._windows += 1
+        self._done = self._done or stay
+
+    def _worst_case(self, best: LayoutOption, before: float, base: float, margin: float) -> float:
+        """What the switch's guard window could lose: ``guard_window`` iterations (the most before
+        a revert) at the layout's predicted objective per iteration (the measured ``before`` over the
+        break-even, with the model's error), less the baseline's objective (``base`` per iteration
+        here) for their progress at the worst bootstrap draw of the env-steps ratio and the cost
+        of a change of trajectory; a worst case that still saves loses nothing."""
+        if not math.isfinite(before):
+            return math.inf
+        loss = before * (1 + margin) / best.break_even - base / (best.worst * (1 + LAYOUT_CHANGE_GAIN))
+        return self.guard_window * max(loss, 0.0)
+
+    def _spent(self, record: Any, previous: Any) -> tuple[float, float]:
+        """The objective of one iteration as measured, from its cost (the ledger's growth since
+        ``previous``) and time: less the layout probe's own CPU time (priced as the learner VM's),
+        and the probe's own share."""
         probe_s = float((getattr(record, "layout_probe", None) or {}).get("cpu_s", 0.0))
-        cost = float(record.cost_usd) - before - probe_s * self.learner_usd_per_s
-        return self.objective(cost, float(record.iteration_lambda_s) - probe_s)
+        cost, time_s = float(record.cost_usd) - float(previous.cost_usd), float(record.iteration_lambda_s)
+        net = self.objective(cost - probe_s * self.learner_usd_per_s, time_s - probe_s)
+        return net, self.objective(cost, time_s) - net
+
+    def _measured(self, record: Any) -> float:
+        """The objective of one iteration as measured, the probe's own time left out."""
+        i = self._history.index(record)  # > 0: the first record of a window is only a reference
+        return self._spent(record, self._history[i - 1])[0]
+
+    def _charge(self, record: Any) -> None:
+        """The risk budget takes one iteration in: what it spent, the probe included, against
+        the baseline's objective for its progress (see the module's docstring)."""
+        previous, self._prev = self._prev, record
+        if previous is None:
+            return  # the first iteration is only a reference
+        net, probe = self._spent(record, previous)
+        if self._guard is not None:
+            credit = self._guard.credit
+        else:
+            credit = net if self._credit is None else self._credit
+        self.budget = self.budget.charge(credit, net + probe)
 
     def _check_guard(self, record: Any) -> tuple[RunShape, int] | None:
         g = self._guard
@@ -327,16 +454,19 @@ class OnlineLayout:
         if g.left == 0:
             breach += self._final_checks(g, record)
         it, steps = int(record.iteration), int(record.env_steps)
+        if breach or g.left == 0:  # a switch that holds, or is reverted, opens the next window (if any)
+            self._guard, self._history, self._done = None, [], self._windows >= self.max_windows
         if breach:
             self.decisions.append(LayoutDecision(
-                it, steps, "revert", self.steps_per_env, g.steps_per_env, "guard breached: " + "; ".join(breach),
+                it, steps, "revert", self.steps_per_env, g.steps_per_env,
+                "guard breached: " + "; ".join(breach) + f"; the slack is now {self.budget.slack:.4g}",
+                budget=self.budget,
             ))
-            self.shape, self.steps_per_env, self._guard, self._done = g.shape, g.steps_per_env, None, True
+            self._reverted.add(self.steps_per_env)
+            self.shape, self.steps_per_env, self._credit = g.shape, g.steps_per_env, g.restore
             return g.shape, g.steps_per_env
         if g.left == 0:
-            self._guard = None
-            self._history = []
-            self._done = self._windows >= self.max_windows
+            self._credit = g.held
         return None
 
     def _final_checks(self, g: _Guard, record: Any) -> list[str]:

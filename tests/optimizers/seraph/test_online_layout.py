@@ -10,7 +10,7 @@ import pytest
 
 from optimizers.seraph.models import RunShape
 from optimizers.seraph.online_layout import (
-    LayoutController, OnlineLayout, bootstrap_bound, chunk_counts, predicted_ratio, step_floor,
+    LayoutController, OnlineLayout, RiskBudget, bootstrap_bound, chunk_counts, predicted_ratio, step_floor,
 )
 
 
@@ -87,6 +87,10 @@ def test_it_switches_when_the_bound_beats_the_break_even_and_says_why() -> None:
     d = ol.decisions[-1]
     assert d.action == "switch" and spe == d.to_steps_per_env < 2000 and shape.actors == 4000 // spe
     assert all(o.units == 3 for o in d.options) and "break-even" in d.reason
+    # the risk budget: two baseline iterations' 10% (the first is only a reference); a switch whose
+    # worst draw still saves risks nothing
+    risk = d.as_dict()["risk"]
+    assert risk["slack"] == pytest.approx(0.2) and risk["worst_case"] == 0.0 and risk["allowed"] is True
     assert ol.probe() == ()  # guarded: no probe
 
 
@@ -104,14 +108,14 @@ def test_nothing_is_probed_where_no_wider_layout_is_cheaper_per_iteration() -> N
     assert ol.probe() == () and ol.decisions[0].action == "stay"
 
 
-def test_the_guard_reverts_on_a_kl_breach_and_ends_exploring() -> None:
+def test_the_guard_reverts_on_a_kl_breach() -> None:
     ol = _online()
     _feed(ol, [Rec(i, 4000 * (i + 1), float(i), layout_probe=_probe(0.0001)) for i in range(3)])
     hot = Rec(3, 16000, 3.5, ppo_stats={"approx_kl": 0.2, "clipfrac": 0.1})
     back = ol.observe(hot)
     assert back == (RunShape(2, 1769, 4000), 2000)
     assert ol.decisions[-1].action == "revert" and "approx KL" in ol.decisions[-1].reason
-    assert ol.probe() == ()
+    assert ol.probe() == ()  # its overspend left the slack negative
 
 
 def test_the_guard_reverts_when_the_measured_iterations_are_not_cheaper() -> None:
@@ -144,7 +148,7 @@ def test_the_controller_hands_the_new_layout_to_the_trainer_and_the_planner() ->
 
 
 def test_a_switch_that_measures_up_holds_and_the_probes_own_time_is_left_out() -> None:
-    ol = _online(learner_usd_per_s=1.0)
+    ol = _online(learner_usd_per_s=1.0, budget=RiskBudget(alpha=1.0))  # a budget that pays for such dear probes
     probe = {**_probe(0.0001), "cpu_s": 0.5}  # each probed iteration: 1.0 measured, 0.5 of it the probe's
     _feed(ol, [Rec(i, 4000 * (i + 1), float(i), layout_probe=probe) for i in range(3)])
     bound = ol.decisions[-1].options[-1].bound
@@ -154,3 +158,60 @@ def test_a_switch_that_measures_up_holds_and_the_probes_own_time_is_left_out() -
     # a switch that holds opens one more window at the new layout; at 125 steps per env the only
     # wider layout left (62 steps) is not predicted to save 16% per iteration, so it is not probed
     assert ol.probe() == () and ol.decisions[-1].action == "stay" and ol.decisions[-1].from_steps_per_env == 125
+
+
+def _probe16(*biases: float) -> dict[str, Any]:
+    """One probed iteration at 16 chunks, a pair of envs per bias."""
+    return {"envs": 2, "segment_steps": [2000, 2000],
+            "layouts": [{"chunks": 16, "pairs": [_unit(var_chunk=16.0, bias=b) for b in biases]}]}
+
+
+#: pairs that disagree: one with a truncation bias of 60% of the gradient, two with 4%
+_MIXED = [_probe16(0.36), _probe16(0.0016), _probe16(0.0016)]
+
+
+def test_a_switch_waits_until_the_slack_covers_its_worst_case() -> None:
+    # the bound passes (about 2 x 1.16 < break-even 2.67) but the worst draw (2.5: the biased pair
+    # alone) would not pay for the guard window: it loses 3 x (1 / 2.67 - 1 / (2.5 x 1.16)) = 0.09
+    ol = _online(budget=RiskBudget(alpha=0.025))
+    changes = _feed(ol, [Rec(i, 4000 * (i + 1), float(i), layout_probe=p) for i, p in enumerate(_MIXED * 2)])
+    assert changes[:4] == [None] * 4 and changes[4] is not None
+    waits, switch = ol.decisions[:-1], ol.decisions[-1]
+    assert [d.action for d in waits] == ["wait", "wait"] and switch.action == "switch"
+    for d in waits:
+        assert not d.allowed and d.worst_case > d.budget.slack >= 0 and "risk budget waits" in d.reason
+        assert d.to_steps_per_env == 125 and d.options[0].passes
+    # the worst case is as before; the slack has grown (2.5% of each baseline iteration) to cover it
+    assert switch.worst_case > 0 and switch.worst_case == pytest.approx(waits[0].worst_case)
+    assert switch.allowed and switch.worst_case <= switch.budget.slack
+    risk = switch.as_dict()["risk"]
+    assert risk == {"alpha": 0.025, "credit": pytest.approx(4.0), "spent": pytest.approx(4.0),
+                    "slack": pytest.approx(0.1), "worst_case": pytest.approx(switch.worst_case), "allowed": True}
+
+
+def test_a_window_the_slack_never_covers_stays() -> None:
+    ol = _online(budget=RiskBudget(alpha=0.0), max_wait=2)  # no slack at all
+    _feed(ol, [Rec(i, 4000 * (i + 1), float(i), layout_probe=p) for i, p in enumerate(_MIXED * 2)])
+    assert [d.action for d in ol.decisions] == ["wait", "wait", "stay"]
+    assert ol.decisions[-1].allowed is False and "did not cover" in ol.decisions[-1].reason
+    assert ol.probe() == ()
+
+
+def test_a_reverted_switch_is_charged_and_no_window_opens_while_the_slack_is_negative() -> None:
+    ol = _online()
+    _feed(ol, [Rec(i, 4000 * (i + 1), float(i), layout_probe=_probe(0.0001)) for i in range(3)])
+    switched = ol.decisions[-1]
+    assert switched.action == "switch" and switched.to_steps_per_env == 125
+    # one guarded iteration spends 3 (a baseline iteration: 1) and breaches the KL band
+    ol.observe(Rec(3, 16000, 5.0, ppo_stats={"approx_kl": 0.2, "clipfrac": 0.1}))
+    revert = ol.decisions[-1]
+    assert revert.action == "revert" and revert.budget.slack < 0 and revert.as_dict()["risk"]["slack"] < 0
+    assert revert.budget.spent == pytest.approx(switched.budget.spent + 3.0)
+    # baseline iterations earn back 10% of theirs each; no probe (no window) until the slack is >= 0
+    cost, i = 5.0, 4
+    while not ol.probe():
+        assert ol.budget.slack < 0
+        cost, i = cost + 1.0, i + 1
+        ol.observe(Rec(i, 4000 * (i + 1), cost))
+    assert ol.budget.slack >= 0 and i > 10
+    assert ol.probe() == (2, 4, 8)  # the second window: the reverted layout (16 chunks, 125 steps) left out
