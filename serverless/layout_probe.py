@@ -89,6 +89,24 @@ def _sample_losses(learner: PPOLearner, tr: dict[str, np.ndarray], adv_n: np.nda
     return -torch.as_tensor(adv_n, dtype=torch.float32) * ratio + learner.config.vf_coef * v_term
 
 
+def _mean_grad(learner: PPOLearner, tr: dict[str, np.ndarray], adv_n: np.ndarray, ret: np.ndarray) -> Any:
+    """The gradient of the mean of :func:`_sample_losses` over ``tr``'s samples (a flat torch tensor)."""
+    import torch
+
+    step = learner.numpy_step
+    if step is None:
+        return _grad(learner, _sample_losses(learner, tr, adv_n, ret).mean())
+    act_dtype = np.int64 if learner.spec.action_kind == "discrete" else np.float32
+    mb = {
+        "obs": np.asarray(tr["obs"], dtype=np.float32), "actions": np.asarray(tr["actions"], dtype=act_dtype),
+        "logprobs": np.asarray(tr["logprobs"], dtype=np.float32), "advantages": np.asarray(adv_n, dtype=np.float32),
+        "returns": np.asarray(ret, dtype=np.float32),
+    }
+    # at the pre-update parameters the ratio is 1: no clipping (an infinite range), the loss above
+    step.gradient(mb, np.inf, norm_adv=False, entropy_bonus=False, clip_vloss=False)
+    return torch.from_numpy(step.grad.copy())
+
+
 def _grad(learner: PPOLearner, loss: Any) -> Any:
     import torch
 
@@ -109,13 +127,12 @@ def _env_grads(
     sums = []
     for a, b in zip(cuts, cuts[1:]):
         piece = {k: tr[k][a:b] for k in ("obs", "actions", "logprobs")}
-        sums.append(_grad(learner, _sample_losses(learner, piece, adv_n[a:b], ret[a:b]).sum()) if b > a else None)
+        sums.append(_mean_grad(learner, piece, adv_n[a:b], ret[a:b]) * (b - a) if b > a else None)
     width = next(s for s in sums if s is not None).numel()
     stacked = torch.stack([s if s is not None else torch.zeros(width) for s in sums])
-    deltas = {
-        m: _grad(learner, (_sample_losses(learner, tr, adv_m, ret_m) - _sample_losses(learner, tr, adv_n, ret)).mean())
-        for m, (adv_m, ret_m) in cut.items()
-    }
+    full = _mean_grad(learner, tr, adv_n, ret)
+    # the gradient of a difference of means over the same samples: the difference of their gradients
+    deltas = {m: _mean_grad(learner, tr, adv_m, ret_m) - full for m, (adv_m, ret_m) in cut.items()}
     return _EnvGrads(stacked, np.diff(cuts).astype(float), deltas)
 
 
@@ -150,6 +167,15 @@ def probe_layouts(
     Returns, per chunk count, one row of statistics per pair of envs (see the module's
     docstring); JSON-ready. Segments shorter than ``max(chunk_counts)`` steps are left out."""
     c0 = time.thread_time()
+    with learner.learner_threads():
+        rows, lengths, count = _probe(learner, segments, data, chunk_counts)
+    learner.model.zero_grad(set_to_none=True)
+    # the probe's own CPU time, so that a tuner can compare iterations with and without it
+    return {"segment_steps": lengths, "envs": count, "layouts": rows, "cpu_s": time.thread_time() - c0}
+
+
+def _probe(learner: PPOLearner, segments: list[Segment], data: dict[str, np.ndarray],
+           chunk_counts: tuple[int, ...]) -> tuple[list[dict[str, Any]], list[int], int]:
     cfg = learner.config
     fine = max(chunk_counts)
     lengths = [len(tr["rewards"]) for _, tr, _ in segments]
@@ -171,7 +197,5 @@ def probe_layouts(
             for i in range(len(envs)) for j in range(i + 1, len(envs))
         ]
         rows.append({"chunks": m, "pairs": pairs})
-    learner.model.zero_grad(set_to_none=True)
-    # the probe's own CPU time, so that a tuner can compare iterations with and without it
-    return {"segment_steps": lengths, "envs": len(envs), "layouts": rows, "cpu_s": time.thread_time() - c0}
+    return rows, lengths, len(envs)
 

@@ -138,9 +138,16 @@ class NumpyPPOStep:
         self._adam(lr)
         return stats
 
-    def gradient(self, mb: dict[str, np.ndarray], clip: float) -> tuple[float, ...]:
-        """The PPO loss's gradient on ``mb`` into ``self.grad``; returns the statistics."""
+    def gradient(self, mb: dict[str, np.ndarray], clip: float, *, norm_adv: bool | None = None,
+                 entropy_bonus: bool = True, clip_vloss: bool | None = None) -> tuple[float, ...]:
+        """The PPO loss's gradient on ``mb`` into ``self.grad``; returns the statistics.
+
+        The keywords override the config for a caller that wants another form of the loss
+        (the layout probe: advantages normalised over the batch, no bonus, a plain value term)."""
         cfg = self.config
+        norm_adv = cfg.norm_adv if norm_adv is None else norm_adv
+        clip_vloss = cfg.clip_vloss if clip_vloss is None else clip_vloss
+        ent_coef = cfg.ent_coef if entropy_bonus else 0.0
         obs = mb["obs"]
         n = len(obs)
         W, b = self.W, self.b
@@ -158,7 +165,7 @@ class NumpyPPOStep:
         head, value = out[0], out[1, :, 0]
 
         adv = mb["advantages"]
-        if cfg.norm_adv and n > 1:
+        if norm_adv and n > 1:
             adv = (adv - adv.mean()) / (adv.std(ddof=1) + np.float32(1e-8))
         d_out = np.zeros_like(out)
         d_head = d_out[0]
@@ -183,7 +190,7 @@ class NumpyPPOStep:
         g_logp = np.where(surr >= surr_clipped, -adv, np.float32(0.0)) * ratio / np.float32(n)
 
         v_err = value - mb["returns"]
-        if cfg.clip_vloss:
+        if clip_vloss:
             v_clipped = mb["values"] + np.clip(value - mb["values"], -clip, clip)
             c_err = v_clipped - mb["returns"]
             use_plain = v_err * v_err >= c_err * c_err
@@ -200,17 +207,17 @@ class NumpyPPOStep:
             # d logp / d logits = onehot - probs
             np.multiply(probs, -g_logp[:, None], out=d_head)
             d_head[rows, actions] += g_logp
-            if cfg.ent_coef:
+            if ent_coef:
                 ent = -(probs * logp_all).sum(axis=1)
                 entropy = float(ent.mean())
                 # loss -= ent_coef * mean(H);  dH/dlogits = -p (log p + H)
-                d_head += probs * (logp_all + ent[:, None]) * np.float32(cfg.ent_coef / n)
+                d_head += probs * (logp_all + ent[:, None]) * np.float32(ent_coef / n)
         else:
             d_head[:] = g_logp[:, None] * zed * inv_std
             self.g_log_std[:] = (g_logp[:, None] * (zed * zed - 1)).sum(axis=0)
-            if cfg.ent_coef:
+            if ent_coef:
                 entropy = float((0.5 + _HALF_LOG_2PI + self.log_std).sum())
-                self.g_log_std -= np.float32(cfg.ent_coef)
+                self.g_log_std -= np.float32(ent_coef)
 
         # backward through the layers
         gW, gb = self.gW, self.gb

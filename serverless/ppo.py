@@ -306,7 +306,7 @@ class PPOLearner:
             sums += info
         return sums.numpy()
 
-    def _learner_threads(self) -> Any:
+    def learner_threads(self) -> Any:
         """The numpy engine's BLAS held to the learner's threads (torch's own setting covers torch)."""
         import contextlib
 
@@ -355,7 +355,7 @@ class PPOLearner:
         count = 0
         stopped_early = False
         for epoch in range(cfg.epochs):
-            with self._learner_threads():
+            with self.learner_threads():
                 epoch_sums, minibatches = self._epoch(epoch, data, clip, lr, probe_noise, stats)
             sums += epoch_sums
             count += minibatches

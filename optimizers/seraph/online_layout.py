@@ -51,7 +51,8 @@ switches that held banked, less what reverted switches and the probes overspent.
 worst case is its guard window (at most ``guard_window`` iterations before a revert) at the
 layout's predicted objective per iteration (the measured one over the break-even, times
 ``1 + e``) less its credit at the worst draw, and no less than nothing. A switch is taken only
-when its worst case fits in the slack; otherwise the decision is ``wait`` (the window keeps
+when its worst case fits in the slack, or is nothing (such a switch risks less than staying);
+otherwise the decision is ``wait`` (the window keeps
 probing and re-checks at each probed iteration, up to ``max_wait`` more) and, at the end of the
 window, ``stay``. No window starts, and no probe runs, while the slack is negative.
 """
@@ -364,7 +365,9 @@ class OnlineLayout:
         base = before if self._credit is None else self._credit  # the baseline's objective for one iteration here
         worst = self._worst_case(best, before, base, margin)
         slack = self.budget.slack
-        allowed = worst <= slack
+        # a switch that cannot lose (worst case nothing) risks less than staying: the slack may
+        # be below zero from the probes' own cost, and it still goes
+        allowed = worst <= max(slack, 0.0)
         why = (f"{best.actors} envs of {best.steps_per_env} steps: predicted env-steps ratio {best.ratio:.3f}, bound "
                f"{best.bound:.3f} x (1 + {margin:.1%}) x (1 + {LAYOUT_CHANGE_GAIN:.0%}) < break-even "
                f"{best.break_even:.3f}; worst case {worst:.4g} {'<=' if allowed else '>'} slack {slack:.4g}")

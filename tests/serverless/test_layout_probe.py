@@ -103,3 +103,36 @@ def test_a_controller_can_change_the_layout_mid_run(tmp_path: Path) -> None:
     res = _train(tmp_path, ctl, max_steps=512)
     assert res.config_changes[0]["to"] == {"actors": 8, "memory_mb": 1769, "batch": 256, "steps_per_env": 32}
     assert ctl.records[0].rollout["invocations"] == 2 and ctl.records[1].rollout["invocations"] == 8
+
+
+def test_the_numpy_engine_measures_what_autograd_measures() -> None:
+    """The probe's gradients come from the learner's update engine; both engines give the same statistics."""
+    import torch
+
+    from serverless.envs import inspect_env
+    from serverless.ppo import PPOLearner
+
+    spec = inspect_env("CartPole-v1")
+    learners = {e: PPOLearner(spec, PPOConfig(update_engine=e), seed=3) for e in ("numpy", "torch")}
+    rng = np.random.default_rng(0)
+    segments, advs, rets = [], [], []
+    for k in range(3):
+        tr = _segment(64, seed=k)
+        tr["obs"] = rng.normal(size=(64, spec.obs_dim)).astype(np.float32)
+        tr["actions"] = rng.integers(0, 2, 64)
+        with torch.no_grad():
+            logp, _, _ = learners["torch"].model.evaluate(torch.from_numpy(tr["obs"]), torch.from_numpy(tr["actions"]))
+        tr["logprobs"] = logp.numpy()
+        adv, ret = compute_gae(tr["rewards"], tr["values"], tr["terminated"], tr["truncated"], tr["trunc_values"],
+                               0.5, 0.99, 0.95)
+        segments.append((k, tr, 0.5))
+        advs.append(adv)
+        rets.append(ret)
+    data = {"advantages": np.concatenate(advs), "returns": np.concatenate(rets)}
+    probes = {e: probe_layouts(learner, segments, data, (2, 4)) for e, learner in learners.items()}
+    for fast, plain in zip(probes["numpy"]["layouts"], probes["torch"]["layouts"]):
+        assert fast["chunks"] == plain["chunks"] and len(fast["pairs"]) == len(plain["pairs"]) == 3
+        for a, b in zip(fast["pairs"], plain["pairs"]):
+            for key in ("var_env", "var_chunk", "signal", "bias"):
+                assert a[key] == pytest.approx(b[key], rel=1e-3, abs=1e-9), key
+    assert any(abs(p["bias"]) > 0 for row in probes["numpy"]["layouts"] for p in row["pairs"])  # cuts do move the gradient

@@ -189,6 +189,16 @@ def test_a_switch_waits_until_the_slack_covers_its_worst_case() -> None:
                     "slack": pytest.approx(0.1), "worst_case": pytest.approx(switch.worst_case), "allowed": True}
 
 
+def test_a_switch_that_cannot_lose_goes_while_the_probes_hold_the_slack_below_zero() -> None:
+    ol = _online(learner_usd_per_s=1.0)
+    probe = {**_probe(0.0001), "cpu_s": 0.2}  # each probed iteration: 1.0 spent, 0.2 of it the probe's
+    changes = _feed(ol, [Rec(i, 4000 * (i + 1), float(i), layout_probe=probe) for i in range(3)])
+    d = ol.decisions[-1]
+    assert changes[2] is not None and d.action == "switch"
+    assert d.budget.slack < 0 and d.worst_case == 0.0 and d.allowed
+    assert d.budget.slack == pytest.approx(2 * (1.1 * 0.8 - 1.0))
+
+
 def test_a_window_the_slack_never_covers_stays() -> None:
     ol = _online(budget=RiskBudget(alpha=0.0), max_wait=2)  # no slack at all
     _feed(ol, [Rec(i, 4000 * (i + 1), float(i), layout_probe=p) for i, p in enumerate(_MIXED * 2)])
