@@ -89,7 +89,7 @@ class NumpyPPOStep:
         if not self.discrete:
             k = by_param[id(model.log_std)]
             self.log_std, self.g_log_std = pv[k], gv[k]
-        self._aranges: dict[int, np.ndarray] = {}
+        self._constants: dict[tuple[str, int], np.ndarray] = {}
 
     # ------------------------------------------------------------ optimiser state
     def _expose_optimizer_state(self) -> None:
@@ -164,9 +164,11 @@ class NumpyPPOStep:
         out += b[-1]
         head, value = out[0], out[1, :, 0]
 
+        mean_w = self._mean_weights(n)  # means as one BLAS dot each: a fraction of np.mean's overhead
         adv = mb["advantages"]
         if norm_adv and n > 1:
-            adv = (adv - adv.mean()) / (adv.std(ddof=1) + np.float32(1e-8))
+            centred = adv - np.dot(adv, mean_w)
+            adv = centred / np.float32(math.sqrt(float(np.dot(centred, centred)) / (n - 1)) + 1e-8)  # unbiased std
         d_out = np.zeros_like(out)
         d_head = d_out[0]
         if self.discrete:
@@ -184,21 +186,22 @@ class NumpyPPOStep:
         ratio = np.exp(log_ratio)
         surr = -adv * ratio
         surr_clipped = -adv * np.clip(ratio, 1 - clip, 1 + clip)
-        pg_loss = np.maximum(surr, surr_clipped).mean()
+        pg_loss = np.dot(np.maximum(surr, surr_clipped), mean_w)
         # torch.max's gradient: to the larger term; on a tie (the ratio inside the clip range)
         # half to each, and the clamp passes its half, so the unclipped term gets it all
-        g_logp = np.where(surr >= surr_clipped, -adv, np.float32(0.0)) * ratio / np.float32(n)
+        g_logp = np.multiply(surr, surr >= surr_clipped)
+        g_logp *= np.float32(1 / n)
 
         v_err = value - mb["returns"]
         if clip_vloss:
             v_clipped = mb["values"] + np.clip(value - mb["values"], -clip, clip)
             c_err = v_clipped - mb["returns"]
             use_plain = v_err * v_err >= c_err * c_err
-            v_loss = 0.5 * np.maximum(v_err * v_err, c_err * c_err).mean()
+            v_loss = 0.5 * np.dot(np.maximum(v_err * v_err, c_err * c_err), mean_w)
             inside = np.abs(value - mb["values"]) <= clip
             g_value = np.where(use_plain, v_err, c_err * inside)
         else:
-            v_loss = 0.5 * (v_err * v_err).mean()
+            v_loss = 0.5 * np.dot(v_err, v_err) / n
             g_value = v_err
         d_out[1, :, 0] = g_value * np.float32(cfg.vf_coef / n)
 
@@ -209,7 +212,7 @@ class NumpyPPOStep:
             d_head[rows, actions] += g_logp
             if ent_coef:
                 ent = -(probs * logp_all).sum(axis=1)
-                entropy = float(ent.mean())
+                entropy = float(np.dot(ent, mean_w))
                 # loss -= ent_coef * mean(H);  dH/dlogits = -p (log p + H)
                 d_head += probs * (logp_all + ent[:, None]) * np.float32(ent_coef / n)
         else:
@@ -223,26 +226,37 @@ class NumpyPPOStep:
         gW, gb = self.gW, self.gb
         last = self.layers - 1
         np.matmul(hidden[last].transpose(0, 2, 1), d_out, out=gW[last])
-        np.sum(d_out, axis=1, keepdims=True, out=gb[last])
+        ones = self._ones(n)  # bias gradients: sums over the minibatch as a matmul
+        np.matmul(ones, d_out, out=gb[last])
         d_h = np.matmul(d_out, W[last].transpose(0, 2, 1))
         for i in range(last - 1, -1, -1):
             a = hidden[i + 1]
             d_z = d_h * (1 - a * a)
             below = hidden[i]
             np.matmul(below.T if i == 0 else below.transpose(0, 2, 1), d_z, out=gW[i])
-            np.sum(d_z, axis=1, keepdims=True, out=gb[i])
+            np.matmul(ones, d_z, out=gb[i])
             if i:
                 d_h = np.matmul(d_z, W[i].transpose(0, 2, 1))
 
-        approx_kl = float(((ratio - 1) - log_ratio).mean())
-        clipfrac = float((np.abs(ratio - 1) > clip).mean())
+        approx_kl = float(np.dot((ratio - 1) - log_ratio, mean_w))
+        clipfrac = np.count_nonzero(np.abs(ratio - 1) > clip) / n
         return float(pg_loss), float(v_loss), entropy, approx_kl, clipfrac
 
     def _arange(self, n: int) -> np.ndarray:
-        rows = self._aranges.get(n)
-        if rows is None:
-            rows = self._aranges[n] = np.arange(n)
-        return rows
+        return self._cached(("arange", n), lambda: np.arange(n))
+
+    def _mean_weights(self, n: int) -> np.ndarray:
+        return self._cached(("mean", n), lambda: np.full(n, 1 / n, dtype=np.float32))
+
+    def _ones(self, n: int) -> np.ndarray:
+        return self._cached(("ones", n), lambda: np.ones((1, n), dtype=np.float32))
+
+    def _cached(self, key: tuple[str, int], make: Any) -> np.ndarray:
+        """Constant arrays per minibatch size (a batch has at most two sizes)."""
+        array = self._constants.get(key)
+        if array is None:
+            array = self._constants[key] = make()
+        return array
 
     def _clip_grad_norm(self, max_norm: float) -> None:
         """``torch.nn.utils.clip_grad_norm_``: scale by ``max_norm / (norm + 1e-6)`` when under 1."""
