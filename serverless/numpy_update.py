@@ -145,39 +145,48 @@ class NumpyPPOStep:
         The keywords override the config for a caller that wants another form of the loss
         (the layout probe: advantages normalised over the batch, no bonus, a plain value term)."""
         cfg = self.config
-        norm_adv = cfg.norm_adv if norm_adv is None else norm_adv
-        clip_vloss = cfg.clip_vloss if clip_vloss is None else clip_vloss
-        ent_coef = cfg.ent_coef if entropy_bonus else 0.0
-        obs = mb["obs"]
-        n = len(obs)
-        W, b = self.W, self.b
-        # forward: both networks at once, [2, n, width]
+        hidden, out = self._forward(mb["obs"])
+        d_out = np.zeros_like(out)
+        stats = self._loss_grads(
+            mb, out, d_out, clip,
+            norm_adv=cfg.norm_adv if norm_adv is None else norm_adv,
+            clip_vloss=cfg.clip_vloss if clip_vloss is None else clip_vloss,
+            ent_coef=cfg.ent_coef if entropy_bonus else 0.0,
+        )
+        self._backward(hidden, d_out)
+        return stats
+
+    def _forward(self, obs: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+        """Both networks at once: the hidden activations ([2, n, width] each, after ``obs``)
+        and the output layer ([2, n, out]: the actor's head, the critic's value in column 0)."""
         hidden = [obs]
         h = obs
         for i in range(self.layers - 1):
-            z = np.matmul(h, W[i])
-            z += b[i]
+            z = np.matmul(h, self.W[i])
+            z += self.b[i]
             np.tanh(z, out=z)
             hidden.append(z)
             h = z
-        out = np.matmul(h, W[-1])
-        out += b[-1]
-        head, value = out[0], out[1, :, 0]
+        out = np.matmul(h, self.W[-1])
+        out += self.b[-1]
+        return hidden, out
 
+    def _loss_grads(self, mb: dict[str, np.ndarray], out: np.ndarray, d_out: np.ndarray, clip: float, *,
+                    norm_adv: bool, clip_vloss: bool, ent_coef: float) -> tuple[float, ...]:
+        """The loss's gradient with respect to the output layer into ``d_out`` (and, for a
+        Gaussian policy, to ``log_std``); returns the minibatch's statistics."""
+        n = len(out[0])
+        head, value = out[0], out[1, :, 0]
         mean_w = self._mean_weights(n)  # means as one BLAS dot each: a fraction of np.mean's overhead
         adv = mb["advantages"]
         if norm_adv and n > 1:
             centred = adv - np.dot(adv, mean_w)
             adv = centred / np.float32(math.sqrt(float(np.dot(centred, centred)) / (n - 1)) + 1e-8)  # unbiased std
-        d_out = np.zeros_like(out)
-        d_head = d_out[0]
         if self.discrete:
             shifted = head - head.max(axis=1, keepdims=True)
             logp_all = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-            rows = self._arange(n)
-            actions = mb["actions"]
+            rows, actions = self._arange(n), mb["actions"]
             logp = logp_all[rows, actions]
-            probs = np.exp(logp_all)
         else:
             inv_std = np.exp(-self.log_std)
             zed = (mb["actions"] - head) * inv_std
@@ -191,23 +200,13 @@ class NumpyPPOStep:
         # half to each, and the clamp passes its half, so the unclipped term gets it all
         g_logp = np.multiply(surr, surr >= surr_clipped)
         g_logp *= np.float32(1 / n)
-
-        v_err = value - mb["returns"]
-        if clip_vloss:
-            v_clipped = mb["values"] + np.clip(value - mb["values"], -clip, clip)
-            c_err = v_clipped - mb["returns"]
-            use_plain = v_err * v_err >= c_err * c_err
-            v_loss = 0.5 * np.dot(np.maximum(v_err * v_err, c_err * c_err), mean_w)
-            inside = np.abs(value - mb["values"]) <= clip
-            g_value = np.where(use_plain, v_err, c_err * inside)
-        else:
-            v_loss = 0.5 * np.dot(v_err, v_err) / n
-            g_value = v_err
-        d_out[1, :, 0] = g_value * np.float32(cfg.vf_coef / n)
+        v_loss = self._value_grad(mb, value, d_out, clip, clip_vloss, mean_w)
 
         entropy = math.nan
+        d_head = d_out[0]
         if self.discrete:
             # d logp / d logits = onehot - probs
+            probs = np.exp(logp_all)
             np.multiply(probs, -g_logp[:, None], out=d_head)
             d_head[rows, actions] += g_logp
             if ent_coef:
@@ -221,12 +220,34 @@ class NumpyPPOStep:
             if ent_coef:
                 entropy = float((0.5 + _HALF_LOG_2PI + self.log_std).sum())
                 self.g_log_std -= np.float32(ent_coef)
+        approx_kl = float(np.dot((ratio - 1) - log_ratio, mean_w))
+        clipfrac = np.count_nonzero(np.abs(ratio - 1) > clip) / n
+        return float(pg_loss), float(v_loss), entropy, approx_kl, clipfrac
 
-        # backward through the layers
-        gW, gb = self.gW, self.gb
+    def _value_grad(self, mb: dict[str, np.ndarray], value: np.ndarray, d_out: np.ndarray, clip: float,
+                    clip_vloss: bool, mean_w: np.ndarray) -> float:
+        """The value term's gradient into the critic's column of ``d_out``; returns the value loss."""
+        n = len(value)
+        v_err = value - mb["returns"]
+        if clip_vloss:
+            v_clipped = mb["values"] + np.clip(value - mb["values"], -clip, clip)
+            c_err = v_clipped - mb["returns"]
+            use_plain = v_err * v_err >= c_err * c_err
+            v_loss = 0.5 * np.dot(np.maximum(v_err * v_err, c_err * c_err), mean_w)
+            inside = np.abs(value - mb["values"]) <= clip
+            g_value = np.where(use_plain, v_err, c_err * inside)
+        else:
+            v_loss = 0.5 * np.dot(v_err, v_err) / n
+            g_value = v_err
+        d_out[1, :, 0] = g_value * np.float32(self.config.vf_coef / n)
+        return float(v_loss)
+
+    def _backward(self, hidden: list[np.ndarray], d_out: np.ndarray) -> None:
+        """Back through the layers from ``d_out``: the weights' and biases' gradients into ``self.grad``."""
+        gW, gb, W = self.gW, self.gb, self.W
         last = self.layers - 1
+        ones = self._ones(d_out.shape[1])  # bias gradients: sums over the minibatch as a matmul
         np.matmul(hidden[last].transpose(0, 2, 1), d_out, out=gW[last])
-        ones = self._ones(n)  # bias gradients: sums over the minibatch as a matmul
         np.matmul(ones, d_out, out=gb[last])
         d_h = np.matmul(d_out, W[last].transpose(0, 2, 1))
         for i in range(last - 1, -1, -1):
@@ -237,10 +258,6 @@ class NumpyPPOStep:
             np.matmul(ones, d_z, out=gb[i])
             if i:
                 d_h = np.matmul(d_z, W[i].transpose(0, 2, 1))
-
-        approx_kl = float(np.dot((ratio - 1) - log_ratio, mean_w))
-        clipfrac = np.count_nonzero(np.abs(ratio - 1) > clip) / n
-        return float(pg_loss), float(v_loss), entropy, approx_kl, clipfrac
 
     def _arange(self, n: int) -> np.ndarray:
         return self._cached(("arange", n), lambda: np.arange(n))

@@ -113,3 +113,18 @@ def test_update_floor_runs_the_same_minibatches() -> None:
     out = update_floor_s("CartPole-v1", 300, 128, 1, (8,), 3e-4, 0.2, 0.5, 0.5, repeats=1)
     assert out["minibatch_updates_per_epoch"] == 2  # 128 + 172 (a tail under half a minibatch joins the last)
     assert out["seconds"] > 0 and out["label"] == "measured"
+
+
+def test_update_engines_summary_pairs_the_engines_and_tests_their_env_steps() -> None:
+    from benchmarks import update_engines
+
+    rows = [
+        {"seed": s, "engine": e, "reached": True, "env_steps": steps, "update_s_mean": t}
+        for s, (a, b) in enumerate([(100, 110), (120, 90), (130, 140)])
+        for e, steps, t in (("numpy", a, 0.01), ("torch", b, 0.03))
+    ]
+    summary = update_engines.summarise(rows)
+    assert summary["numpy"]["env_steps_median"] == 120 and summary["torch"]["env_steps_median"] == 110
+    assert summary["numpy"]["reached"] == summary["torch"]["runs"] == 3
+    assert summary["update_speedup"] == pytest.approx(3.0)
+    assert 0.0 < summary["env_steps_rank_sum_p"] <= 1.0
