@@ -35,8 +35,17 @@ value, times ``GUARD_FACTOR``, plus a small floor); at the end of the window, th
 return with the return at the switch less the largest drop seen before it, and the measured
 objective per warm iteration (the ledger's cost, the clock's time, the probe's own time left
 out) before over after the switch, which must beat the switch's own bar with the measured
-figures: the bound times ``1 + LAYOUT_CHANGE_GAIN``. A breach reverts to the previous layout;
-that layout is not probed again.
+figures: the bound times ``1 + LAYOUT_CHANGE_GAIN``. Then the progress check: the mean
+return's least-squares rate of climb per env step since the switch against the rate since the
+run's start (or the last guard), which may fall to ``1 / (bound · (1 + LAYOUT_CHANGE_GAIN))`` of
+itself, the switch's promise, and still pay. It breaches when the rate since the switch sits
+below that floor by more than :data:`PROGRESS_Z` standard errors (from the fits' pooled
+residuals); below it by less, it watches on, one iteration at a time, up to
+``progress_window`` iterations, each only while the risk budget's slack covers one more
+guarded iteration's worst case. A return at the switch that the floor's rate would lift to the
+target within ``guard_window`` iterations may flatten (the task is nearly solved), and that is
+no breach. A breach reverts to the previous layout; that layout is not probed again. A switch
+that passes holds; both verdicts are recorded (``revert``, ``hold``) with the rates.
 
 **The risk budget** (a conservative bandit's, Wu et al. 2016: explore only while the run's
 objective stays within ``1 + α`` of the baseline's; ``α`` is :data:`RISK_ALPHA`, 10%). Its ledger
@@ -77,6 +86,11 @@ LAYOUT_CHANGE_GAIN = 0.16
 #: the guard's band: a statistic breaches at more than this times its pre-switch maximum
 GUARD_FACTOR = 2.0
 MIN_STEPS_PER_ENV = 25
+#: the progress check's "clearly below": the rate of climb since the switch breaches when it sits
+#: below its floor by more than this many standard errors of the difference
+PROGRESS_Z = 1.0
+#: the fewest iterations with a return before the switch the progress check fits a rate on
+PROGRESS_MIN_POINTS = 4
 #: the conservative risk budget's α: the objective may exceed the baseline's by this fraction
 #: (the issue's bar: no seed above 1.10x the static default)
 RISK_ALPHA = 0.10
@@ -192,7 +206,7 @@ class LayoutDecision:
 
     iteration: int
     env_steps: int
-    action: str  # "switch", "wait", "stay", "revert"
+    action: str  # "switch", "wait", "stay", "revert", "hold"
     from_steps_per_env: int
     to_steps_per_env: int
     reason: str
@@ -200,6 +214,7 @@ class LayoutDecision:
     budget: RiskBudget | None = None  # the risk budget's ledger at the decision
     worst_case: float | None = None  # what the switch's guard window could lose (switch, wait, a budget's stay)
     allowed: bool | None = None  # whether the slack covered the worst case
+    progress: Progress | None = None  # the guard's progress check (revert, hold)
 
     def as_dict(self) -> dict[str, Any]:
         b = self.budget
@@ -211,6 +226,7 @@ class LayoutDecision:
             "iteration": self.iteration, "env_steps": self.env_steps, "action": self.action,
             "from_steps_per_env": self.from_steps_per_env, "to_steps_per_env": self.to_steps_per_env,
             "reason": self.reason, "options": [o.as_dict() for o in self.options], "risk": risk,
+            "progress": None if self.progress is None else self.progress.as_dict(),
         }
 
 
@@ -230,6 +246,9 @@ class _Guard:
     credit: float  # the budget's credit per guarded iteration (at the worst draw)
     held: float  # the budget's credit per iteration once the switch holds (at the bound)
     restore: float | None  # the credit per iteration at the layout before the switch
+    loss: float = 0.0  # what one guarded iteration could lose at the worst draw (no less than nothing)
+    returns: list[tuple[float, float]] = field(default_factory=list)  # before the switch, its own iteration included
+    watched: int = 0  # guarded iterations so far
     after: list[float] = field(default_factory=list)
 
 
@@ -245,6 +264,43 @@ def _band(history: list[Any]) -> tuple[float, float, float]:
     returns = [r.mean_return for r in history if r.mean_return is not None]
     drops = [a - b for a, b in zip(returns, returns[1:]) if a > b]
     return max(kls, default=0.0), max(clips, default=0.0), max(drops, default=0.0)
+
+
+def _returns(history: list[Any]) -> list[tuple[float, float]]:
+    """(env steps, mean return) of the iterations in ``history`` that have a return."""
+    return [(float(r.env_steps), float(r.mean_return)) for r in history if r.mean_return is not None]
+
+
+def _fit(points: list[tuple[float, float]]) -> tuple[float, float, float] | None:
+    """The least-squares slope of return against env steps, its residual sum of squares and
+    the spread of the env steps (``Σ(x − x̄)²``); None below two distinct env-step counts."""
+    x, y = np.array([p[0] for p in points]), np.array([p[1] for p in points])
+    sxx = float(((x - x.mean()) ** 2).sum()) if len(points) >= 2 else 0.0
+    if sxx <= 0:
+        return None
+    slope = float(((x - x.mean()) * (y - y.mean())).sum() / sxx)
+    res = y - y.mean() - slope * (x - x.mean())
+    return slope, float(res @ res), sxx
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The guard's progress check: the mean return's rate of climb per env step since the
+    switch against the rate before it, scaled down by what the switch promised."""
+
+    verdict: str  # "breach", "unsure", "pass", "near target", "no check"
+    text: str
+    before: float | None = None  # return per env step before the switch (least squares)
+    after: float | None = None  # since the switch (the switch's own iteration included)
+    floor: float | None = None  # before / (bound x (1 + LAYOUT_CHANGE_GAIN))
+    se: float | None = None  # the standard error of after - floor
+    points: tuple[int, int] = (0, 0)  # iterations with a return, before and since the switch
+
+    def as_dict(self) -> dict[str, Any]:
+        per_k = {k: None if v is None else _finite(1000 * v) for k, v in
+                 (("before", self.before), ("after", self.after), ("floor", self.floor), ("se", self.se))}
+        return {"verdict": self.verdict, "per_1000_env_steps": per_k, "points_before": self.points[0],
+                "points_after": self.points[1]}
 
 
 @dataclass
@@ -269,6 +325,8 @@ class OnlineLayout:
     learner_usd_per_s: float = 0.0  # the learner VM's price: the probe's time is charged at it
     max_actors: int = 256
     max_wait: int = 6  # probed iterations a window may add while the slack does not cover the switch
+    progress_window: int = 6  # guarded iterations the progress check may watch while it is unsure
+    target: float | None = None  # the run's target return: a return near it may flatten
     budget: RiskBudget = field(default_factory=RiskBudget)
     decisions: list[LayoutDecision] = field(default_factory=list)
     _units: dict[int, list[dict[str, float]]] = field(default_factory=dict)
@@ -363,7 +421,8 @@ class OnlineLayout:
         window = [self._measured(r) for r in self._history[1:][-self.min_units:] if not _cold(r)]
         before = float(np.median(window)) if window else math.inf  # all cold: nothing measured to hold it to
         base = before if self._credit is None else self._credit  # the baseline's objective for one iteration here
-        worst = self._worst_case(best, before, base, margin)
+        loss = self._loss(best, before, base, margin)
+        worst = self.guard_window * loss
         slack = self.budget.slack
         # a switch that cannot lose (worst case nothing) risks less than staying: the slack may
         # be below zero from the probes' own cost, and it still goes
@@ -388,7 +447,7 @@ class OnlineLayout:
         self._guard = _Guard(
             self.shape, self.steps_per_env, kl, clip, record.mean_return, drop, self.guard_window, before, best.bound,
             credit=base / (best.worst * (1 + LAYOUT_CHANGE_GAIN)), held=base / (best.bound * (1 + LAYOUT_CHANGE_GAIN)),
-            restore=self._credit,
+            restore=self._credit, loss=loss, returns=_returns(self._history),
         )
         self.decisions.append(LayoutDecision(it, steps, "switch", self.steps_per_env, best.steps_per_env, why, options,
                                              **risk))
@@ -403,16 +462,17 @@ class OnlineLayout:
         self._windows += 1
         self._done = self._done or stay
 
-    def _worst_case(self, best: LayoutOption, before: float, base: float, margin: float) -> float:
-        """What the switch's guard window could lose: ``guard_window`` iterations (the most before
-        a revert) at the layout's predicted objective per iteration (the measured ``before`` over the
-        break-even, with the model's error), less the baseline's objective (``base`` per iteration
-        here) for their progress at the worst bootstrap draw of the env-steps ratio and the cost
-        of a change of trajectory; a worst case that still saves loses nothing."""
+    def _loss(self, best: LayoutOption, before: float, base: float, margin: float) -> float:
+        """What one guarded iteration could lose: the layout's predicted objective per iteration
+        (the measured ``before`` over the break-even, with the model's error), less the baseline's
+        objective (``base`` per iteration here) for its progress at the worst bootstrap draw of the
+        env-steps ratio and the cost of a change of trajectory; one that still saves loses nothing.
+        The switch's worst case is ``guard_window`` of them (the most before a revert); the
+        progress check watches on past the window only while the slack covers one more."""
         if not math.isfinite(before):
             return math.inf
         loss = before * (1 + margin) / best.break_even - base / (best.worst * (1 + LAYOUT_CHANGE_GAIN))
-        return self.guard_window * max(loss, 0.0)
+        return max(loss, 0.0)
 
     def _spent(self, record: Any, previous: Any) -> tuple[float, float]:
         """The objective of one iteration as measured, from its cost (the ledger's growth since
@@ -454,23 +514,81 @@ class OnlineLayout:
         if clip > GUARD_FACTOR * g.clip_max + 0.02:
             breach.append(f"clip fraction {clip:.3f} > {GUARD_FACTOR:g} x {g.clip_max:.3f}")
         g.left -= 1
+        g.watched += 1
         if g.left == 0:
             breach += self._final_checks(g, record)
+        progress = None
+        if g.left <= 0:  # the window is over: the progress check, then hold, revert or watch on
+            progress = self._progress(g)
+            if progress.verdict == "breach":
+                breach.append(progress.text)
+            elif (not breach and progress.verdict == "unsure" and g.watched < self.progress_window
+                  and g.loss <= max(self.budget.slack, 0.0)):
+                return None  # not clearly below: one more iteration, which the slack covers
+        if not breach and g.left > 0:
+            return None
         it, steps = int(record.iteration), int(record.env_steps)
-        if breach or g.left == 0:  # a switch that holds, or is reverted, opens the next window (if any)
-            self._guard, self._history, self._done = None, [], self._windows >= self.max_windows
+        # a switch that holds, or is reverted, opens the next window (if any)
+        self._guard, self._history, self._done = None, [], self._windows >= self.max_windows
         if breach:
             self.decisions.append(LayoutDecision(
                 it, steps, "revert", self.steps_per_env, g.steps_per_env,
                 "guard breached: " + "; ".join(breach) + f"; the slack is now {self.budget.slack:.4g}",
-                budget=self.budget,
+                budget=self.budget, progress=progress,
             ))
             self._reverted.add(self.steps_per_env)
             self.shape, self.steps_per_env, self._credit = g.shape, g.steps_per_env, g.restore
             return g.shape, g.steps_per_env
-        if g.left == 0:
-            self._credit = g.held
+        assert progress is not None
+        self.decisions.append(LayoutDecision(
+            it, steps, "hold", self.steps_per_env, self.steps_per_env,
+            f"guard held after {g.watched} iterations: {progress.text}", budget=self.budget, progress=progress,
+        ))
+        self._credit = g.held
         return None
+
+    def _progress(self, g: _Guard) -> Progress:
+        """The progress check: the least-squares rate of climb of the mean return per env step
+        since the switch (its own iteration and the guarded ones) against the rate before it
+        (the iterations since the run's start or the last guard), which may fall to
+        ``1 / (bound x (1 + LAYOUT_CHANGE_GAIN))`` of itself (what the switch promised) and still
+        pay. The rates' standard errors come from their residuals, pooled; "clearly below" is
+        more than :data:`PROGRESS_Z` of them. A return at the switch that the floor's rate would
+        lift to the target within ``guard_window`` iterations may flatten: the task is nearly
+        solved (and a revert could save only those few iterations), so that is not a breach."""
+        before = g.returns
+        after = before[-1:] + _returns(self._history[-g.watched:])  # the switch's own iteration first
+        points = (len(before), len(after))
+        fb, fa = _fit(before), _fit(after)
+        if len(before) < PROGRESS_MIN_POINTS or len(after) < 3 or fb is None or fa is None:
+            return Progress("no check", f"progress not checked: {points[0]} iterations with a return before "
+                            f"the switch (at least {PROGRESS_MIN_POINTS}) and {points[1]} since (at least 3)",
+                            points=points)
+        (b, rss_b, sxx_b), (a, rss_a, sxx_a) = fb, fa
+        k = 1000.0  # the text quotes rates per 1,000 env steps
+        if b <= 0:
+            return Progress("no check", f"progress not checked: the return did not climb before the switch "
+                            f"({k * b:.3g} per 1,000 env steps)", b, a, points=points)
+        promise = g.bound * (1 + LAYOUT_CHANGE_GAIN)
+        floor = b / promise
+        dof = len(before) + len(after) - 4
+        var = (rss_b + rss_a) / dof if dof > 0 else 0.0
+        se = math.sqrt(var / sxx_a + var / sxx_b / promise**2)
+        figures = (f"the return climbs {k * a:.3g} per 1,000 env steps since the switch ({len(after)} iterations) "
+                   f"against {k * b:.3g} before ({len(before)}); the floor is {k * floor:.3g} (before / "
+                   f"(bound {g.bound:.3f} x (1 + {LAYOUT_CHANGE_GAIN:.0%}))), the standard error {k * se:.3g}")
+        at_switch = before[-1][1]
+        gap = None if self.target is None else self.target - at_switch
+        if a < floor and gap is not None and gap <= floor * self.guard_window * self.shape.batch:
+            return Progress("near target", f"{figures}: the return at the switch ({at_switch:.1f}) is within "
+                            f"{self.guard_window} iterations at the floor of the target ({self.target:g}): a "
+                            "return that flattens there is the task nearly solved", b, a, floor, se, points)
+        if a < floor - PROGRESS_Z * se:
+            return Progress("breach", f"progress: {figures}: clearly below the floor", b, a, floor, se, points)
+        if a < floor:
+            return Progress("unsure", f"{figures}: below the floor by less than {PROGRESS_Z:g} standard error",
+                            b, a, floor, se, points)
+        return Progress("pass", f"{figures}: at or above the floor", b, a, floor, se, points)
 
     def _final_checks(self, g: _Guard, record: Any) -> list[str]:
         """At the end of the guard window: the return, and the measured break-even against the

@@ -132,7 +132,7 @@ def online_layout(planner: Planner, planned: SeraphPlan) -> OnlineLayout:
         steps_per_env=int(planned.plan.steps_per_env or 0), shape=planned.shape,
         floor=step_floor(float(ppo.get("gamma", 0.99)), float(ppo.get("gae_lambda", 0.95))),
         cost_of=cost_of, objective=objective, margin=margin, seed=planned.job.request.seed,
-        learner_usd_per_s=planned.job.prices.learner_usd_per_s,
+        learner_usd_per_s=planned.job.prices.learner_usd_per_s, target=float(planned.job.request.target_reward),
     )
 
 

@@ -154,7 +154,8 @@ def test_a_switch_that_measures_up_holds_and_the_probes_own_time_is_left_out() -
     bound = ol.decisions[-1].options[-1].bound
     # before, net of the probe: 0.5 per iteration; after: well under 0.5 / (bound * 1.16)
     out = [ol.observe(Rec(3 + k, 16000 + 4000 * k, 2.0 + 0.3 * (k + 1))) for k in range(3)]
-    assert out == [None, None, None] and ol.decisions[-1].action == "switch" and bound < 1.2
+    assert out == [None, None, None] and ol.decisions[-1].action == "hold" and bound < 1.2
+    assert ol.decisions[-1].progress.verdict == "no check"  # a flat return: no climb to hold it to
     # a switch that holds opens one more window at the new layout; at 125 steps per env the only
     # wider layout left (62 steps) is not predicted to save 16% per iteration, so it is not probed
     assert ol.probe() == () and ol.decisions[-1].action == "stay" and ol.decisions[-1].from_steps_per_env == 125
@@ -225,3 +226,62 @@ def test_a_reverted_switch_is_charged_and_no_window_opens_while_the_slack_is_neg
         ol.observe(Rec(i, 4000 * (i + 1), cost))
     assert ol.budget.slack >= 0 and i > 10
     assert ol.probe() == (2, 4, 8)  # the second window: the reverted layout (16 chunks, 125 steps) left out
+
+
+def _climb(after: list[float], target: float | None = None, **kw: Any) -> OnlineLayout:
+    """A run whose return climbs 100 per iteration (4,000 env steps), with ±10 of noise, over 3
+    iterations and 3 probed ones, switches to 125 steps per env and then returns ``after``
+    (relative to the return at the switch), its iterations a third as dear as before."""
+    ol = _online(target=target, **kw)
+    noise = [10.0, -10.0]
+    before = [Rec(i, 4000 * (i + 1), float(i), mean_return=-1000.0 + 100 * i + noise[i % 2],
+                  layout_probe=_probe(0.0001) if i >= 3 else None) for i in range(6)]
+    _feed(ol, before)
+    assert ol.decisions[-1].action == "switch" and ol.steps_per_env == 125
+    at_switch = before[-1].mean_return
+    for k, r in enumerate(after):
+        i = 6 + k
+        ol.observe(Rec(i, 4000 * (i + 1), 5.0 + 0.3 * (k + 1), mean_return=at_switch + r))
+    return ol
+
+
+def test_the_progress_check_reverts_a_switch_whose_return_stops_climbing() -> None:
+    # the return neither drops nor climbs: the KL, clip, return and objective checks all pass
+    ol = _climb([5.0, -5.0, 0.0])
+    d = ol.decisions[-1]
+    assert d.action == "revert" and ol.steps_per_env == 2000 and "progress" in d.reason
+    p = d.progress
+    assert p is not None and p.verdict == "breach" and p.points == (6, 4)
+    assert p.before == pytest.approx(100 / 4000, rel=0.1) and abs(p.after) < p.floor - p.se
+    assert p.floor == pytest.approx(p.before / (ol.decisions[-2].options[-1].bound * 1.16))
+    assert "floor" in d.reason and d.as_dict()["progress"]["verdict"] == "breach"
+
+
+def test_a_switch_whose_return_climbs_at_the_rate_before_holds() -> None:
+    ol = _climb([110.0, 190.0, 310.0])
+    d = ol.decisions[-1]
+    assert d.action == "hold" and ol.steps_per_env == 125 and d.progress.verdict == "pass"
+    assert d.progress.after >= d.progress.floor and "at or above the floor" in d.reason
+
+
+def test_a_run_near_its_target_is_not_reverted_for_a_flattening_return() -> None:
+    # the return at the switch (-490) is 200 below the target: the floor's rate (about 81 per
+    # iteration) climbs that within the guard's 3 iterations
+    ol = _climb([5.0, -5.0, 0.0], target=-290.0)
+    d = ol.decisions[-1]
+    assert d.action == "hold" and ol.steps_per_env == 125 and d.progress.verdict == "near target"
+    # far from the target, the same return is reverted
+    assert _climb([5.0, -5.0, 0.0], target=-190.0).decisions[-1].action == "revert"
+
+
+def test_the_progress_check_watches_on_while_unsure_and_no_longer_than_its_window() -> None:
+    # a climb of 73 per iteration, noisy: below the floor (81), not clearly at three iterations;
+    # the check watches on until it is clearly below, or its window ends
+    slow = [73.0 * (k + 1) + (40.0 if k % 3 == 1 else -20.0) for k in range(8)]
+    ol = _climb(slow)
+    d = ol.decisions[-1]
+    assert d.action == "revert" and d.progress.verdict == "breach" and d.progress.points[1] == 5  # 4 guarded
+    assert d.progress.after < d.progress.floor - d.progress.se
+    held = _climb(slow, progress_window=3)  # no watching on: not clearly below is not a breach
+    assert held.decisions[-1].action == "hold" and held.decisions[-1].progress.verdict == "unsure"
+    assert held.steps_per_env == 125
