@@ -1,10 +1,11 @@
 """The PPO minibatch step in numpy: a hand-written forward, backward and Adam step.
 
-For the learner's small actor-critic (two tanh MLPs of 64x64) on minibatches of 64, the
-arithmetic of one PPO step is a few hundred microflops; what costs is the framework around
-it. torch spends about 0.5-1 ms per minibatch on per-kernel dispatch and autograd's
-bookkeeping (the benchmark's update floor, a minimal fused torch loop, is that). The same
-maths as about sixty numpy calls on float32 arrays takes a fraction of it.
+For the learner's small actor-critic (two tanh MLPs of 64x64) on minibatches of 64, one PPO
+step is about two million floating-point operations, tens of microseconds of one core's
+arithmetic; what costs is the framework around it. torch spends about 0.5-1 ms per minibatch
+on per-kernel dispatch and autograd's bookkeeping (the benchmark's update floor, a minimal
+fused torch loop, is that). The same maths as about sixty numpy calls on float32 arrays takes
+a quarter of it, provided numpy's BLAS keeps to one thread (:meth:`NumpyPPOStep.blas_threads`).
 
 It trains the learner's torch model in place. The parameters, their gradients and Adam's
 two moments live in flat float32 buffers and every parameter is a view of its slice, so
