@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from serverless.ppo import PPOLearner, compute_gae
+from serverless.ppo import PPOLearner, compute_gae, learner_arrays
 from serverless.rollout_batch import Segment
 
 
@@ -96,12 +96,8 @@ def _mean_grad(learner: PPOLearner, tr: dict[str, np.ndarray], adv_n: np.ndarray
     step = learner.numpy_step
     if step is None:
         return _grad(learner, _sample_losses(learner, tr, adv_n, ret).mean())
-    act_dtype = np.int64 if learner.spec.action_kind == "discrete" else np.float32
-    mb = {
-        "obs": np.asarray(tr["obs"], dtype=np.float32), "actions": np.asarray(tr["actions"], dtype=act_dtype),
-        "logprobs": np.asarray(tr["logprobs"], dtype=np.float32), "advantages": np.asarray(adv_n, dtype=np.float32),
-        "returns": np.asarray(ret, dtype=np.float32),
-    }
+    mb = learner_arrays({"obs": tr["obs"], "actions": tr["actions"], "logprobs": tr["logprobs"], "advantages": adv_n,
+                         "returns": ret}, learner.spec.action_kind)
     # at the pre-update parameters the ratio is 1: no clipping (an infinite range), the loss above
     step.gradient(mb, np.inf, norm_adv=False, entropy_bonus=False, clip_vloss=False)
     return torch.from_numpy(step.grad.copy())

@@ -34,8 +34,6 @@ from typing import Any
 import numpy as np
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
-#: the order of the statistics ``NumpyPPOStep.step`` returns
-STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
 
 
 class NumpyPPOStep:
@@ -55,15 +53,16 @@ class NumpyPPOStep:
         self.config = config
         self.discrete = model.spec.action_kind == "discrete"
         self.params = list(model.parameters())
-        sizes = [p.numel() for p in self.params]
-        self.offsets = np.cumsum([0, *sizes]).tolist()
-        total = self.offsets[-1]
+        offsets = np.cumsum([0, *(p.numel() for p in self.params)]).tolist()
+        #: each parameter with its slice of the flat buffers
+        self._spans = list(zip(self.params, offsets[:-1], offsets[1:]))
+        total = offsets[-1]
         # the flat buffers, and every parameter / moment a view of its slice
         self._flat = torch.empty(total)
         self._exp_avg = torch.zeros(total)
         self._exp_avg_sq = torch.zeros(total)
         with torch.no_grad():
-            for p, a, b in zip(self.params, self.offsets[:-1], self.offsets[1:]):
+            for p, a, b in self._spans:
                 self._flat[a:b].copy_(p.detach().reshape(-1))
                 p.data = self._flat[a:b].view_as(p)
         self.flat = self._flat.numpy()
@@ -75,7 +74,7 @@ class NumpyPPOStep:
         self._expose_optimizer_state()
 
         def views(buffer: np.ndarray) -> list[np.ndarray]:
-            return [buffer[a:b].reshape(tuple(p.shape)) for p, a, b in zip(self.params, self.offsets[:-1], self.offsets[1:])]
+            return [buffer[a:b].reshape(tuple(p.shape)) for p, a, b in self._spans]
 
         layers = len(model.weights)
         by_param = dict(zip((id(p) for p in self.params), range(len(self.params))))
@@ -97,7 +96,7 @@ class NumpyPPOStep:
         """Point the torch optimiser's per-parameter state at the flat moments (for its state_dict)."""
         import torch
 
-        for p, a, b in zip(self.params, self.offsets[:-1], self.offsets[1:]):
+        for p, a, b in self._spans:
             self.optimizer.state[p] = {
                 "step": torch.tensor(float(self.steps)),
                 "exp_avg": self._exp_avg[a:b].view_as(p),
@@ -112,7 +111,7 @@ class NumpyPPOStep:
     def adopt_optimizer_state(self) -> None:
         """After ``optimizer.load_state_dict``: take its moments and step into the flat buffers."""
         self.steps = 0
-        for p, a, b in zip(self.params, self.offsets[:-1], self.offsets[1:]):
+        for p, a, b in self._spans:
             state = self.optimizer.state.get(p) or {}
             if "exp_avg" in state:
                 self.m[a:b] = state["exp_avg"].detach().reshape(-1).numpy()
@@ -132,8 +131,8 @@ class NumpyPPOStep:
     def step(self, mb: dict[str, np.ndarray], clip: float, lr: float) -> tuple[float, ...]:
         """Loss and gradient on one minibatch, gradient-norm clipping, one Adam step.
 
-        Returns the minibatch's statistics (policy loss, value loss, entropy or NaN when
-        the bonus is off, approx KL, clip fraction)."""
+        Returns the minibatch's statistics in the order of :data:`serverless.ppo.STAT_NAMES`
+        (the entropy NaN when the bonus is off)."""
         stats = self.gradient(mb, clip)
         self._clip_grad_norm(self.config.max_grad_norm)
         self._adam(lr)

@@ -24,6 +24,8 @@ from serverless.policy import PolicySpec
 
 
 UPDATE_ENGINES = ("numpy", "torch")
+#: the per-minibatch statistics of an update, in the order both engines compute them
+STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
 
 
 @dataclass
@@ -155,6 +157,13 @@ def _minibatches(n: int, size: int, rng: np.random.Generator) -> list[np.ndarray
         tail = chunks.pop()
         chunks[-1] = np.concatenate([chunks[-1], tail])
     return chunks
+
+
+def learner_arrays(arrays: dict[str, Any], action_kind: str) -> dict[str, np.ndarray]:
+    """``arrays`` in the dtypes both update engines take: actions int64 (discrete) or float32,
+    everything else float32 (no copy where the dtype already matches)."""
+    act_dtype = np.int64 if action_kind == "discrete" else np.float32
+    return {k: np.asarray(v, dtype=act_dtype if k == "actions" else np.float32) for k, v in arrays.items()}
 
 
 def _as_tensors(arrays: dict[str, np.ndarray]) -> dict[str, Any]:
@@ -347,9 +356,8 @@ class PPOLearner:
         clip = max(clip, 1e-3)
 
         n = len(batch["obs"])
-        act_dtype = np.int64 if self.spec.action_kind == "discrete" else np.float32
-        data = {k: np.asarray(batch[k], dtype=np.float32) for k in ("obs", "logprobs", "values", "advantages", "returns")}
-        data["actions"] = np.asarray(batch["actions"], dtype=act_dtype)
+        keys = ("obs", "actions", "logprobs", "values", "advantages", "returns")
+        data = learner_arrays({k: batch[k] for k in keys}, self.spec.action_kind)
         stats: dict[str, Any] = {}
         sums = np.zeros(5)
         count = 0
@@ -363,7 +371,7 @@ class PPOLearner:
                 stopped_early = True
                 break
         means = (sums / max(count, 1)).tolist()
-        for name, value in zip(("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac"), means):
+        for name, value in zip(STAT_NAMES, means):
             stats[name] = value
         if not cfg.ent_coef:  # not computed during the update: report it once, at the new parameters
             with torch.no_grad():
