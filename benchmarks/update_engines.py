@@ -48,7 +48,7 @@ def run_one(env_id: str, target: float, seed: int, engine: str, max_steps: int |
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Medians per engine, the per-seed pairs and a two-sided rank-sum test of the env steps."""
-    from scipy.stats import mannwhitneyu
+    from optimizers.seraph.stats import rank_sum_p
 
     by = {e: [r for r in rows if r["engine"] == e] for e in ENGINES}
     steps = {e: [r["env_steps"] for r in by[e]] for e in ENGINES}
@@ -59,7 +59,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         for e in ENGINES
     }
     out["update_speedup"] = out["torch"]["update_s_median"] / out["numpy"]["update_s_median"]
-    out["env_steps_rank_sum_p"] = float(mannwhitneyu(steps["numpy"], steps["torch"], alternative="two-sided").pvalue)
+    out["env_steps_rank_sum_p"] = rank_sum_p(steps["numpy"], steps["torch"])
     return out
 
 
