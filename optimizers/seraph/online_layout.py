@@ -356,8 +356,10 @@ class OnlineLayout:
             )
             if not self._candidates:
                 self._done = True
+                last = self._prev  # the decision follows the last iteration taken in (none before the run's first)
                 self.decisions.append(LayoutDecision(
-                    0, 0, "stay", self.steps_per_env, self.steps_per_env,
+                    int(last.iteration) if last is not None else 0, int(last.env_steps) if last is not None else 0,
+                    "stay", self.steps_per_env, self.steps_per_env,
                     f"no wider layout{' not reverted before' if self._reverted else ''} is predicted to save more "
                     f"than {LAYOUT_CHANGE_GAIN:.0%} per iteration on the objective: nothing to probe",
                     budget=self.budget,

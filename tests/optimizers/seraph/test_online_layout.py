@@ -159,6 +159,8 @@ def test_a_switch_that_measures_up_holds_and_the_probes_own_time_is_left_out() -
     # a switch that holds opens one more window at the new layout; at 125 steps per env the only
     # wider layout left (62 steps) is not predicted to save 16% per iteration, so it is not probed
     assert ol.probe() == () and ol.decisions[-1].action == "stay" and ol.decisions[-1].from_steps_per_env == 125
+    # recorded at the iteration it follows, as the hold before it is
+    assert ol.decisions[-1].iteration == ol.decisions[-2].iteration == 5 and ol.decisions[-1].env_steps == 24000
 
 
 def _probe16(*biases: float) -> dict[str, Any]:
