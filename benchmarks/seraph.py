@@ -42,6 +42,22 @@ TARGETS = {
     "CartPole-v1": 475.0, "LunarLander-v3": 200.0, "Pendulum-v1": -200.0, "Acrobot-v1": -100.0,
     "benchmarks.beacon_env:Beacon-v0": -12.0,  # a user's own module env (benchmarks/beacon_env.py)
 }
+
+
+def envs_and_seeds(ap: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[list[str], list[int]]:
+    """``--envs`` (each with a target in :data:`TARGETS`) and ``--seeds`` (integers); a usage
+    error that names what is allowed otherwise."""
+    envs = [e for e in args.envs.split(",") if e]
+    unknown = [e for e in envs if e not in TARGETS]
+    if unknown:
+        ap.error(f"unknown env(s) {unknown}; allowed: {', '.join(TARGETS)}")
+    try:
+        seeds = [int(s) for s in args.seeds.split(",") if s]
+    except ValueError:
+        ap.error(f"--seeds must be comma-separated integers, got {args.seeds!r}")
+    return envs, seeds
+
+
 #: benchmark envs with no committed reference runs: Seraph plans them from its pilot alone
 WITHOUT_REFERENCES = ("Acrobot-v1", "benchmarks.beacon_env:Beacon-v0")
 GRID_FULL = [RunShape(a, m, b) for a in (1, 4, 16) for m in (885, 1769, 3008) for b in (512, 1024, 2048, 4000)]
@@ -421,14 +437,7 @@ def main(argv: list[str] | None = None) -> int:
             grid_shapes = [RunShape(*(int(x) for x in g.split("x"))) for g in args.grid_shapes.split(",") if g]
         except (TypeError, ValueError):
             ap.error(f"--grid-shapes takes ACTORSxMEMORY_MBxBATCH,... (e.g. 4x1769x1024), got {args.grid_shapes!r}")
-    envs = [e for e in args.envs.split(",") if e]
-    unknown = [e for e in envs if e not in TARGETS]
-    if unknown:
-        ap.error(f"unknown env(s) {unknown}; allowed: {', '.join(TARGETS)}")
-    try:
-        seeds = [int(s) for s in args.seeds.split(",") if s]
-    except ValueError:
-        ap.error(f"--seeds must be comma-separated integers, got {args.seeds!r}")
+    envs, seeds = envs_and_seeds(ap, args)
     try:
         grid_seeds = seeds if args.grid_seeds is None else [int(s) for s in args.grid_seeds.split(",") if s]
     except ValueError:
