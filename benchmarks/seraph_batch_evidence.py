@@ -17,7 +17,11 @@ the static default (2 functions of 1,769 MB, one env each) predicts it:
   Kakade and Langford 2002), both ways round; ``R`` is twice that held-out gain over the full
   update's in-sample gain: two half-batch iterations against one full one, the full update
   favoured (it is scored on its own data). ``R`` above one predicts that halving the batch
-  gains progress per env step.
+  gains progress per env step;
+* and the batch gradient's noise-to-signal ratio ``ν = Σ var_env / (N · Σ signal)`` from the
+  online layout decision's probe (:mod:`serverless.layout_probe`), pooled over the iterations:
+  McCandlish et al.'s ``B_noise / B``, which predicts that halving the batch saves env steps
+  while it is small.
 
 The held-out updates run on a copy of the learner's state, which is restored before the
 iteration's own update, so the training itself is the static default's.
@@ -102,6 +106,32 @@ def instrumented_updates(log: list[dict[str, float]]) -> Iterator[None]:
         ppo.PPOLearner.update = original
 
 
+class _ProbeEveryIteration:
+    """A trainer controller that asks for the layout probe (halves of each env's segment) on
+    every iteration and changes nothing."""
+
+    def layout_probe(self) -> tuple[int, ...]:
+        return (2,)
+
+    def after_iteration(self, record: Any) -> None:
+        return None
+
+
+def noise_to_signal(records: list[Any]) -> float | None:
+    """The probe's pooled noise-to-signal ratio of the batch gradient over ``records``; None
+    when the pooled signal is not positive."""
+    var = signal = 0.0
+    envs = 0
+    for r in records:
+        probe = getattr(r, "layout_probe", None) or {}
+        envs = int(probe.get("envs", envs))
+        for row in probe.get("layouts", []):
+            for pair in row["pairs"]:
+                var += float(pair["var_env"])
+                signal += float(pair["signal"])
+    return var / (envs * signal) if signal > 0 and envs > 0 else None
+
+
 def _workload(env: str, max_steps: int | None = None) -> Any:
     from optimizers.seraph.pilot import workload_for
 
@@ -139,7 +169,7 @@ def early_statistics(env: str, seeds: list[int], iterations: int) -> list[dict[s
         spec = _spec(workload, RunShape(STATIC_ACTORS, STATIC_MEMORY_MB, batch), target_reward=1e12, seed=seed,
                      max_steps=iterations * batch, backend="local")
         with instrumented_updates(log):
-            res = train(spec, progress=False)
+            res = train(spec, controller=_ProbeEveryIteration(), progress=False)
         stats = [r.ppo_stats for r in res.iterations]
         ratios = [2 * r["half_out"] / r["full_in"] for r in log if r["full_in"] > 0]
         rows.append({
@@ -148,6 +178,7 @@ def early_statistics(env: str, seeds: list[int], iterations: int) -> list[dict[s
             "clipfrac": statistics.median(float(s["clipfrac"]) for s in stats),
             "explained_variance": statistics.median(float(s.get("explained_variance") or 0.0) for s in stats),
             "held_out_ratio": statistics.median(ratios) if ratios else None,
+            "noise_to_signal": noise_to_signal(res.iterations),
             "per_iteration": log,
         })
     return rows
@@ -162,7 +193,7 @@ def summarise(env: str, runs: list[dict[str, Any]], early: list[dict[str, Any]])
     out: dict[str, Any] = {"env": env, "reached": {b: sum(r["reached"] for r in rs) for b, rs in by.items()},
                            "medians": med}
     out["vs_default"] = {b: {k: m[k] / base[k] for k in m} for b, m in med.items()}
-    for key in ("approx_kl", "clipfrac", "explained_variance", "held_out_ratio"):
+    for key in ("approx_kl", "clipfrac", "explained_variance", "held_out_ratio", "noise_to_signal"):
         vals = [e[key] for e in early if e[key] is not None]
         out[key] = statistics.median(vals) if vals else None
     return out
@@ -199,11 +230,12 @@ def main(argv: list[str] | None = None) -> int:
         [s["env"].split(":")[-1]]
         + [f"{s['vs_default'][b]['cost_usd']:.2f}x / {s['vs_default'][b]['env_steps']:.2f}x" for b in batches[1:]]
         + [f"{s['approx_kl']:.4f}", f"{s['clipfrac']:.3f}", f"{s['explained_variance']:.2f}",
-           "-" if s["held_out_ratio"] is None else f"{s['held_out_ratio']:.2f}"]
+           "-" if s["held_out_ratio"] is None else f"{s['held_out_ratio']:.2f}",
+           "-" if s["noise_to_signal"] is None else f"{s['noise_to_signal']:.3f}"]
         for s in summaries
     ]
     print_table(["env"] + [f"batch {b}: cost / env steps vs {batches[0]}" for b in batches[1:]]
-                + ["approx KL", "clip fraction", "explained var.", "held-out R"], rows,
+                + ["approx KL", "clip fraction", "explained var.", "held-out R", "noise/signal"], rows,
                 title="smaller batches (medians over seeds; cost modelled, env steps measured) and the early statistics at the default")
     if args.json_out:
         write_result(args.json_out, result)

@@ -76,3 +76,16 @@ def test_held_out_ratio_leaves_the_learner_as_it_found_it():
         assert np.array_equal(tensor.numpy(), after["model"][name].numpy()), name
     assert after["updates"] == before["updates"] and after["env_steps_seen"] == before["env_steps_seen"]
     assert after["rng"] == before["rng"]
+
+
+def test_the_noise_to_signal_ratio_pools_the_probes_pairs():
+    from benchmarks.seraph_batch_evidence import noise_to_signal
+
+    def rec(pairs):
+        return SimpleNamespace(layout_probe={"envs": 2, "layouts": [{"chunks": 2, "pairs": pairs}]})
+
+    records = [rec([{"var_env": 0.1, "signal": 1.0}]), rec([{"var_env": 0.3, "signal": 3.0}]),
+               SimpleNamespace(layout_probe=None)]
+    assert noise_to_signal(records) == pytest.approx(0.4 / (2 * 4.0))
+    assert noise_to_signal([rec([{"var_env": 0.1, "signal": -1.0}])]) is None  # no signal: no estimate
+    assert noise_to_signal([]) is None
