@@ -37,7 +37,6 @@ import argparse
 import copy
 import statistics
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import Any, Iterator
 
 import numpy as np
@@ -64,9 +63,11 @@ def policy_gain(learner: Any, data: dict[str, np.ndarray]) -> float:
     return float(np.mean((ratio - 1.0) * adv) / (np.std(adv) + 1e-8))
 
 
-def held_out_ratio(learner: Any, update: Any, batch: dict[str, np.ndarray]) -> dict[str, float]:
-    """Half-batch updates scored on the other half, against the full update in sample (see the
-    module's docstring). The learner is left as it was found; the full update is not run here."""
+def held_out_gain(learner: Any, update: Any, batch: dict[str, np.ndarray]) -> dict[str, float]:
+    """The mean policy gain of an update on one half of ``batch`` scored on the other half, both
+    ways round (``half_out``). The halves are the batch's first and second halves: at the static
+    default's layout, its two envs' segments. The learner is left as it was found; the batch's
+    own update is not run here."""
     from serverless.ppo import learner_arrays
 
     keys = ("obs", "actions", "logprobs", "values", "advantages", "returns")
@@ -84,7 +85,7 @@ def held_out_ratio(learner: Any, update: Any, batch: dict[str, np.ndarray]) -> d
 
 @contextmanager
 def instrumented_updates(log: list[dict[str, float]]) -> Iterator[None]:
-    """While open, every PPO update first runs :func:`held_out_ratio` and then itself, and
+    """While open, every PPO update first runs :func:`held_out_gain` and then itself, and
     appends the held-out gain and its own in-sample gain to ``log``."""
     from serverless import ppo
     from serverless.ppo import learner_arrays
@@ -92,7 +93,7 @@ def instrumented_updates(log: list[dict[str, float]]) -> Iterator[None]:
     original = ppo.PPOLearner.update
 
     def update(self: Any, batch: dict[str, np.ndarray], probe_noise: bool = False) -> dict[str, Any]:
-        row = held_out_ratio(self, original, batch)
+        row = held_out_gain(self, original, batch)
         stats = original(self, batch, probe_noise)
         keys = ("obs", "actions", "logprobs", "values", "advantages", "returns")
         row["full_in"] = policy_gain(self, learner_arrays({k: batch[k] for k in keys}, self.spec.action_kind))

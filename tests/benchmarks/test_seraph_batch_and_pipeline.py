@@ -54,8 +54,8 @@ def test_one_update_lag_sends_the_previous_iterations_policy(monkeypatch):
     assert sent[-1] == 9
 
 
-def test_held_out_ratio_leaves_the_learner_as_it_found_it():
-    from benchmarks.seraph_batch_evidence import held_out_ratio
+def test_the_held_out_gain_leaves_the_learner_as_it_found_it():
+    from benchmarks.seraph_batch_evidence import held_out_gain
     from serverless.envs import inspect_env
     from serverless.ppo import PPOConfig, PPOLearner
 
@@ -69,7 +69,7 @@ def test_held_out_ratio_leaves_the_learner_as_it_found_it():
         "advantages": rng.normal(size=n).astype(np.float32), "returns": rng.normal(size=n).astype(np.float32),
     }
     before = copy.deepcopy(learner.state_dict())
-    row = held_out_ratio(learner, PPOLearner.update, batch)
+    row = held_out_gain(learner, PPOLearner.update, batch)
     assert np.isfinite(row["half_out"])
     after = learner.state_dict()
     for name, tensor in before["model"].items():
