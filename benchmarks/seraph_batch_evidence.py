@@ -37,15 +37,19 @@ import argparse
 import copy
 import statistics
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any, Iterator
 
 import numpy as np
 
 from benchmarks._common import print_table, progress, recording_load, write_result
 from benchmarks.seraph import TARGETS, envs_and_seeds
+from optimizers.rl_baselines.static import STATIC_DEFAULT
 
-DEFAULT_BATCHES = (4000, 2000, 1000)
-STATIC_ACTORS, STATIC_MEMORY_MB = 2, 1769
+#: the static default's batch first: the others are compared with it
+DEFAULT_BATCHES = (STATIC_DEFAULT.batch, STATIC_DEFAULT.batch // 2, STATIC_DEFAULT.batch // 4)
+#: what a PPO update reads of a batch
+_UPDATE_KEYS = ("obs", "actions", "logprobs", "values", "advantages", "returns")
 
 
 def policy_gain(learner: Any, data: dict[str, np.ndarray]) -> float:
@@ -70,9 +74,8 @@ def held_out_gain(learner: Any, update: Any, batch: dict[str, np.ndarray]) -> di
     own update is not run here."""
     from serverless.ppo import learner_arrays
 
-    keys = ("obs", "actions", "logprobs", "values", "advantages", "returns")
     half = len(batch["obs"]) // 2
-    halves = [{k: batch[k][:half] for k in keys}, {k: batch[k][half:] for k in keys}]
+    halves = [{k: batch[k][:half] for k in _UPDATE_KEYS}, {k: batch[k][half:] for k in _UPDATE_KEYS}]
     scored = [learner_arrays(h, learner.spec.action_kind) for h in halves]
     saved = copy.deepcopy(learner.state_dict())
     gains = []
@@ -95,8 +98,7 @@ def instrumented_updates(log: list[dict[str, float]]) -> Iterator[None]:
     def update(self: Any, batch: dict[str, np.ndarray], probe_noise: bool = False) -> dict[str, Any]:
         row = held_out_gain(self, original, batch)
         stats = original(self, batch, probe_noise)
-        keys = ("obs", "actions", "logprobs", "values", "advantages", "returns")
-        row["full_in"] = policy_gain(self, learner_arrays({k: batch[k] for k in keys}, self.spec.action_kind))
+        row["full_in"] = policy_gain(self, learner_arrays({k: batch[k] for k in _UPDATE_KEYS}, self.spec.action_kind))
         log.append(row)
         return stats
 
@@ -142,14 +144,12 @@ def _workload(env: str, max_steps: int | None = None) -> Any:
 def sweep(env: str, batches: list[int], seeds: list[int]) -> list[dict[str, Any]]:
     """Full runs to the target at the static default's layout, one per batch and seed."""
     from optimizers.rl_baselines.common import train_shape
-    from optimizers.seraph.models import RunShape
 
     rows, workload = [], _workload(env)
     for batch in batches:
         for seed in seeds:
             progress(f"{env} batch {batch} seed {seed}")
-            out = train_shape(workload, RunShape(STATIC_ACTORS, STATIC_MEMORY_MB, batch), target_reward=TARGETS[env],
-                              seed=seed)
+            out = train_shape(workload, replace(STATIC_DEFAULT, batch=batch), target_reward=TARGETS[env], seed=seed)
             rows.append({"env": env, "batch": batch, "seed": seed, **out})
     return rows
 
@@ -158,7 +158,6 @@ def early_statistics(env: str, seeds: list[int], iterations: int) -> list[dict[s
     """Per seed, the medians over the first ``iterations`` iterations at batch 4,000 of the
     update's statistics and of the held-out ratio ``R``."""
     from optimizers.rl_baselines.common import _spec
-    from optimizers.seraph.models import RunShape
     from serverless.trainer import train
 
     batch = DEFAULT_BATCHES[0]
@@ -167,7 +166,7 @@ def early_statistics(env: str, seeds: list[int], iterations: int) -> list[dict[s
     for seed in seeds:
         progress(f"{env} seed {seed}: early statistics")
         log: list[dict[str, float]] = []
-        spec = _spec(workload, RunShape(STATIC_ACTORS, STATIC_MEMORY_MB, batch), target_reward=1e12, seed=seed,
+        spec = _spec(workload, replace(STATIC_DEFAULT, batch=batch), target_reward=1e12, seed=seed,
                      max_steps=iterations * batch, backend="local")
         with instrumented_updates(log):
             res = train(spec, controller=_ProbeEveryIteration(), progress=False)

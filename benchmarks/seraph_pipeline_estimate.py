@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 import copy
 import statistics
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from types import SimpleNamespace
 from typing import Any, Iterator
 
@@ -84,10 +84,7 @@ def run(env: str, seed: int, lag: bool) -> dict[str, Any]:
     workload = workload_for(env, None, steps_per_env=0)
     spec = _spec(workload, STATIC_DEFAULT, target_reward=TARGETS[env], seed=seed, max_steps=workload.max_steps,
                  backend="local")
-    if lag:
-        with one_update_lag():
-            res = train(spec, progress=False)
-    else:
+    with one_update_lag() if lag else nullcontext():
         res = train(spec, progress=False)
     ledger = res.ledger
     pipe_s = pipelined_seconds(res.iterations)
