@@ -236,6 +236,43 @@ def _steps_error(runs: list[dict[str, Any]]) -> float | None:
     return statistics.median(errs) if errs else None
 
 
+_SHAPE_KEYS = ("actors", "memory_mb", "batch")
+
+
+def grid_against_static(env_result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every grid shape against the static default run on the same seeds, cheapest first: its
+    median cost, time and env steps over the static default's medians, and its worst seed's
+    cost ratio. A grid that covers the search space shows what a fixed configuration chosen in
+    hindsight (knowing every seed's outcome) would give: the most a tuner that keeps one
+    configuration for the whole run could save."""
+    static = [r for r in env_result["runs"] if r["method"] == "static_default"]
+    by_seed = {r["seed"]: r for r in static}
+    base = {key: _median(static, key) for key in ("cost_usd", "lambda_time_s", "env_steps")}
+    if not static or not all(base.values()):
+        return []
+    by_shape: dict[tuple[int, ...], list[dict[str, Any]]] = {}
+    for r in env_result.get("grid") or []:
+        by_shape.setdefault(tuple(r["config"][k] for k in _SHAPE_KEYS), []).append(r)
+    rows = []
+    for shape, runs in by_shape.items():
+        paired = [r["cost_usd"] / by_seed[r["seed"]]["cost_usd"] for r in runs if r["seed"] in by_seed]
+        rows.append({
+            "config": dict(zip(_SHAPE_KEYS, shape)),
+            "seeds": len(runs),
+            "reached": sum(bool(r["reached"]) for r in runs),
+            **{f"{name}_vs_static": _median(runs, key) / base[key]
+               for name, key in (("cost", "cost_usd"), ("time", "lambda_time_s"), ("env_steps", "env_steps"))},
+            "worst_seed_cost_vs_static": max(paired) if paired else None,
+        })
+    return sorted(rows, key=lambda row: row["cost_vs_static"])
+
+
+def _best_of_grid(rows: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
+    """The grid row with the lowest ``key`` among the shapes that reached the target on every seed."""
+    full = [row for row in rows if row["reached"] == row["seeds"]]
+    return min(full, key=lambda row: row[key]) if full else None
+
+
 def summarise(env_result: dict[str, Any]) -> dict[str, Any]:
     runs = env_result["runs"]
     methods = sorted({r["method"] for r in runs}, key=lambda m: (not m.startswith("static"), m))
@@ -306,7 +343,12 @@ def summarise(env_result: dict[str, Any]) -> dict[str, Any]:
         bars["iteration_time_prediction_median_abs_error"] = statistics.median(errs)
         bars["prediction_bar_met"] = bars["iteration_time_prediction_median_abs_error"] < 0.2
     bars["steps_to_target_prediction_median_abs_error"] = _steps_error(runs)
-    return {"table": table, "bars": bars}
+    grid = grid_against_static(env_result)
+    for objective, key in (("cost", "cost_vs_static"), ("speed", "time_vs_static")):
+        best = _best_of_grid(grid, key)
+        if best:
+            bars[f"grid_best_{objective}_vs_static"] = best[key]
+    return {"table": table, "bars": bars, "grid_vs_static": grid}
 
 
 def print_table(env: str, summary: dict[str, Any], oracle: dict[str, Any]) -> None:
@@ -322,6 +364,16 @@ def print_table(env: str, summary: dict[str, Any], oracle: dict[str, Any]) -> No
         if v:
             how = " (re-measured here)" if v.get("rule") else ""
             print(f"grid oracle ({o}){how}: {v['config']}  time {v['median_lambda_time_s']:.1f} s  cost ${v['median_cost_usd']:.6f}")
+    grid = summary.get("grid_vs_static") or []
+    if grid:
+        print("grid against the static default (median over median; worst seed's cost over its static run):")
+        print(f"  {'actors x MB x batch':<22}{'reached':>9}{'cost':>8}{'worst':>8}{'time':>8}{'steps':>8}")
+        for row in grid:
+            c = row["config"]
+            worst = row["worst_seed_cost_vs_static"]
+            print(f"  {c['actors']:>6} x {c['memory_mb']:>5} x {c['batch']:>5}{row['reached']:>5}/{row['seeds']:<3}"
+                  f"{row['cost_vs_static']:>8.2f}{worst if worst is None else f'{worst:.2f}':>8}"
+                  f"{row['time_vs_static']:>8.2f}{row['env_steps_vs_static']:>8.2f}")
     for k, v in summary["bars"].items():
         print(f"  {k}: {v:.3f}" if isinstance(v, float) else f"  {k}: {v}")
 

@@ -132,3 +132,30 @@ def test_every_benchmark_env_has_a_preset_and_slot_references_to_its_target():
             continue
         ref = measured_reference(env, DEFAULT_STEPS_PER_ENV)
         assert has_preset(env) and ref["steps_per_env"] == DEFAULT_STEPS_PER_ENV and ref["target_reward"] == target, env
+
+
+def test_the_grid_is_put_against_the_static_default_on_the_same_seeds(capsys):
+    from benchmarks.seraph import print_table, summarise
+
+    static = [_run("static_default", s, n, c, t) for s, n, c, t in ((0, 100, 2.0, 4.0), (1, 200, 4.0, 8.0), (2, 300, 6.0, 12.0))]
+    # (2, 1769, 1000) halves every figure, but its seed 2 costs 1.5x that seed's static run;
+    # (8, 1769, 4000) is the fastest and dearest; (1, 885, 512) is cheapest but missed seed 1
+    grid = [
+        *({**_row((2, 1769, 1000), s, c, t), "env_steps": n} for s, c, t, n in ((0, 1.0, 2.0, 50), (1, 2.0, 4.0, 100), (2, 9.0, 6.0, 150))),
+        *({**_row((8, 1769, 4000), s, 8.0, 1.0), "env_steps": 200} for s in range(3)),
+        *({**_row((1, 885, 512), s, 0.1, 20.0, reached=(s != 1)), "env_steps": 10} for s in range(3)),
+    ]
+    res = {"env": "Acrobot-v1", "runs": static, "grid": grid, "oracle": {}}
+    summary = summarise(res)
+    rows = {tuple(r["config"].values()): r for r in summary["grid_vs_static"]}
+    half = rows[(2, 1769, 1000)]
+    assert half["cost_vs_static"] == pytest.approx(0.5) and half["time_vs_static"] == pytest.approx(0.5)
+    assert half["env_steps_vs_static"] == pytest.approx(0.5) and half["worst_seed_cost_vs_static"] == pytest.approx(1.5)
+    assert [tuple(r["config"].values()) for r in summary["grid_vs_static"]][0] == (1, 885, 512)  # cheapest first
+    # the best of the grid counts only shapes that reached the target on every seed
+    assert summary["bars"]["grid_best_cost_vs_static"] == pytest.approx(0.5)
+    assert summary["bars"]["grid_best_speed_vs_static"] == pytest.approx(0.125)
+    print_table("Acrobot-v1", summary, {})
+    out = capsys.readouterr().out
+    assert "grid against the static default" in out and "2/3" in out  # the shape that missed a seed
+    assert summarise({"runs": static, "oracle": {}})["grid_vs_static"] == []  # no grid, no rows
