@@ -32,10 +32,9 @@ from pathlib import Path
 from typing import Any
 
 
+from optimizers.rl_baselines.static import STATIC_DEFAULT  # RLlib's PPO defaults as functions
 from optimizers.seraph.models import CostModel, PerformanceModel, RunShape
 
-#: RLlib's PPO defaults as functions (the issue's static default)
-STATIC_DEFAULT = RunShape(actors=2, memory_mb=1769, batch=4000)
 WORKLOAD_KEYS = ("env_id", "max_steps", "ppo", "architecture")
 LABEL = "modelled: the tuner's performance model fitted to the profile, priced with serverless/data/prices.json"
 
