@@ -27,15 +27,24 @@ def run_grid(
     return rows
 
 
+SHAPE_KEYS = ("actors", "memory_mb", "batch")
+
+
+def runs_by_shape(rows: Iterable[dict[str, Any]]) -> dict[tuple[int, int, int], list[dict[str, Any]]]:
+    """The grid's runs grouped by shape, ``(actors, memory_mb, batch)``, in the order first seen."""
+    by_shape: dict[tuple[int, int, int], list[dict[str, Any]]] = {}
+    for r in rows:
+        c = r["config"]
+        by_shape.setdefault((c["actors"], c["memory_mb"], c["batch"]), []).append(r)
+    return by_shape
+
+
 def ranked_shapes(rows: list[dict[str, Any]], objective: str, weight: float = 0.5) -> list[dict[str, Any]]:
     """The grid's shapes that reached the target on every seed, best first by the objective's
     value of their median cost and median time (``median``; balanced: scaled by the largest
     medians)."""
     obj = OBJECTIVES.make(objective, weight)
-    by_shape: dict[tuple[int, int, int], list[dict[str, Any]]] = {}
-    for r in rows:
-        c = r["config"]
-        by_shape.setdefault((c["actors"], c["memory_mb"], c["batch"]), []).append(r)
+    by_shape = runs_by_shape(rows)
     medians = {
         shape: (statistics.median(r["cost_usd"] for r in runs), statistics.median(r["lambda_time_s"] for r in runs))
         for shape, runs in by_shape.items()
@@ -44,7 +53,7 @@ def ranked_shapes(rows: list[dict[str, Any]], objective: str, weight: float = 0.
     scale = scale_of(medians.values())
     ranked = [
         {
-            "config": dict(zip(("actors", "memory_mb", "batch"), shape)),
+            "config": dict(zip(SHAPE_KEYS, shape)),
             "median": obj.value(cost, time_s, scale),
             "objective": objective,
             "median_cost_usd": cost,
