@@ -128,3 +128,35 @@ def push(path: Path) -> None:
     key = _shared_key(state, path) if state else None
     if key is not None:
         _client().put_object(Bucket=state.bucket, Key=key, Body=path.read_bytes())  # type: ignore[union-attr]
+
+
+def pull_prefix(kind: str, name_prefix: str, folder: Path) -> int:
+    """Fetch into ``folder`` every object of S3 state under ``<kind>/<name_prefix>`` that is
+    missing there (a job's run history written on other machines); the number fetched. No S3
+    state: nothing to do (0)."""
+    bucket = s3_state()
+    if bucket is None:
+        return 0
+    client = _client()
+    fetched = 0
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket.bucket, Prefix=bucket.key(kind, name_prefix)):
+        for obj in page.get("Contents", []):
+            path = folder / obj["Key"].rsplit("/", 1)[-1]
+            if not path.exists():
+                body = client.get_object(Bucket=bucket.bucket, Key=obj["Key"])["Body"].read()
+                folder.mkdir(parents=True, exist_ok=True)
+                with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{path.name}.", delete=False) as tmp:
+                    tmp.write(body)
+                Path(tmp.name).replace(path)
+                fetched += 1
+    return fetched
+
+
+def push_new(path: Path, kind: str) -> None:
+    """Upload ``path`` to ``<kind>/<file name>`` in S3 state, only if no object has that key
+    (``If-None-Match: *``): a file written once, such as a run's history record, is never
+    overwritten by another machine's. No S3 state: nothing to do."""
+    bucket = s3_state()
+    if bucket is None:
+        return
+    _client().put_object(Bucket=bucket.bucket, Key=bucket.key(kind, path.name), Body=path.read_bytes(), IfNoneMatch="*")

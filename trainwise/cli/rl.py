@@ -61,9 +61,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json_out(p)
     p.set_defaults(handler=run_train)
 
-    from trainwise.cli import rl_tune
+    from trainwise.cli import rl_sweep, rl_tune
 
     rl_tune.register(rl_subparsers)
+    rl_sweep.register(rl_subparsers)
 
 
 def build_train_spec(args: argparse.Namespace) -> Any:
@@ -162,8 +163,11 @@ def run_train(args: argparse.Namespace) -> dict[str, Any]:
 
     inspect_env(args.env, env_kwargs=parse_env_kwargs(args.env_kwargs))  # unknown id / unsupported space: a clear error now
     spec = build_train_spec(args)
+    from optimizers.seraph.learning import record_training
     from serverless.trainer import train
 
-    result = train(spec, progress=not args.no_progress).to_dict()
+    res = train(spec, progress=not args.no_progress)
+    record_training(spec, res, source="rl train")
+    result = res.to_dict()
     print(_summary(result), file=sys.stdout)
     return result

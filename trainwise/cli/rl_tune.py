@@ -24,15 +24,29 @@ from trainwise.cli import backend_options_of, finite_float
 
 
 def register(rl_sub: argparse._SubParsersAction) -> None:
-    from optimizers.seraph.objectives import OBJECTIVES
-    from optimizers.seraph.defaults import DEFAULT_STEPS_PER_ENV
-    from trainwise.cli import add_backend_options, add_env_args, add_inject_faults, add_json_out
+    from trainwise.cli import add_inject_faults, add_json_out
 
     p = rl_sub.add_parser(
         "tune",
         help="Seraph: choose (and re-choose) actor functions, memory and batch to reach a reward cheaply or fast",
         description=__doc__.split("\n\n")[0],
     )
+    add_request_args(p)
+    p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
+    p.add_argument("--reprofile", action="store_true", help="ignore a cached profile and profile again")
+    p.add_argument("--plan-only", action="store_true", help="print the plan and the predicted Pareto front; do not train")
+    p.add_argument("--png", type=Path, default=None, help="where to draw the Pareto front (default: next to --json-out)")
+    add_inject_faults(p)
+    add_json_out(p)
+    p.set_defaults(handler=handle)
+
+
+def add_request_args(p: argparse.ArgumentParser) -> None:
+    """The flags of a Seraph request that ``rl tune`` and ``rl sweep`` share (not the seed)."""
+    from optimizers.seraph.objectives import OBJECTIVES
+    from optimizers.seraph.defaults import DEFAULT_STEPS_PER_ENV
+    from trainwise.cli import add_backend_options, add_env_args
+
     add_env_args(p)
     p.add_argument("--target-reward", required=True, type=finite_float, help="mean recent episode return to reach")
     p.add_argument("--objective", required=True, metavar="OBJECTIVE",
@@ -45,7 +59,6 @@ def register(rl_sub: argparse._SubParsersAction) -> None:
     add_backend_options(p, tunable_backends())
     p.add_argument("--architecture", default=DEFAULT_ARCHITECTURE,
                    help=f"Lambda architecture priced: {' | '.join(ARCHITECTURES)} (default {DEFAULT_ARCHITECTURE})")
-    p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
     p.add_argument("--max-steps", type=int, default=None, help="env-step cap for training (default: generous per env)")
     p.add_argument("--steps-per-env", type=int, default=None,
                    help="fix the rollout layout: envs of about N steps each, so the actor count does not change "
@@ -57,12 +70,6 @@ def register(rl_sub: argparse._SubParsersAction) -> None:
                    "actors=2,memory=1769,batch=4000,steps_per_env=2000)")
     p.add_argument("--replan-every", type=int, default=3, help="re-plan every K iterations (default 3)")
     p.add_argument("--no-retune", action="store_true", help="keep the initial plan for the whole run")
-    p.add_argument("--reprofile", action="store_true", help="ignore a cached profile and profile again")
-    p.add_argument("--plan-only", action="store_true", help="print the plan and the predicted Pareto front; do not train")
-    p.add_argument("--png", type=Path, default=None, help="where to draw the Pareto front (default: next to --json-out)")
-    add_inject_faults(p)
-    add_json_out(p)
-    p.set_defaults(handler=handle)
 
 
 #: The flag that sets each request field, where it is not ``--`` + the field with dashes.
@@ -125,17 +132,37 @@ def handle(args: argparse.Namespace) -> dict[str, Any]:
     if png is None and args.json_out is not None:
         png = Path(args.json_out).with_suffix(".pareto.png")
     job = SeraphJob.of(request)
-    result = tune_and_train(job, reprofile=args.reprofile, plan_only=args.plan_only, png_path=png, progress=True)
-    _print_plan(result.planned)
-    if not result.planned.feasible and not args.plan_only:
-        raise UserError(result.planned.message)
-    if result.achieved is not None:
-        a = result.achieved
+    if args.plan_only:
+        result = tune_and_train(job, reprofile=args.reprofile, plan_only=True, png_path=png, progress=True)
+        _print_plan(result.planned)
+        return result.to_dict()
+    from optimizers.seraph.learning import decide, history_of, run_job
+
+    history = history_of(job)
+    choice = decide(job, history)
+    print(f"history: {history.key.describe()}: {choice.history_runs} earlier run(s); "
+          f"this run: {choice.name} ({choice.reason})", file=sys.stderr)
+    outcome = run_job(job, choice, history, source="rl tune", reprofile=args.reprofile, png_path=png, progress=True)
+    if outcome.tuned is not None:
+        _print_tuned(outcome.tuned)
+    else:
+        for line in outcome.result["plan"]["race"]:
+            print(f"  {line}", file=sys.stderr)
+    a = outcome.result.get("achieved")
+    if a is not None:
         print(
-            f"achieved: reached={a.reached} in {a.env_steps} env steps; Lambda time {a.lambda_time_s:.1f} s "
-            f"({a.lambda_time_label}), cost ${a.cost_usd:.5f} ({a.cost_label}); measured local wall {a.wall_s:.1f} s",
+            f"achieved: reached={a['reached']} in {a['env_steps']} env steps; Lambda time {a['lambda_time_s']:.1f} s "
+            f"({a['lambda_time_label']}), cost ${a['cost_usd']:.5f} ({a['cost_label']}); measured local wall "
+            f"{a['wall_s']:.1f} s",
             file=sys.stderr,
         )
-        for d in result.run.layout_decisions:  # the online layout decisions, with their evidence
-            print(f"  layout at iteration {d.iteration}: {d.action}: {d.reason}", file=sys.stderr)
-    return result.to_dict()
+    return outcome.result
+
+
+def _print_tuned(result: Any) -> None:
+    """The tuner's own run: its plan, and its online layout decisions with their evidence."""
+    _print_plan(result.planned)
+    if not result.planned.feasible:
+        raise UserError(result.planned.message)
+    for d in result.run.layout_decisions:
+        print(f"  layout at iteration {d.iteration}: {d.action}: {d.reason}", file=sys.stderr)

@@ -1,0 +1,170 @@
+"""One run of a job, decided from and recorded into the job's history.
+
+``rl tune``, ``rl sweep`` and the ``seraph`` flow call :func:`run_job`: it reads the job's
+history (:mod:`optimizers.seraph.history`), asks the bandit for the run's arm
+(:mod:`optimizers.seraph.arms`), trains it (the tuner's own run through
+:func:`optimizers.seraph.steps.tune_and_train`, or a fixed arm through the trainer, raced
+when it is explored), and records the outcome for the next run.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Iterable
+
+from optimizers.seraph.arms import SERAPH, ArmChoice, BanditSettings, RaceGuard, baseline_arm, choose_arm
+from optimizers.seraph.history import History, JobKey, Phase, RunRecord, curve_of
+from optimizers.seraph.job import SeraphJob
+
+
+def job_key(job: SeraphJob) -> JobKey:
+    """The history key of ``job``: env, kwargs, env source, target, PPO settings, step cap."""
+    w = job.workload
+    return JobKey.of(w.env_id, dict(w.env_kwargs), job.request.target_reward, dict(w.ppo), w.max_steps)
+
+
+def history_of(job: SeraphJob) -> History:
+    return History(job_key(job))
+
+
+def decide(job: SeraphJob, history: History, settings: BanditSettings = BanditSettings(),
+           pending: Iterable[str] = ()) -> ArmChoice:
+    """The arm of ``job``'s next run, from its history."""
+    r = job.request
+    return choose_arm(history.runs(), r.objective, r.weight, job.baseline, settings, pending)
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """A run's arm, its result JSON and the record it added to the history."""
+
+    choice: ArmChoice
+    result: dict[str, Any]
+    record: RunRecord | None  # None: nothing trained (an infeasible plan)
+    history_file: Path | None
+    tuned: Any = None  # the tuner's own run: its SeraphResult (the CLI prints the plan from it)
+
+
+def run_job(
+    job: SeraphJob, choice: ArmChoice, history: History, *, source: str, reprofile: bool = False,
+    png_path: Path | str | None = None, progress: bool = False, backend_obj: Any = None,
+    settings: BanditSettings = BanditSettings(),
+) -> RunOutcome:
+    """Train ``job`` at ``choice``'s arm and record the run in ``history``."""
+    tuned = None
+    if choice.arm is None:
+        tuned, record = _tuner_run(job, history.key, source, reprofile, png_path, progress, backend_obj)
+        result = tuned.to_dict()
+    else:
+        result, record = _arm_run(job, choice, history, source, progress, backend_obj, settings)
+    result["history"] = {"job": history.key.describe(), "job_id": history.key.id, "choice": choice.to_dict(),
+                         "ignored_files": list(history.skipped)}
+    path = history.record(record) if record is not None else None
+    if path is not None:
+        result["history"]["recorded"] = str(path)
+    return RunOutcome(choice, result, record, path, tuned)
+
+
+def _tuner_run(job: SeraphJob, key: JobKey, source: str, reprofile: bool, png_path: Path | str | None,
+               progress: bool, backend_obj: Any) -> tuple[Any, RunRecord | None]:
+    from optimizers.seraph.steps import tune_and_train
+
+    res = tune_and_train(job, reprofile=reprofile, png_path=png_path, progress=progress, backend_obj=backend_obj)
+    if res.run is None or res.planned.shape is None:
+        return res, None
+    a, plan, training = res.run.achieved, res.planned.plan, res.run.training
+    first = Phase(plan.shape.actors, plan.shape.memory_mb, plan.shape.batch, int(plan.steps_per_env or 0))
+    record = RunRecord(
+        key=key, seed=job.request.seed, arm=SERAPH, objective=job.request.objective, source=source,
+        phases=_phases(first, training.config_changes), reached=a.reached, env_steps=a.env_steps,
+        lambda_time_s=a.lambda_time_s, cost_usd=a.cost_usd, wall_s=a.wall_s, cost_label=a.cost_label,
+        curve=curve_of(training.curve),
+    )
+    return res, record
+
+
+def _phases(first: Phase, changes: list[Any]) -> tuple[Phase, ...]:
+    """The run's configurations: ``first``, then each change the trainer recorded."""
+    phases = [first]
+    for change in changes:
+        to, last = change["to"], phases[-1]
+        phases.append(Phase(int(to["actors"]), int(to["memory_mb"]), int(to["batch"]),
+                            int(to.get("steps_per_env", last.steps_per_env)), int(change["env_steps"])))
+    return tuple(phases)
+
+
+def _arm_run(job: SeraphJob, choice: ArmChoice, history: History, source: str, progress: bool, backend_obj: Any,
+             settings: BanditSettings) -> tuple[dict[str, Any], RunRecord]:
+    """Train at the arm's fixed configuration; an explored arm is raced against the reference runs."""
+    from serverless.trainer import RunConfig, train
+
+    arm = choice.arm
+    assert arm is not None
+    base = baseline_arm(job.baseline)
+    fallback = RunConfig(actors=base.actors, memory_mb=base.memory_mb, batch=base.batch, steps_per_env=base.steps_per_env)
+    guard = None
+    if choice.explore:
+        guard = RaceGuard([r for r in history.runs() if r.arm == SERAPH], job.request.objective, fallback, settings)
+    t0 = time.perf_counter()
+    res = train(_arm_spec(job, arm), backend=backend_obj, controller=guard, progress=progress)
+    wall = time.perf_counter() - t0
+    record = RunRecord(
+        key=history.key, seed=job.request.seed, arm=arm.name, objective=job.request.objective, source=source,
+        phases=_phases(arm.phase(), res.config_changes), reached=res.reached, env_steps=res.env_steps,
+        lambda_time_s=res.lambda_time_s, cost_usd=res.cost_usd, wall_s=wall, cost_label=res.ledger.label,
+        curve=curve_of(res.curve),
+    )
+    achieved = {
+        "reached": res.reached, "env_steps": res.env_steps, "wall_s": wall, "wall_s_label": "measured",
+        "lambda_time_s": res.lambda_time_s, "lambda_time_label": res.lambda_time_label, "cost_usd": res.cost_usd,
+        "cost_label": res.ledger.label, "includes_pilot": False, "final_mean_return": res.final_mean_return,
+        "stop_reason": res.stop_reason,
+    }
+    out = {
+        "label": res.ledger.label, "workload": job.summary(),
+        "plan": {"arm": arm.name, "config": arm.phase().__dict__, "reason": choice.reason,
+                 "race": [] if guard is None else guard.decisions},
+        "achieved": achieved,
+        "training": {"curve": res.curve, "config_changes": res.config_changes, "ledger": res.ledger.to_dict(),
+                     "notes": res.notes},
+    }
+    return out, record
+
+
+def _arm_spec(job: SeraphJob, arm: Any) -> Any:
+    """The trainer's spec for a fixed arm: the job's env, PPO settings and cap at the arm's shape."""
+    from serverless.ppo import PPOConfig
+    from serverless.trainer import RunConfig, TrainSpec
+
+    w, r = job.workload, job.request
+    ppo = replace(PPOConfig.from_dict(dict(w.ppo)), steps_per_env=arm.steps_per_env, anneal_steps=w.max_steps)
+    return TrainSpec(
+        env_id=w.env_id, env_kwargs=dict(w.env_kwargs), target_reward=r.target_reward, max_steps=w.max_steps,
+        run=RunConfig(actors=arm.actors, memory_mb=arm.memory_mb, batch=arm.batch), ppo=ppo, seed=r.seed,
+        backend=r.backend, backend_options=dict(r.backend_options), architecture=w.architecture,
+        checkpoint_every=0, faults=job.faults,
+    )
+
+
+def record_training(spec: Any, res: Any, source: str, objective: str = "cost") -> Path:
+    """Record an ``rl train`` run (a fixed configuration) in its job's history: the arm
+    ``baseline`` when it ran the static default, else ``fixed``."""
+    from optimizers.seraph.arms import BASELINE
+    from optimizers.seraph.baseline import STATIC_DEFAULT_CONFIG
+
+    run = spec.run
+    steps_per_env = int(spec.ppo.steps_per_env or 0) or run.batch // run.actors
+    first = Phase(run.actors, run.memory_mb, run.batch, steps_per_env)
+    static = STATIC_DEFAULT_CONFIG
+    arm = BASELINE if (first.actors, first.memory_mb, first.batch, first.steps_per_env) == (
+        static.actors, static.memory_mb, static.batch, static.steps_per_env) else "fixed"
+    ppo = {**spec.ppo.to_dict(), "steps_per_env": 0}
+    history = History(JobKey.of(spec.env_id, dict(spec.env_kwargs), spec.target_reward, ppo, spec.max_steps))
+    return history.record(RunRecord(
+        key=history.key, seed=spec.seed, arm=arm, objective=objective, source=source,
+        phases=_phases(first, res.config_changes), reached=res.reached, env_steps=res.env_steps,
+        lambda_time_s=res.lambda_time_s, cost_usd=res.cost_usd, wall_s=res.wall_s, cost_label=res.ledger.label,
+        curve=curve_of(res.curve),
+    ))
