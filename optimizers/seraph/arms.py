@@ -26,7 +26,7 @@ exploits: the arm with the lowest measured mean that reached the target every ti
 beats the reference by ``improvement``; else the tuner's own run.
 
 **The race** (:class:`RaceGuard`). An explored arm is raced against the reference runs'
-curves at a matched spend: when the arm has spent ``checkpoint_share`` of a reference run's
+curves at a matched spend: when the arm has spent ``race_from_share`` of a reference run's
 bill, its mean return must be at least the worst reference run's return at the same
 spend, else it switches to the baseline's configuration and keeps its weights. This bounds
 what a losing exploration costs (Pendulum's halved batch learns as fast per env step but
@@ -56,9 +56,16 @@ class BanditSettings:
     """Every number of the decision, in one place (docs/seraph.md, "Learning across runs")."""
 
     margin: float = 0.10  # the cumulative bill stays within (1 + margin) x the reference's
-    unexplored_ratio: float = 1.2  # an arm never run is assumed to cost this x the reference
+    # an arm never run is assumed to cost this x the reference: the first steps of both ladders
+    # cost 0.58-1.26x the static default on Acrobot, Beacon and Pendulum in the hindsight grid
+    unexplored_ratio: float = 1.3
     improvement: float = 0.05  # a step (or an exploit) must beat the reference by this share
-    checkpoint_share: float = 0.3  # the race's check, as a share of a reference run's bill
+    # the race: checked from this share of a reference run's bill, once the reference runs have
+    # come this share of the way from their first return to the target (before it, returns are
+    # the untrained policy's noise), and given up at the last share
+    race_from_share: float = 0.3
+    race_progress: float = 0.25
+    race_until_share: float = 0.8
 
 
 @dataclass(frozen=True)
@@ -215,15 +222,17 @@ class RaceGuard:
     """The trainer's controller for an explored arm: one check at a matched spend against the
     reference runs' curves (see the module's docstring); ``decisions`` says what it did."""
 
-    def __init__(self, reference_runs: list[RunRecord], objective: str, fallback: "RunConfig",
+    def __init__(self, reference_runs: list[RunRecord], objective: str, target: float, fallback: "RunConfig",
                  settings: BanditSettings = BanditSettings()) -> None:
         self.by_time = objective == "speed"
-        spends = [self._spend(r.cost_usd, r.lambda_time_s) for r in reference_runs]
-        self.check_at = settings.checkpoint_share * statistics.fmean(spends) if spends else float("inf")
         self.curves = [r.curve for r in reference_runs if r.curve]
+        spend = statistics.fmean(self._spend(r.cost_usd, r.lambda_time_s) for r in reference_runs) if reference_runs else 0.0
+        self.window = (settings.race_from_share * spend, settings.race_until_share * spend) if self.curves else (1.0, 0.0)
+        self.start = statistics.median(c[0][1] for c in self.curves) if self.curves else 0.0
+        self.target, self.progress = target, settings.race_progress
         self.fallback = fallback
         self.time_s = 0.0
-        self.checked = False
+        self.done = False
         self.decisions: list[str] = []
 
     def _spend(self, cost_usd: float, time_s: float) -> float:
@@ -237,17 +246,23 @@ class RaceGuard:
     def after_iteration(self, record: "IterationRecord") -> "RunConfig | None":
         self.time_s += record.iteration_lambda_s
         spend = self._spend(record.cost_usd, self.time_s)
-        if self.checked or spend < self.check_at or record.mean_return is None:
+        if self.done or spend < self.window[0] or record.mean_return is None:
             return None
-        self.checked = True
+        if spend > self.window[1]:
+            self.done = True
+            self.decisions.append(f"race: the reference runs had not come {self.progress:.0%} of the way to the "
+                                  f"target by {spend:.6g} spent: no check, stay")
+            return None
         refs = [r for r in (self._reference_return(c, spend) for c in self.curves) if r is not None]
-        if not refs:
-            self.decisions.append(f"race at {spend:.6g} spent: no reference run had a return by that spend: stay")
-            return None
+        moved = (statistics.median(refs) - self.start) / (self.target - self.start) if refs and self.target != self.start else 0.0
+        if moved < self.progress:
+            return None  # the reference runs are still at their untrained returns: wait
+        self.done = True
+        shown = ", ".join(f"{r:.1f}" for r in refs)
         if record.mean_return >= min(refs):
             self.decisions.append(f"race at {spend:.6g} spent: return {record.mean_return:.1f} keeps up with the "
-                                  f"reference runs ({', '.join(f'{r:.1f}' for r in refs)}): stay")
+                                  f"reference runs ({shown}): stay")
             return None
         self.decisions.append(f"race at {spend:.6g} spent: return {record.mean_return:.1f} trails every reference "
-                              f"run ({', '.join(f'{r:.1f}' for r in refs)}): switch to the baseline configuration")
+                              f"run ({shown}): switch to the baseline configuration")
         return self.fallback

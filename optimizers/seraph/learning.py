@@ -106,7 +106,8 @@ def _arm_run(job: SeraphJob, choice: ArmChoice, history: History, source: str, p
     fallback = RunConfig(actors=base.actors, memory_mb=base.memory_mb, batch=base.batch, steps_per_env=base.steps_per_env)
     guard = None
     if choice.explore:
-        guard = RaceGuard([r for r in history.runs() if r.arm == SERAPH], job.request.objective, fallback, settings)
+        guard = RaceGuard([r for r in history.runs() if r.arm == SERAPH], job.request.objective,
+                          job.request.target_reward, fallback, settings)
     t0 = time.perf_counter()
     res = train(_arm_spec(job, arm), backend=backend_obj, controller=guard, progress=progress)
     wall = time.perf_counter() - t0

@@ -40,18 +40,21 @@ def test_a_new_job_runs_the_tuner_as_a_first_run() -> None:
     assert c.name == SERAPH and c.arm is None and not c.explore
 
 
-def test_after_the_first_run_the_next_ladder_step_is_explored() -> None:
-    c = choose([rec(SERAPH, 1.0)])
-    assert c.explore and c.name == "batch/2" and "within 1.10 x 2 runs" in c.reason
+def test_exploration_starts_once_the_bill_has_room_for_an_arm_s_worst_case() -> None:
+    """1 + 1.3 exceeds 1.1 x 2 runs: the second run is the tuner's own; 2 + 1.3 fits 1.1 x 3."""
+    second = choose([rec(SERAPH, 1.0)])
+    assert second.name == SERAPH and not second.explore
+    third = choose([rec(SERAPH, 1.0), rec(SERAPH, 1.0)])
+    assert third.explore and third.name == "batch/2" and "within 1.10 x 3 runs" in third.reason
 
 
 def test_a_step_that_did_not_pay_stops_its_ladder_and_the_tuner_keeps_running() -> None:
-    c = choose([rec(SERAPH, 1.0), rec("batch/2", 1.1)])
+    c = choose([rec(SERAPH, 1.0), rec(SERAPH, 1.0), rec("batch/2", 1.1)])
     assert c.name == SERAPH and not c.explore
 
 
 def test_a_step_that_paid_opens_the_next_and_then_the_best_is_exploited() -> None:
-    runs = [rec(SERAPH, 1.0), rec("batch/2", 0.8)]
+    runs = [rec(SERAPH, 1.0), rec(SERAPH, 1.0), rec("batch/2", 0.8)]
     assert choose(runs).name == "batch/4"
     runs.append(rec("batch/4", 0.6))
     c = choose(runs)
@@ -64,7 +67,7 @@ def test_an_arm_that_missed_the_target_is_never_exploited() -> None:
 
 
 def test_exploration_waits_while_the_bill_has_no_room_for_its_worst_case() -> None:
-    """In reference units the bill so far is 2 runs: 2 + 1.2 fits 1.1 x 3, not 1.0 x 3."""
+    """In reference units the bill so far is 2 runs: 2 + 1.3 fits 1.1 x 3, not 1.0 x 3."""
     runs = [rec(SERAPH, 1.0), rec(SERAPH, 1.5)]
     assert choose(runs).explore
     tight = choose(runs, settings=BanditSettings(margin=0.0))
@@ -72,12 +75,12 @@ def test_exploration_waits_while_the_bill_has_no_room_for_its_worst_case() -> No
 
 
 def test_concurrent_seeds_do_not_explore_the_same_arm_twice() -> None:
-    c = choose([rec(SERAPH, 1.0)], pending=["batch/2"])
+    c = choose([rec(SERAPH, 1.0), rec(SERAPH, 1.0), rec(SERAPH, 1.0)], pending=["batch/2"])
     assert c.name != "batch/2"
 
 
 def test_the_speed_objective_climbs_the_width_ladder_on_time() -> None:
-    runs = [rec(SERAPH, 1.0, time_s=10.0), rec("wide x4", 2.0, time_s=6.0)]
+    runs = [rec(SERAPH, 1.0, time_s=10.0), rec(SERAPH, 1.0, time_s=10.0), rec("wide x4", 2.0, time_s=6.0)]
     assert choose(runs, "speed").name == "wide x8 batch/2"
 
 
@@ -87,7 +90,7 @@ class _Truth:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.dictionaries(st.sampled_from(["batch/2", "batch/4"]), st.floats(0.3, 1.2), min_size=2, max_size=2),
+@given(st.dictionaries(st.sampled_from(["batch/2", "batch/4"]), st.floats(0.3, 1.3), min_size=2, max_size=2),
        st.integers(2, 12))
 def test_the_cumulative_bill_stays_within_the_margin_at_every_run(ratios: dict[str, float], runs_n: int) -> None:
     """When every arm costs at most what the bandit assumes of an unexplored one, the bill over
@@ -105,21 +108,29 @@ class _Record:
         self.cost_usd, self.mean_return, self.iteration_lambda_s = cost, ret, lam
 
 
+REFS = [rec(SERAPH, 1.0, curve=((1000, -500.0, 0.1, 0.1), (2000, -400.0, 0.2, 0.1), (3000, -300.0, 0.4, 0.2))),
+        rec(SERAPH, 1.0, curve=((1000, -500.0, 0.1, 0.1), (2000, -350.0, 0.25, 0.1), (3000, -250.0, 0.5, 0.2)))]
+
+
 def test_the_race_switches_an_arm_that_trails_every_reference_at_a_matched_spend() -> None:
-    refs = [rec(SERAPH, 1.0, curve=((1000, -400.0, 0.2, 0.1), (2000, -300.0, 0.4, 0.2))),
-            rec(SERAPH, 1.0, curve=((1000, -350.0, 0.25, 0.1), (2000, -250.0, 0.5, 0.2)))]
     fallback = object()
-    guard = RaceGuard(refs, "cost", fallback)  # type: ignore[arg-type]
-    assert guard.after_iteration(_Record(0.1, -500.0)) is None  # before the check (0.3 x 1.0)
-    assert guard.after_iteration(_Record(0.45, -450.0)) is fallback
+    guard = RaceGuard(REFS, "cost", -100.0, fallback)  # type: ignore[arg-type]
+    assert guard.after_iteration(_Record(0.1, -500.0)) is None  # before the window (0.3 x 1.0)
+    assert guard.after_iteration(_Record(0.45, -450.0)) is fallback  # references at -300 and -350
     assert "switch" in guard.decisions[-1]
-    assert guard.after_iteration(_Record(0.9, -460.0)) is None  # one check per run
+    assert guard.after_iteration(_Record(0.6, -460.0)) is None  # one check per run
 
 
 def test_the_race_keeps_an_arm_that_keeps_up() -> None:
-    refs = [rec(SERAPH, 1.0, curve=((1000, -400.0, 0.2, 0.1),))]
-    guard = RaceGuard(refs, "cost", object())  # type: ignore[arg-type]
-    assert guard.after_iteration(_Record(0.35, -390.0)) is None and "stay" in guard.decisions[-1]
+    guard = RaceGuard(REFS, "cost", -100.0, object())  # type: ignore[arg-type]
+    assert guard.after_iteration(_Record(0.45, -320.0)) is None and "stay" in guard.decisions[-1]
+
+
+def test_the_race_waits_while_the_references_are_untrained_and_gives_up_late() -> None:
+    flat = [rec(SERAPH, 1.0, curve=((1000, -500.0, 0.1, 0.1), (2000, -490.0, 0.5, 0.2), (3000, -100.0, 1.0, 0.3)))]
+    guard = RaceGuard(flat, "cost", -100.0, object())  # type: ignore[arg-type]
+    assert guard.after_iteration(_Record(0.5, -900.0)) is None and guard.decisions == []  # -490: 2% of the way
+    assert guard.after_iteration(_Record(0.85, -900.0)) is None and "no check" in guard.decisions[-1]
 
 
 @pytest.mark.parametrize("objective", ["cost", "speed", "balanced"])

@@ -65,15 +65,17 @@ def test_concurrent_seeds_see_each_other_s_pending_arms_and_the_total_is_the_sum
 
 @pytest.mark.slow
 def test_a_second_run_of_a_job_reads_the_first_from_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`rl tune` records its run; the next run of the same job explores from that evidence,
-    and a run of another target starts afresh."""
+    """`rl tune` records its run; the next run of the same job decides from that evidence
+    (the tuner's own run again: the bill has no room yet for an arm's worst case), and a run
+    of another target starts afresh."""
     monkeypatch.setenv("TRAINWISE_HOME", str(tmp_path / "home"))
     args = ["rl", "tune", "--env", "CartPole-v1", "--target-reward", "60", "--objective", "cost"]
     assert main([*args, "--seed", "0", "--json-out", str(tmp_path / "a.json")]) == 0
     assert main([*args, "--seed", "1", "--json-out", str(tmp_path / "b.json")]) == 0
     first, second = (json.loads((tmp_path / f).read_text()) for f in ("a.json", "b.json"))
     assert first["history"]["choice"]["arm"] == "seraph" and first["history"]["choice"]["history_runs"] == 0
-    assert second["history"]["choice"]["history_runs"] == 1 and second["history"]["choice"]["explore"]
+    assert second["history"]["choice"]["history_runs"] == 1 and second["history"]["choice"]["arm"] == "seraph"
+    assert second["history"]["choice"]["spent_reference_runs"] == pytest.approx(1.0)
     assert second["achieved"]["reached"] and second["history"]["job_id"] == first["history"]["job_id"]
     assert len(list((tmp_path / "home" / "history").glob("*.json"))) == 2
     other = ["rl", "tune", "--env", "CartPole-v1", "--target-reward", "61", "--objective", "cost", "--plan-only"]
