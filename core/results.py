@@ -73,13 +73,17 @@ def write_json(path: str | os.PathLike[str], payload: dict[str, Any], *, with_en
     path = check_replaceable(path)
     if with_environment and "environment" not in payload:
         payload = {**payload, "environment": environment()}
-    text = to_json(payload)  # encode first: a payload that cannot be encoded writes nothing
+    return write_text(path, to_json(payload) + "\n")  # encoded first: a payload that cannot be encoded writes nothing
+
+
+def write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (a temporary file renamed over it); return the path."""
+    path = check_replaceable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
-            fh.write("\n")
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -64,6 +64,7 @@ from serverless.backends import BACKENDS
 from serverless.backends.faults import FaultInjectingBackend, FaultSpec
 from serverless.checkpoint import load_checkpoint, save_checkpoint
 from serverless.iteration_clock import IterationClock, PhaseBreakdown
+from serverless.learner_machines import LearnerMachine
 from serverless.ledger import BILLED, MODELLED, CostLedger
 from serverless.policy import PolicySpec
 from serverless.ppo import PPOConfig, PPOLearner
@@ -114,6 +115,8 @@ class TrainSpec:
     faults: FaultSpec | None = None  # inject faults into the backend's invocations
     retry: RolloutRetryPolicy = field(default_factory=RolloutRetryPolicy)
     env_kwargs: dict[str, Any] = field(default_factory=dict)  # gymnasium.make(env_id, **env_kwargs)
+    # the learner's machine (serverless.learner_machines); None: the price table's learner VM
+    learner: LearnerMachine | None = None
 
     def validate(self) -> None:
         """Every check that can fail, before any work starts."""
@@ -162,7 +165,7 @@ class TrainSpec:
             "resume": self.resume,
             "reach_window": self.reach_window,
             "inject_faults": self.faults.describe() if self.faults is not None else None,
-        } | ({"env_kwargs": dict(self.env_kwargs)} if self.env_kwargs else {}) | ({"resume_run": self.resume_run.to_dict()} if self.resume_run is not None else {})
+        } | ({"env_kwargs": dict(self.env_kwargs)} if self.env_kwargs else {}) | ({"resume_run": self.resume_run.to_dict()} if self.resume_run is not None else {}) | ({"learner": asdict(self.learner)} if self.learner is not None else {})
 
 
 @dataclass
@@ -322,7 +325,13 @@ class _Training:
         if self.ppo.anneal_steps is None:
             self.ppo.anneal_steps = spec.max_steps
         self.learner = PPOLearner(policy_spec, self.ppo, seed=spec.seed)
-        self.ledger = CostLedger(PriceTable.load(spec.price_table), architecture=spec.architecture)
+        prices = PriceTable.load(spec.price_table)
+        # another learner machine: its price, and on the modelled clock its speed band's low end
+        self.learner_slowdown = 1.0
+        if spec.learner is not None and spec.learner.instance_type != prices.vm_instance_type:
+            prices = replace(prices, vm_usd_per_hour=spec.learner.usd_per_hour, vm_instance_type=spec.learner.instance_type)
+            self.learner_slowdown = 1.0 / spec.learner.robust_speed
+        self.ledger = CostLedger(prices, architecture=spec.architecture)
         self.ckpt_dir = spec.resolved_checkpoint_dir()
         self.notes: list[str] = []
         self.records: list[IterationRecord] = []
@@ -439,6 +448,9 @@ class _Training:
         times = clock.stop(
             rollout_lambda_s=got.batch.lambda_s, rollout_wall_s=got.batch.wall_s, modelled=self.lambda_label == "modelled"
         )
+        if times.modelled and self.learner_slowdown != 1.0:  # the host's part, at the learner machine's speed
+            host_s = times.host_s * self.learner_slowdown
+            times = replace(times, host_s=host_s, lambda_s=times.lambda_s + host_s - times.host_s)
         self.state.lambda_time_s += times.lambda_s
         self.ledger.add_learner_time(times.lambda_s)
         record = self._record(run, got, times, stats)

@@ -45,6 +45,7 @@ class RunOutcome:
     record: RunRecord | None  # None: nothing trained (an infeasible plan)
     history_file: Path | None
     tuned: Any = None  # the tuner's own run: its SeraphResult (the CLI prints the plan from it)
+    learner: Any = None  # the run's learner machine (optimizers.seraph.learner_choice.LearnerChoice)
 
 
 def run_job(
@@ -53,18 +54,18 @@ def run_job(
     settings: BanditSettings = BanditSettings(),
 ) -> RunOutcome:
     """Train ``job`` at ``choice``'s arm and record the run in ``history``."""
-    tuned = None
+    tuned = learner = None
     if choice.arm is None:
         tuned, record = _tuner_run(job, history.key, source, reprofile, png_path, progress, backend_obj)
-        result = tuned.to_dict()
+        result, learner = tuned.to_dict(), tuned.planned.learner
     else:
-        result, record = _arm_run(job, choice, history, source, progress, backend_obj, settings)
+        result, record, learner = _arm_run(job, choice, history, source, progress, backend_obj, settings)
     result["history"] = {"job": history.key.describe(), "job_id": history.key.id, "choice": choice.to_dict(),
                          "ignored_files": list(history.skipped)}
     path = history.record(record) if record is not None else None
     if path is not None:
         result["history"]["recorded"] = str(path)
-    return RunOutcome(choice, result, record, path, tuned)
+    return RunOutcome(choice, result, record, path, tuned, learner)
 
 
 def _tuner_run(job: SeraphJob, key: JobKey, source: str, reprofile: bool, png_path: Path | str | None,
@@ -96,7 +97,7 @@ def _phases(first: Phase, changes: list[Any]) -> tuple[Phase, ...]:
 
 
 def _arm_run(job: SeraphJob, choice: ArmChoice, history: History, source: str, progress: bool, backend_obj: Any,
-             settings: BanditSettings) -> tuple[dict[str, Any], RunRecord]:
+             settings: BanditSettings) -> tuple[dict[str, Any], RunRecord, Any]:
     """Train at the arm's fixed configuration; an explored arm is raced against the reference runs."""
     from serverless.trainer import RunConfig, train
 
@@ -108,8 +109,10 @@ def _arm_run(job: SeraphJob, choice: ArmChoice, history: History, source: str, p
     if choice.explore:
         guard = RaceGuard([r for r in history.runs() if r.arm == SERAPH], job.request.objective,
                           job.request.target_reward, fallback, settings)
+    learner = _learner_for_arm(job, arm)
     t0 = time.perf_counter()
-    res = train(_arm_spec(job, arm), backend=backend_obj, controller=guard, progress=progress)
+    res = train(_arm_spec(job, arm, learner.machine if learner.changed else None), backend=backend_obj,
+                controller=guard, progress=progress)
     wall = time.perf_counter() - t0
     record = RunRecord(
         key=history.key, seed=job.request.seed, arm=arm.name, objective=job.request.objective, source=source,
@@ -126,16 +129,26 @@ def _arm_run(job: SeraphJob, choice: ArmChoice, history: History, source: str, p
     out = {
         "label": res.ledger.label, "workload": job.summary(),
         "plan": {"arm": arm.name, "config": arm.phase().__dict__, "reason": choice.reason,
-                 "race": [] if guard is None else guard.decisions},
+                 "race": [] if guard is None else guard.decisions, "learner": learner.to_dict()},
         "achieved": achieved,
         "training": {"curve": res.curve, "config_changes": res.config_changes, "ledger": res.ledger.to_dict(),
                      "notes": res.notes},
     }
-    return out, record
+    return out, record, learner
 
 
-def _arm_spec(job: SeraphJob, arm: Any) -> Any:
-    """The trainer's spec for a fixed arm: the job's env, PPO settings and cap at the arm's shape."""
+def _learner_for_arm(job: SeraphJob, arm: Any) -> Any:
+    """The learner's machine at the arm's shape, from the job's (cached) profile's models."""
+    from optimizers.seraph.models import RunShape
+    from optimizers.seraph.steps import learner_for, make_planner, profile
+
+    planner = make_planner(profile(job, reuse=True), job)
+    return learner_for(planner, RunShape(arm.actors, arm.memory_mb, arm.batch), job)
+
+
+def _arm_spec(job: SeraphJob, arm: Any, learner: Any = None) -> Any:
+    """The trainer's spec for a fixed arm: the job's env, PPO settings and cap at the arm's
+    shape, on ``learner`` (None: the price table's learner VM)."""
     from serverless.ppo import PPOConfig
     from serverless.trainer import RunConfig, TrainSpec
 
@@ -145,7 +158,7 @@ def _arm_spec(job: SeraphJob, arm: Any) -> Any:
         env_id=w.env_id, env_kwargs=dict(w.env_kwargs), target_reward=r.target_reward, max_steps=w.max_steps,
         run=RunConfig(actors=arm.actors, memory_mb=arm.memory_mb, batch=arm.batch), ppo=ppo, seed=r.seed,
         backend=r.backend, backend_options=dict(r.backend_options), architecture=w.architecture,
-        checkpoint_every=0, faults=job.faults,
+        checkpoint_every=0, faults=job.faults, learner=learner,
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from optimizers.seraph.accounting import LABEL, Achieved, ModelCheck, Phase, TrainingSummary, TuningOverhead
 from optimizers.seraph.controller import Decision
+from optimizers.seraph.learner_choice import LearnerChoice
 from optimizers.seraph.models import RunShape
 from optimizers.seraph.online_layout import LayoutDecision
 from optimizers.seraph.planner import Plan, Planner
@@ -31,6 +32,7 @@ class SeraphPlan:
     plan: Plan
     planner: Planner  # the models the plan was made with; training re-plans with a copy
     overhead: TuningOverhead  # what profiling and planning cost
+    learner: LearnerChoice | None = None  # the learner's machine for the planned shape
 
     @property
     def shape(self) -> RunShape | None:
@@ -45,8 +47,11 @@ class SeraphPlan:
         return self.plan.outcome.message
 
     def to_dict(self) -> dict[str, Any]:
-        """The plan as the result JSON's ``plan`` holds it."""
-        return self.plan.as_dict()
+        """The plan as the result JSON's ``plan`` holds it (with the learner's machine)."""
+        out = self.plan.as_dict()
+        if self.learner is not None:
+            out["learner"] = self.learner.to_dict()
+        return out
 
     def profile_summary(self) -> dict[str, Any]:
         """The result JSON's ``profile``: which profile, whether reused, the pilot's figures."""

@@ -33,6 +33,8 @@ from optimizers.seraph.accounting import (
 from optimizers.seraph.controller import SeraphController
 from optimizers.seraph.online_layout import LayoutController, OnlineLayout, step_floor
 from optimizers.seraph.job import SeraphJob
+from optimizers.seraph.learner_choice import LearnerChoice, choose_learner
+from optimizers.seraph.models import RunShape
 from optimizers.seraph.planner import Planner
 from optimizers.seraph.pilot import PilotOutcome, noise_probe_every, profile_workload, run_config
 from optimizers.seraph.result import SeraphPlan, SeraphResult, TrainedRun
@@ -81,14 +83,24 @@ def profile(
 
 def plan(job: SeraphJob, pilot: PilotOutcome) -> SeraphPlan:
     """Plan the run: score every shape with the models fitted to the profile and pick one
-    for the objective under the constraints (all figures modelled). Planning's own wall
-    and CPU time are measured: the CPU time runs on the learner VM and is priced as such."""
+    for the objective under the constraints, then the learner's machine for that shape (all
+    figures modelled). Planning's own wall and CPU time are measured: the CPU time runs on
+    the learner VM and is priced as such."""
     t_wall, t_cpu = time.perf_counter(), time.thread_time()
     planner = make_planner(pilot, job)
     chosen = planner.plan()
+    learner = None if chosen.shape is None else learner_for(planner, chosen.shape, job)
     planning_wall_s, planning_cpu_s = time.perf_counter() - t_wall, time.thread_time() - t_cpu
     overhead = tuning_overhead(pilot, chosen, planning_wall_s, planning_cpu_s)
-    return SeraphPlan(job=job, pilot=pilot, plan=chosen, planner=planner, overhead=overhead)
+    return SeraphPlan(job=job, pilot=pilot, plan=chosen, planner=planner, overhead=overhead, learner=learner)
+
+
+def learner_for(planner: Planner, shape: RunShape, job: SeraphJob) -> LearnerChoice:
+    """The learner's machine for an iteration at ``shape``, from the planner's models
+    (:mod:`optimizers.seraph.learner_choice`)."""
+    perf = planner.perf
+    return choose_learner(job.request.objective, job.request.weight, perf.rollout_s(shape),
+                          perf.learner_s(shape) + perf.other_s(shape))
 
 
 def _controller(planner: Planner, planned: SeraphPlan, to_run: Any) -> SeraphController | LayoutController | None:
@@ -173,6 +185,7 @@ def _train_spec(planned: SeraphPlan, run: Any) -> Any:
         resume=ckpt is not None,
         resume_run=run if ckpt is not None else None,
         faults=planned.job.faults,
+        learner=planned.learner.machine if planned.learner is not None and planned.learner.changed else None,
     )
 
 

@@ -36,6 +36,8 @@ def register(rl_sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reprofile", action="store_true", help="ignore a cached profile and profile again")
     p.add_argument("--plan-only", action="store_true", help="print the plan and the predicted Pareto front; do not train")
     p.add_argument("--png", type=Path, default=None, help="where to draw the Pareto front (default: next to --json-out)")
+    p.add_argument("--write-tfvars", type=Path, default=None, metavar="FILE",
+                   help="write the planned learner machine as Terraform variables for infra/terraform/envs/dev")
     add_inject_faults(p)
     add_json_out(p)
     p.set_defaults(handler=handle)
@@ -107,6 +109,8 @@ def _print_plan(planned: Any) -> None:
     print(f"  layout: {layout.reason}", file=out)
     if plan.verdict is not None:
         print(f"  baseline: {plan.verdict.chosen} ({plan.verdict.reason})", file=out)
+    if planned.learner is not None:
+        print(f"  learner machine: {planned.learner.reason}", file=out)
     best = plan.outcome.best
     if best is not None:
         print(
@@ -135,6 +139,7 @@ def handle(args: argparse.Namespace) -> dict[str, Any]:
     if args.plan_only:
         result = tune_and_train(job, reprofile=args.reprofile, plan_only=True, png_path=png, progress=True)
         _print_plan(result.planned)
+        _write_tfvars(args.write_tfvars, result.planned.learner)
         return result.to_dict()
     from optimizers.seraph.learning import decide, history_of, run_job
 
@@ -146,8 +151,10 @@ def handle(args: argparse.Namespace) -> dict[str, Any]:
     if outcome.tuned is not None:
         _print_tuned(outcome.tuned)
     else:
+        print(f"  learner machine: {outcome.result['plan']['learner']['reason']}", file=sys.stderr)
         for line in outcome.result["plan"]["race"]:
             print(f"  {line}", file=sys.stderr)
+    _write_tfvars(args.write_tfvars, outcome.learner)
     a = outcome.result.get("achieved")
     if a is not None:
         print(
@@ -157,6 +164,16 @@ def handle(args: argparse.Namespace) -> dict[str, Any]:
             file=sys.stderr,
         )
     return outcome.result
+
+
+def _write_tfvars(path: Path | None, learner: Any) -> None:
+    """``--write-tfvars``: the learner machine as ``infra/terraform/envs/dev``'s variable (atomically)."""
+    if path is None or learner is None:
+        return
+    from core.results import write_text
+
+    write_text(path, f"# trainwise rl tune: the planned learner machine ({learner.reason})\n" + learner.tfvars())
+    print(f"learner machine written to {path}", file=sys.stderr)
 
 
 def _print_tuned(result: Any) -> None:
