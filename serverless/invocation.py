@@ -12,6 +12,8 @@ batch carries its label.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -32,8 +34,10 @@ class BillingRecord:
     """What one invocation costs, in Lambda's own units.
 
     ``billed_ms`` is the duration rounded up to 1 ms (Lambda's granularity);
-    ``init_ms`` is the cold-start (init) time, zero for a warm start and not billed
-    for managed runtimes; ``label`` says where the figures came from.
+    ``init_ms`` is the cold-start (init) time, zero for a warm start; ``label`` says where
+    the figures came from. Lambda bills the INIT phase of on-demand functions as well
+    (AWS standardized INIT billing for managed runtimes from August 2025), so what a run is
+    charged is :attr:`charged_ms`.
     """
 
     billed_ms: int
@@ -44,6 +48,12 @@ class BillingRecord:
     cold_start: bool = False
     max_memory_used_mb: int | None = None
     label: FigureLabel = "modelled"
+
+    @property
+    def charged_ms(self) -> int:
+        """The milliseconds charged: the duration plus INIT. A real bill (``billed``: a REPORT
+        line's Billed Duration) already includes INIT; a modelled or measured record adds it."""
+        return self.billed_ms if self.label == "billed" else self.billed_ms + math.ceil(self.init_ms)
 
 
 @dataclass

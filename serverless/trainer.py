@@ -301,14 +301,14 @@ def bill_rollouts(ledger: CostLedger, got: Collected, notes: list[str]) -> None:
     invocations = got.batch.invocations
     ledger.label = BILLED if invocations and all(inv.billing.label == "billed" for inv in invocations) else MODELLED
     for bill in got.used:
-        ledger.add_invocation(bill.billed_ms, bill.memory_mb)
+        ledger.add_invocation(bill.charged_ms, bill.memory_mb)
     bill_faults(ledger, got.wasted)
 
 
 def bill_faults(ledger: CostLedger, wasted: list[tuple[str, Any]]) -> None:
     """Attempts whose result was not used; a throttled call costs nothing (Lambda's 429)."""
     for kind, bill in wasted:
-        ledger.add_fault(kind, bill.billed_ms, bill.memory_mb, billed=kind != "throttle")
+        ledger.add_fault(kind, bill.charged_ms, bill.memory_mb, billed=kind != "throttle")
 
 
 # --------------------------------------------------------------------------- the run

@@ -164,7 +164,7 @@ def probe_memory_sizes(
         bill = batch.invocations[0].billing
         if bill.error is not None:
             raise RuntimeError(f"memory probe at {memory_mb} MB failed: {bill.error}")
-        ledger.add_invocation(bill.billed_ms, bill.memory_mb)
+        ledger.add_invocation(bill.charged_ms, bill.memory_mb)
         return bill, batch.lambda_s
 
     per_step_ms: list[float] = []  # the warm calls' handler duration per step, in probe order
