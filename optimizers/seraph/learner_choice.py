@@ -87,3 +87,10 @@ def choose_learner(objective: str, weight: float, rollout_s: float, host_s: floa
                   f"${best.machine.usd_per_hour}/h): {score(best):.2f}x the reference {ref.instance_type} on "
                   f"{objective} per iteration, counted at speed {best.speed} (its band's low end)")
     return LearnerChoice(best.machine, ref, reason, tuple(options), table.version)
+
+
+def keep_reference(why: str, table: LearnerTable | None = None) -> LearnerChoice:
+    """The reference machine, for a run the models cannot speak for (``why``)."""
+    table = table or load_learner_table()
+    return LearnerChoice(table.reference, table.reference, f"the reference {table.reference.instance_type}: {why}",
+                         (), table.version)

@@ -138,11 +138,19 @@ def _arm_run(job: SeraphJob, choice: ArmChoice, history: History, source: str, p
 
 
 def _learner_for_arm(job: SeraphJob, arm: Any) -> Any:
-    """The learner's machine at the arm's shape, from the job's (cached) profile's models."""
+    """The learner's machine at the arm's shape, from the models of the job's cached profile;
+    without one (a history shared from another machine), the reference machine: an arm run
+    never starts a pilot."""
+    from optimizers.seraph.learner_choice import keep_reference
     from optimizers.seraph.models import RunShape
-    from optimizers.seraph.steps import learner_for, make_planner, profile
+    from optimizers.seraph.pilot import PilotOutcome
+    from optimizers.seraph.steps import learner_for, make_planner
+    from optimizers.seraph.workload_profile import load_profile
 
-    planner = make_planner(profile(job, reuse=True), job)
+    cached = load_profile(job.workload.key_dict(), job.request.backend)
+    if cached is None:
+        return keep_reference("no cached profile of this workload on this machine to model the learner's share")
+    planner = make_planner(PilotOutcome(cached, reused=True), job)
     return learner_for(planner, RunShape(arm.actors, arm.memory_mb, arm.batch), job)
 
 

@@ -65,3 +65,10 @@ def test_the_trainer_prices_and_times_the_chosen_learner(monkeypatch: pytest.Mon
     assert [r.iteration_lambda_s for r in cheap.iterations] == pytest.approx([1.0 + 0.3 / 0.6] * 2)
     assert [r.host_s for r in base.iterations] == pytest.approx([0.3] * 2)
     assert cheap.config["learner"]["instance_type"] == "c7g.medium" and "learner" not in base.config
+
+
+def test_without_models_the_reference_machine_is_kept_and_says_why() -> None:
+    from optimizers.seraph.learner_choice import keep_reference
+
+    c = keep_reference("no cached profile", table=table(CHEAP_SLOW))
+    assert not c.changed and "no cached profile" in c.reason and c.to_dict()["instance_type"] == "c7i.large"
