@@ -101,6 +101,10 @@ def seeds_arg(seeds: Sequence[int]) -> str:
     return f"{seeds[0]}-{seeds[-1]}" if contiguous else ",".join(map(str, seeds))
 
 
+#: how many times a CLI run killed by a signal (not failed on its own) is run again
+SIGNAL_RETRIES = 2
+
+
 class CliFailed(RuntimeError):
     """A CLI run that exited non-zero or wrote no readable JSON (the message is one line)."""
 
@@ -128,28 +132,37 @@ class Cli:
         return env
 
     def run(self, args: Sequence[str], home: Path, name: str, seraph: bool = True) -> dict[str, Any]:
-        """The run's JSON, with ``wall_s_measured`` (the whole subprocess) and the load before it."""
+        """The run's JSON, with ``wall_s_measured`` (the whole subprocess) and the load before it.
+        A run killed by a signal from outside (the machine is shared) is run again, up to
+        :data:`SIGNAL_RETRIES` times, and says so (``killed_and_rerun``); any other failure stops."""
         out = self.work / "json" / f"{name}.json"
         log = self.work / "logs" / f"{name}.log"
         out.parent.mkdir(parents=True, exist_ok=True)
         log.parent.mkdir(parents=True, exist_ok=True)
-        load = machine_state()
-        start = time.perf_counter()
-        with log.open("w") as sink:
-            try:
-                proc = subprocess.run(self.command([*args, "--json-out", str(out)], seraph), cwd=REPO,
-                                      env=self.environment(home), stdout=sink, stderr=subprocess.STDOUT,
-                                      timeout=self.timeout_s, check=False)
-            except subprocess.TimeoutExpired:
-                raise CliFailed(f"{name}: no result within {self.timeout_s} s (log {log})") from None
-        wall = time.perf_counter() - start
-        if proc.returncode != 0:
-            raise CliFailed(f"{name}: exit {proc.returncode}: {_last_line(log)} (log {log})")
+        for attempt in range(SIGNAL_RETRIES + 1):
+            load = machine_state()
+            start = time.perf_counter()
+            code = self._once(args, home, out, log, seraph, name)
+            wall = time.perf_counter() - start
+            if code >= 0 or attempt == SIGNAL_RETRIES:
+                break
+            progress(f"{name}: killed by signal {-code} from outside; running it again")
+        if code != 0:
+            raise CliFailed(f"{name}: exit {code}: {_last_line(log)} (log {log})")
         try:
             result = json.loads(out.read_text())
         except (OSError, ValueError) as exc:
             raise CliFailed(f"{name}: no readable --json-out ({exc}) (log {log})") from None
-        return {**result, "wall_s_measured": wall, "loadavg_1m_before": load["loadavg_1m"]}
+        return {**result, "wall_s_measured": wall, "loadavg_1m_before": load["loadavg_1m"], "killed_and_rerun": attempt}
+
+    def _once(self, args: Sequence[str], home: Path, out: Path, log: Path, seraph: bool, name: str) -> int:
+        with log.open("w") as sink:
+            try:
+                return subprocess.run(self.command([*args, "--json-out", str(out)], seraph), cwd=REPO,
+                                      env=self.environment(home), stdout=sink, stderr=subprocess.STDOUT,
+                                      timeout=self.timeout_s, check=False).returncode
+            except subprocess.TimeoutExpired:
+                raise CliFailed(f"{name}: no result within {self.timeout_s} s (log {log})") from None
 
 
 def _last_line(log: Path) -> str:
@@ -197,15 +210,16 @@ def _figures(source: dict[str, Any], what: str) -> dict[str, Any]:
 
 def tune_record(result: dict[str, Any], seed: int, k: int) -> dict[str, Any]:
     """One ``rl tune`` run of a series: its figures (``achieved``), arm and configurations."""
-    phases = [p["config"] for p in result.get("phases") or [] if isinstance(p, dict) and p.get("config")]
+    phases = [p["config"] for p in result.get("phases") or [] if isinstance(p, dict) and isinstance(p.get("config"), dict)]
     return {"k": k, "seed": seed, **_figures(result.get("achieved") or {}, f"rl tune seed {seed}"),
             "arm": arm_of(result), "config": (result.get("plan") or {}).get("config"), "phase_configs": phases,
-            "wall_s_measured": result.get("wall_s_measured"), "loadavg_1m_before": result.get("loadavg_1m_before")}
+            "wall_s_measured": result.get("wall_s_measured"), "loadavg_1m_before": result.get("loadavg_1m_before"),
+            "killed_and_rerun": result.get("killed_and_rerun", 0)}
 
 
 def train_record(result: dict[str, Any], seed: int) -> dict[str, Any]:
     return {"seed": seed, **_figures(result, f"rl train seed {seed}"), "wall_s_measured": result.get("wall_s_measured"),
-            "loadavg_1m_before": result.get("loadavg_1m_before")}
+            "loadavg_1m_before": result.get("loadavg_1m_before"), "killed_and_rerun": result.get("killed_and_rerun", 0)}
 
 
 def sweep_record(result: dict[str, Any]) -> dict[str, Any]:
@@ -595,7 +609,7 @@ def main(argv: list[str] | None = None) -> int:
                 print_result(res, res["summary"])
                 done.append(res)
     except CliFailed as exc:
-        print(f"seraph_history: {exc}; the runs so far are in {args.json_out or 'no file (no --json-out)'}, "
+        print(f"seraph_history: {exc}; the runs finished before it are in {args.json_out or 'no file (no --json-out)'}, "
               f"every run's log and home in {work}", file=sys.stderr)
         return 1
     payload.update(envs=done, complete=True, load_after=machine_state())

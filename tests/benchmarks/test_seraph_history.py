@@ -240,3 +240,46 @@ def test_a_cli_run_that_fails_is_one_line_naming_its_error_and_log(tmp_path):
     message = str(exc.value)
     assert "bad: exit 2" in message and "NoSuchEnv-v9" in message and "\n" not in message
     assert (tmp_path / "logs" / "bad.log").exists()
+
+
+def test_a_run_killed_from_outside_is_run_again_and_says_so(tmp_path, monkeypatch):
+    codes = [-15, 0]
+
+    def once(self, args, home, out, log, seraph, name):
+        log.write_text("")
+        code = codes.pop(0)
+        if code == 0:
+            out.write_text(json.dumps(_static(0, 1.0, 2.0)))
+        return code
+
+    monkeypatch.setattr(sh.Cli, "_once", once)
+    result = sh.Cli(tmp_path).run(["rl", "train"], tmp_path / "home", "killed", seraph=False)
+    assert result["killed_and_rerun"] == 1 and sh.train_record(result, 0)["killed_and_rerun"] == 1
+    codes[:] = [-15] * (sh.SIGNAL_RETRIES + 1)
+    with pytest.raises(CliFailed, match="exit -15"):
+        sh.Cli(tmp_path).run(["rl", "train"], tmp_path / "home", "killed", seraph=False)
+
+
+DATA = __import__("pathlib").Path(__file__).parent / "data"
+
+
+def test_a_recorded_rl_tune_json_is_read_as_the_cli_wrote_it():
+    recorded = json.loads((DATA / "rl_tune_acrobot_seed1_trimmed.json").read_text())
+    row = tune_record(recorded, seed=1, k=2)
+    assert row["cost_usd"] == recorded["achieved"]["cost_usd"] and row["env_steps"] == 72000 and row["reached"]
+    assert sh.shape_text(row["config"]) == "2x1769x4000" and row["arm"] is None  # this CLI had no history yet
+    assert row["phase_configs"] == [{"actors": 2, "memory_mb": 1769, "batch": 4000}]  # the pilot phase names no shape
+
+
+def test_a_recorded_series_rescores_to_its_own_summary_and_to_the_sums_of_its_runs(capsys):
+    path = DATA / "seraph_history_acrobot_seeds_0_2.json"
+    saved = json.loads(path.read_text())
+    res = saved["envs"][0]
+    again = summarise(res)
+    assert json.loads(json.dumps(again)) == res["summary"]  # --rescore reproduces what the run printed
+    tune, static = res["series"]["cost"], res["static"]
+    cumulative = again["series"]["cost"]["per_run"][-1]["cumulative_cost_ratio"]
+    assert cumulative == pytest.approx(sum(r["cost_usd"] for r in tune) / sum(r["cost_usd"] for r in static))
+    assert again["control"]["env_steps_equal"]  # the same trajectory twice: only the clock differs
+    assert sh.main(["--rescore", str(path)]) == 0
+    assert "cumulative bill ratio, worst k" in capsys.readouterr().out
