@@ -41,6 +41,9 @@ from optimizers.seraph.pilot import DEFAULT_STEPS_PER_ENV
 TARGETS = {
     "CartPole-v1": 475.0, "LunarLander-v3": 200.0, "Pendulum-v1": -200.0, "Acrobot-v1": -100.0,
     "benchmarks.beacon_env:Beacon-v0": -12.0,  # a user's own module env (benchmarks/beacon_env.py)
+    # the same with continuous actions: the static default reaches -8 in 32,000 env steps on seeds 0-2,
+    # on the steep part of its curve (its plateau is about -5)
+    "benchmarks.beacon_env:BeaconContinuous-v0": -8.0,
 }
 
 
@@ -59,7 +62,7 @@ def envs_and_seeds(ap: argparse.ArgumentParser, args: argparse.Namespace) -> tup
 
 
 #: benchmark envs with no committed reference runs: Seraph plans them from its pilot alone
-WITHOUT_REFERENCES = ("Acrobot-v1", "benchmarks.beacon_env:Beacon-v0")
+WITHOUT_REFERENCES = ("Acrobot-v1", "benchmarks.beacon_env:Beacon-v0", "benchmarks.beacon_env:BeaconContinuous-v0")
 GRID_FULL = [RunShape(a, m, b) for a in (1, 4, 16) for m in (885, 1769, 3008) for b in (512, 1024, 2048, 4000)]
 GRID_QUICK = [RunShape(a, 1769, b) for a in (1, 8) for b in (512, 1024, 4000)] + [RunShape(1, 885, 512)]
 # LunarLander runs are long: the grid is the shapes the cost and speed objectives can
@@ -263,6 +266,63 @@ def grid_against_static(env_result: dict[str, Any]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda row: row["cost_vs_static"])
 
 
+def _seed_interval(rows: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
+    from benchmarks._common import bootstrap_interval, seed_mean
+
+    iv = bootstrap_interval(seed_mean, [r[key] for r in rows if r.get(key) is not None])
+    return iv.as_dict() if iv else None
+
+
+def _sum(rows: list[dict[str, Any]], key: str) -> float | None:
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    return sum(vals) if vals else None
+
+
+#: the bill's figures against the static default: ratio of sums over the same seeds (for time, the
+#: ratio of means, which is the same number)
+BILL_KEYS = (("cost", "cost_usd"), ("time", "lambda_time_s"), ("env_steps", "env_steps"))
+
+
+def bill_against_static(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What each method's runs cost in all, against the static default's runs on the same seeds:
+    per figure the ratio of the sums (the user's bill for those seeds; for time, the ratio of the
+    mean time) with a paired bootstrap interval over seeds. ``static_repeat`` is the control: the
+    same static runs again, so its ratio is the modelled clock's run-to-run noise."""
+    from benchmarks._common import bootstrap_interval, sum_ratio
+
+    static = {r["seed"]: r for r in runs if r["method"] == "static_default"}
+    rows = []
+    for method in sorted({r["method"] for r in runs} - {"static_default"}, key=lambda m: (m != "static_repeat", m)):
+        paired = [(r, static[r["seed"]]) for r in runs if r["method"] == method and r["seed"] in static]
+        if not paired:
+            continue
+        row: dict[str, Any] = {"method": method, "seeds": len(paired), "reached": sum(bool(r["reached"]) for r, _ in paired),
+                               "control": method == "static_repeat"}
+        for name, key in BILL_KEYS:
+            pairs = [(r[key], s[key]) for r, s in paired if r.get(key) is not None and s.get(key)]
+            if not pairs:
+                continue
+            mine, base = [p[0] for p in pairs], [p[1] for p in pairs]
+            row[f"sum_{key}"], row[f"static_sum_{key}"] = sum(mine), sum(base)
+            row[f"{name}_sum_ratio"] = sum(mine) / sum(base)
+            iv = bootstrap_interval(sum_ratio, mine, base)
+            row[f"{name}_sum_ratio_interval"] = iv.as_dict() if iv else None
+        rows.append(row)
+    return rows
+
+
+#: the bill's headline figures, by (method, figure), as bars beside the medians' bars
+BILL_BARS = {("seraph_cost", "cost"): "cost_objective_bill_ratio_vs_static",
+             ("seraph_speed", "time"): "speed_objective_mean_time_ratio_vs_static",
+             ("static_repeat", "cost"): "static_repeat_bill_ratio_vs_static"}
+
+
+def bill_bars(bill: list[dict[str, Any]]) -> dict[str, float]:
+    """The headline ratios of the bill table (their intervals stay in the table)."""
+    rows = {row["method"]: row for row in bill}
+    return {bar: rows[m][f"{fig}_sum_ratio"] for (m, fig), bar in BILL_BARS.items() if f"{fig}_sum_ratio" in rows.get(m, {})}
+
+
 def summarise(env_result: dict[str, Any]) -> dict[str, Any]:
     runs = env_result["runs"]
     methods = sorted({r["method"] for r in runs}, key=lambda m: (not m.startswith("static"), m))
@@ -279,6 +339,10 @@ def summarise(env_result: dict[str, Any]) -> dict[str, Any]:
             "median_tuning_cost_usd_modelled": _median(rows, "tuning_cost_usd"),
             "median_net_tuning_cost_usd_modelled": _median(rows, "net_tuning_cost_usd"),
             "median_env_steps": _median(rows, "env_steps"),
+            # the bill: what the seeds cost in all, and the mean per seed with its interval
+            "sum_cost_usd_modelled": _sum(rows, "cost_usd"),
+            "mean_cost_usd_modelled": _seed_interval(rows, "cost_usd"),
+            "mean_lambda_time_s_modelled": _seed_interval(rows, "lambda_time_s"),
         })
     by = {t["method"]: t for t in table}
     st, sc, ss = by.get("static_default"), by.get("seraph_cost"), by.get("seraph_speed")
@@ -341,17 +405,25 @@ def summarise(env_result: dict[str, Any]) -> dict[str, Any]:
             best = oracle(env_result["grid"], objective)
             if best:
                 bars[f"grid_best_{objective}_vs_static"] = best[f"median_{key}"] / st[f"median_{key}_modelled"]
-    return {"table": table, "bars": bars, "grid_vs_static": grid_against_static(env_result)}
+    bill = bill_against_static(runs)
+    bars.update(bill_bars(bill))
+    return {"table": table, "bars": bars, "bill": bill, "grid_vs_static": grid_against_static(env_result)}
 
 
 def print_table(env: str, summary: dict[str, Any], oracle: dict[str, Any]) -> None:
-    print(f"\n{env}: medians over seeds. time and cost MODELLED (local Lambda emulator clock, price table); wall MEASURED")
-    print(f"{'method':<30}{'reached':>9}{'time s':>10}{'cost USD':>12}{'tuning USD':>12}{'wall s':>9}{'steps':>9}")
+    print(f"\n{env}: medians over seeds, and the sum and mean of cost over seeds (mean with its 95% bootstrap "
+          "interval). time and cost MODELLED (local Lambda emulator clock, price table); wall MEASURED")
+    print(f"{'method':<30}{'reached':>9}{'time s':>10}{'cost USD':>12}{'tuning USD':>12}{'wall s':>9}{'steps':>9}"
+          f"{'sum cost USD':>14}  mean cost USD [interval]")
     for t in summary["table"]:
+        mean = t.get("mean_cost_usd_modelled")
+        total = t.get("sum_cost_usd_modelled")
         print(
             f"{t['method']:<30}{t['reached']:>5}/{t['seeds']:<3}{t['median_lambda_time_s_modelled']:>10.1f}"
             f"{t['median_cost_usd_modelled']:>12.6f}{(t['median_tuning_cost_usd_modelled'] or 0):>12.6f}"
             f"{t['median_wall_s_measured']:>9.1f}{t['median_env_steps']:>9.0f}"
+            f"{'-' if total is None else f'{total:.6f}':>14}  "
+            + ("-" if not mean else f"{mean['estimate']:.6f} [{mean['low']:.6f}, {mean['high']:.6f}]")
         )
     for o, v in oracle.items():
         if v:
@@ -365,10 +437,34 @@ def print_table(env: str, summary: dict[str, Any], oracle: dict[str, Any]) -> No
             c = row["config"]
             worst = row["worst_seed_cost_vs_static"]
             print(f"  {c['actors']:>6} x {c['memory_mb']:>5} x {c['batch']:>5}{row['reached']:>5}/{row['seeds']:<3}"
-                  f"{row['cost_vs_static']:>8.2f}{worst if worst is None else f'{worst:.2f}':>8}"
+                  f"{row['cost_vs_static']:>8.2f}{'-' if worst is None else f'{worst:.2f}':>8}"
                   f"{row['time_vs_static']:>8.2f}{row['env_steps_vs_static']:>8.2f}")
+    print_bill(summary.get("bill") or [])
     for k, v in summary["bars"].items():
         print(f"  {k}: {v:.3f}" if isinstance(v, float) else f"  {k}: {v}")
+
+
+def _iv_text(interval: dict[str, Any] | None, estimate: float | None) -> str:
+    if estimate is None:
+        return "-"
+    if not interval:
+        return f"{estimate:.3f}"
+    return f"{estimate:.3f} [{interval['low']:.3f}, {interval['high']:.3f}]"
+
+
+def print_bill(bill: list[dict[str, Any]]) -> None:
+    """The bill table: each method's sums over the seeds against the static default's on the same seeds."""
+    if not bill:
+        return
+    print("the bill against the static default on the same seeds: ratio of sums (time: of means), "
+          "95% bootstrap interval over seeds; static_repeat is the control (the same runs again: the clock's noise)")
+    print(f"  {'method':<30}{'reached':>9}{'sum cost USD':>14}  {'cost':<22}{'time':<22}{'env steps':<22}")
+    for row in bill:
+        name = row["method"] + (" (control)" if row["control"] else "")
+        cells = [_iv_text(row.get(f"{n}_sum_ratio_interval"), row.get(f"{n}_sum_ratio")) for n, _ in BILL_KEYS]
+        total = row.get("sum_cost_usd")
+        print(f"  {name:<30}{row['reached']:>5}/{row['seeds']:<3}{'-' if total is None else f'{total:.6f}':>14}  "
+              + "".join(f"{c:<22}" for c in cells))
 
 
 def _load_grid(path: Path, env: str, seeds: list[int]) -> tuple[list[dict[str, Any]], str]:
