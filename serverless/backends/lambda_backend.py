@@ -554,10 +554,10 @@ def alias_name(memory_mb: int) -> str:
     return f"{ALIAS_PREFIX}{memory_mb}mb"
 
 
-def _deployed(configuration: dict[str, Any]) -> dict[str, Any]:
+def _deployed(configuration: dict[str, Any]) -> tuple[Any, ...]:
     """What a version shares with ``$LATEST`` to run the same deployment: every field of
-    :data:`_DEPLOYMENT_FIELDS` (code, handler, runtime, role, environment, ...)."""
-    return {k: configuration.get(k) for k in _DEPLOYMENT_FIELDS}
+    :data:`_DEPLOYMENT_FIELDS` (code, handler, runtime, role, environment, ...), in that order."""
+    return tuple(configuration.get(k) for k in _DEPLOYMENT_FIELDS)
 
 
 def _function_error_text(kind: str, body: bytes) -> str:

@@ -189,7 +189,7 @@ def test_a_variant_whose_base_measurements_both_failed_is_compared_with_the_anch
         return Measurement(50_000.0 if config["prefetch"] == 4 else 100_000.0, label="measured")
 
     deltas, points, samples, effects = knob_deltas(space, base_cfg, Measurement(100_000.0, label="measured"), measure)
-    assert all(e["ratio"] is not None for e in effects)
+    assert all(e.ratio is not None for e in effects)
     assert deltas["prefetch"]["prefetch"][4] == pytest.approx(1 / 50_000.0 - 1 / 100_000.0)
 
 
@@ -218,7 +218,7 @@ def test_calibration_anchors_on_the_median_of_base_measurements(tmp_path, monkey
     base = space.initial()
     assert len(cal.base_samples) == 3 and cal.base_samples[0] == pytest.approx(1.2 * simulate(truth, base, node).rows_per_s)
     assert simulate(cal.model, base, node).rows_per_s == pytest.approx(simulate(truth, base, node).rows_per_s, rel=0.12)
-    assert cal.knob_effects and cal.knob_effects[0]["knob"] == "prefetch"
+    assert cal.knob_effects and cal.knob_effects[0].knob == "prefetch"
     again = Calibration.from_json(cal.to_json())
     assert again.base_samples == cal.base_samples and again.knob_effects == cal.knob_effects
 
