@@ -8,26 +8,8 @@ import math
 import numpy as np
 import pytest
 
+from benchmarks.scipy_statistics import grid_fit_progress, sse  # the 701-point grid fit_progress replaced
 from optimizers.seraph.stats import Interval, bootstrap_interval, fit_progress, paired_bootstrap
-
-
-def _grid_fit(points: list[tuple[int, float]]) -> tuple[float, float]:
-    """The fit ``fit_progress`` replaced: B_noise on a 701-point log grid over [1, 1e7], E_min in
-    closed form (kept here as the reference the scipy fit must match or beat)."""
-    logs = [(b, math.log(e)) for b, e in points]
-    best: tuple[float, float, float] | None = None
-    for bn in np.logspace(0, 7, 701):
-        resid = [le - math.log(1 + b / bn) for b, le in logs]
-        lm = sum(resid) / len(resid)
-        err = sum((r - lm) ** 2 for r in resid)
-        if best is None or err < best[0]:
-            best = (err, float(bn), math.exp(lm))
-    assert best is not None
-    return best[2], best[1]
-
-
-def _sse(points: list[tuple[int, float]], e_min: float, bn: float) -> float:
-    return sum((math.log(e) - math.log(e_min) - math.log1p(b / bn)) ** 2 for b, e in points)
 
 
 def test_the_fit_matches_the_grid_on_every_measured_reference_and_beats_it_on_random_curves() -> None:
@@ -39,14 +21,14 @@ def test_the_fit_matches_the_grid_on_every_measured_reference_and_beats_it_on_ra
         [(256, 28_160.0), (1024, 28_672.0), (4000, 144_000.0)],
     ]
     for pts in measured:
-        (e_grid, bn_grid), (e_fit, bn_fit) = _grid_fit(pts), fit_progress(pts)
+        (e_grid, bn_grid), (e_fit, bn_fit) = grid_fit_progress(pts), fit_progress(pts)
         assert bn_fit == pytest.approx(bn_grid, rel=0.02) and e_fit == pytest.approx(e_grid, rel=0.02)
     rng = np.random.default_rng(0)
     for _ in range(60):
         batches = sorted(int(b) for b in rng.choice([256, 512, 1024, 2048, 4096, 8192, 16384], rng.integers(2, 6), replace=False))
         bn, e_min = 10 ** rng.uniform(1, 6), 10 ** rng.uniform(3, 6)
         pts = [(b, e_min * (1 + b / bn) * math.exp(rng.normal(0, 0.3))) for b in batches]
-        assert _sse(pts, *fit_progress(pts)) <= _sse(pts, *_grid_fit(pts)) + 1e-9
+        assert sse(pts, *fit_progress(pts)) <= sse(pts, *grid_fit_progress(pts)) + 1e-9
 
 
 def test_a_flat_or_falling_curve_puts_the_noise_scale_at_its_bound() -> None:
@@ -111,3 +93,36 @@ def test_paired_resamples_draw_whole_rows_and_keep_inf() -> None:
     draws = paired_bootstrap([a], no_evidence, resamples=300, seed=2)
     assert np.all(np.diff(draws[np.isfinite(draws)]) >= 0) and np.isinf(draws[-1]) and np.isfinite(draws[0])
     assert np.array_equal(paired_bootstrap([[5.0]], no_evidence, resamples=3, seed=0), [5.0, 5.0, 5.0])
+
+
+def test_the_layout_bootstrap_draws_what_the_loop_it_replaced_drew() -> None:
+    """scipy's paired bootstrap takes its resamples from the same generator calls as the loop of
+    ``rng.integers`` it replaced: the same draws (to rounding of the sums), the same bound."""
+    from benchmarks.scipy_statistics import loop_bootstrap_draws
+    from optimizers.seraph.online_layout import BOOTSTRAP_DRAWS, bootstrap_draws
+
+    rng = np.random.default_rng(5)
+    units = [{"var_env": float(rng.uniform(0.5, 1.5)), "var_chunk": float(rng.uniform(1, 5)),
+              "signal": float(rng.normal(1.0, 0.8)), "bias": float(rng.uniform(0, 0.05))} for _ in range(12)]
+    for seed in range(5):
+        before = np.array(loop_bootstrap_draws(units, 4, 4, seed, BOOTSTRAP_DRAWS))
+        after = np.array(bootstrap_draws(units, 4, 4, seed))
+        assert np.array_equal(np.isinf(before), np.isinf(after))
+        assert np.allclose(after[np.isfinite(after)], before[np.isfinite(before)], rtol=1e-12)
+
+
+def test_the_progress_check_slope_is_the_closed_form_least_squares_line() -> None:
+    """online_layout._fit's slope (scipy's linregress) is Σ(x−x̄)(y−ȳ) / Σ(x−x̄)², the closed form
+    it replaced, with the residual sum and the spread the pooled standard error needs."""
+    from optimizers.seraph.online_layout import _fit
+
+    rng = np.random.default_rng(2)
+    for k in (2, 3, 7, 12):
+        x = np.cumsum(rng.integers(500, 3000, k)).astype(float)
+        y = 0.01 * x + rng.normal(0, 5, k)
+        slope, rss, sxx = _fit(list(zip(x.tolist(), y.tolist())))
+        closed = ((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum()
+        res = y - y.mean() - closed * (x - x.mean())
+        assert slope == pytest.approx(closed, rel=1e-12) and rss == pytest.approx(res @ res, rel=1e-9, abs=1e-9)
+        assert sxx == pytest.approx(((x - x.mean()) ** 2).sum())
+    assert _fit([(1000.0, 5.0), (1000.0, 7.0)]) is None  # one env-step count: no line
