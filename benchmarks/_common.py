@@ -1,5 +1,8 @@
 """Small helpers shared by the benchmarks: timing, machine load, tables, ratios.
 
+Sums and means over seeds with a bootstrap interval come from
+:func:`optimizers.seraph.stats.bootstrap_interval`; :func:`fmt_interval` prints one.
+
 Kept generic on purpose (no RL or ingestion knowledge here) so every benchmark in
 ``benchmarks/`` can print the same kind of table and record the same facts about
 the machine it ran on. Timing runs are expected to be launched under
@@ -100,6 +103,16 @@ def fmt(value: Any, digits: int = 1) -> str:
     if isinstance(value, float):
         return f"{value:,.{digits}f}"
     return str(value)
+
+
+def fmt_interval(interval: Any, digits: int = 1) -> str:
+    """A table cell for an :class:`optimizers.seraph.stats.Interval`: ``12.3 [10.1, 14.2]``, or
+    the estimate alone when there is no interval (one seed); '-' for None."""
+    if interval is None:
+        return "-"
+    if interval.low is None or interval.high is None:
+        return fmt(interval.estimate, digits)
+    return f"{fmt(interval.estimate, digits)} [{fmt(interval.low, digits)}, {fmt(interval.high, digits)}]"
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str | None = None,

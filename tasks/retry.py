@@ -18,7 +18,11 @@ Retrying is an allow-list: only a failure that a second attempt can fix is retri
 The function backends absorb a dead or timed-out function worker themselves (a cold
 worker replaces it and the rollout slot is tried again), so no project exception means
 "worker lost" at a task's level; ``serverless.rollouts.RolloutsFailed`` is what is left
-when those in-run retries did not clear the fault, and it is not retried again.
+when those in-run retries did not clear the fault, and it is not retried again. A Lambda
+invoke's throttle, 5xx or lost connection never reaches this layer either: the backend
+returns it as that attempt's result and the trainer's rollout collector is the one retry
+policy of the call (``serverless.backends.lambda_backend``), so these task retries never
+wrap a Lambda call's own.
 
 Everything else fails at once: bad input (:class:`UserError`), programming errors
 (``RuntimeError``, ``AssertionError``, ``IndexError``, ``ValueError``...), a full disk.

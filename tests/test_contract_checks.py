@@ -33,11 +33,10 @@ def _ray(request: pytest.FixtureRequest) -> Any:
 
 
 def _lambda(request: pytest.FixtureRequest) -> Any:
-    from serverless.backends.lambda_backend import LambdaBackend, RetryPolicy
+    from serverless.backends.lambda_backend import LambdaBackend
 
     config = request.getfixturevalue("deployed")["config_path"]
-    backend = LambdaBackend.from_config_file(config, retry=RetryPolicy(max_attempts=1, replan_rounds=0),
-                                             sleep=lambda _s: None, waiter_delay_s=1)
+    backend = LambdaBackend.from_config_file(config, waiter_delay_s=1)
     hooked(backend, lambda actor, attempt: "error" if actor == BAD_ACTOR_ID else "ok")
     return backend
 

@@ -73,8 +73,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import numpy as np
+from scipy.stats import linregress
 
 from optimizers.seraph.models import RunShape
+from optimizers.seraph.stats import paired_bootstrap
 
 #: the bootstrap quantile of the predicted env-steps ratio a switch is judged on
 BOUND_QUANTILE = 0.9
@@ -116,34 +118,41 @@ def chunk_counts(steps_per_env: int, floor: int, most: int = MOST_CHUNKS) -> tup
     return tuple(out)
 
 
+_UNIT_KEYS = ("var_env", "var_chunk", "signal", "bias")
+
+
 def predicted_ratio(units: list[dict[str, float]], chunks: int, envs: int) -> float:
     """The predicted env steps to the target at ``chunks``× the envs, over the current
     layout's (see the module's docstring), from pooled pair statistics; inf without signal."""
-    var_env = sum(u["var_env"] for u in units)
-    var_chunk = sum(u["var_chunk"] for u in units)
-    signal = sum(u["signal"] for u in units)
-    bias = sum(u["bias"] for u in units)
-    if signal <= 0 or envs < 2:
-        return math.inf
-    beta = math.sqrt(max(bias, 0.0) / signal)
-    if beta >= 1:
-        return math.inf
-    nu0 = var_env / (envs * signal)
-    nu_l = max(var_chunk, 0.0) / (chunks * envs * signal)
-    return (1 + nu_l) / (1 + max(nu0, 0.0)) / (1 - beta)
+    sums = [np.array([sum(u[k] for u in units)]) for k in _UNIT_KEYS]
+    return float(_ratio(*sums, chunks=chunks, envs=envs)[0])
+
+
+def _ratio(var_env: np.ndarray, var_chunk: np.ndarray, signal: np.ndarray, bias: np.ndarray, *,
+           chunks: int, envs: int) -> np.ndarray:
+    """:func:`predicted_ratio` of pooled sums, elementwise (inf where there is no evidence)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        beta = np.sqrt(np.maximum(bias, 0.0) / signal)
+        nu0 = np.maximum(var_env / (envs * signal), 0.0)
+        nu_l = np.maximum(var_chunk, 0.0) / (chunks * envs * signal)
+        ratio = (1 + nu_l) / (1 + nu0) / (1 - beta)
+    return np.where((signal <= 0) | (envs < 2) | (beta >= 1), np.inf, ratio)
 
 
 def bootstrap_draws(units: list[dict[str, float]], chunks: int, envs: int, seed: int) -> list[float]:
-    """:func:`predicted_ratio` over :data:`BOOTSTRAP_DRAWS` resamples of ``units``, sorted."""
-    rng = np.random.default_rng(seed)
-    return sorted(
-        predicted_ratio([units[i] for i in rng.integers(0, len(units), len(units))], chunks, envs)
-        for _ in range(BOOTSTRAP_DRAWS)
-    )
+    """:func:`predicted_ratio` over :data:`BOOTSTRAP_DRAWS` resamples of ``units``, sorted
+    (:func:`optimizers.seraph.stats.paired_bootstrap`: each resample draws whole units)."""
+    def ratio_of_sums(*columns: np.ndarray, axis: int = -1) -> np.ndarray:
+        return _ratio(*(c.sum(axis=axis) for c in columns), chunks=chunks, envs=envs)
+
+    columns = [[u[k] for u in units] for k in _UNIT_KEYS]
+    return paired_bootstrap(columns, ratio_of_sums, resamples=BOOTSTRAP_DRAWS, seed=seed).tolist()
 
 
 def _bound(draws: list[float]) -> float:
-    return float(draws[math.ceil(BOUND_QUANTILE * len(draws)) - 1])  # inf-safe empirical quantile
+    # numpy's "inverted_cdf" quantile is the draw itself (the ceil(q n)-th smallest): inf-safe,
+    # where scipy's interval interpolates and an inf draw beside a finite one gives nan
+    return float(np.quantile(draws, BOUND_QUANTILE, method="inverted_cdf"))
 
 
 def bootstrap_bound(units: list[dict[str, float]], chunks: int, envs: int, seed: int) -> float:
@@ -272,15 +281,17 @@ def _returns(history: list[Any]) -> list[tuple[float, float]]:
 
 
 def _fit(points: list[tuple[float, float]]) -> tuple[float, float, float] | None:
-    """The least-squares slope of return against env steps, its residual sum of squares and
-    the spread of the env steps (``Σ(x − x̄)²``); None below two distinct env-step counts."""
+    """The least-squares slope of return against env steps (``scipy.stats.linregress``), its
+    residual sum of squares and the spread of the env steps (``Σ(x − x̄)²``); None below two
+    distinct env-step counts. The progress check pools the residuals of two fits into one
+    variance (``linregress``'s own standard error is one fit's), so it needs these two."""
     x, y = np.array([p[0] for p in points]), np.array([p[1] for p in points])
     sxx = float(((x - x.mean()) ** 2).sum()) if len(points) >= 2 else 0.0
     if sxx <= 0:
         return None
-    slope = float(((x - x.mean()) * (y - y.mean())).sum() / sxx)
-    res = y - y.mean() - slope * (x - x.mean())
-    return slope, float(res @ res), sxx
+    line = linregress(x, y)
+    res = y - line.intercept - line.slope * x
+    return float(line.slope), float(res @ res), sxx
 
 
 @dataclass(frozen=True)

@@ -1,30 +1,98 @@
-"""Statistics behind the planner: the progress-curve fit and the rank-sum tests that
-decide whether a measured difference between reference runs is used."""
+"""Statistics behind the planner and the benchmarks, on scipy: the progress-curve fit
+(``least_squares``), the rank-sum tests that decide whether a measured difference between
+reference runs is used (``mannwhitneyu``), and bootstrap resampling (``bootstrap``): an
+interval of a mean, sum or median over seeds, and the paired resamples the online layout
+decision bounds its ratio with."""
 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Sequence
 
 import numpy as np
-from scipy.stats import mannwhitneyu
+from scipy.optimize import least_squares
+from scipy.stats import bootstrap, mannwhitneyu
 
 from optimizers.seraph.reference_points import Reference
 
 
 def fit_progress(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
-    """(E_min, B_noise) of ``E(B) = E_min (1 + B / B_noise)`` fitted to measured points
-    (least squares on log E; B_noise on a log grid, E_min in closed form)."""
-    logs = [(b, math.log(e)) for b, e in points]
-    best: tuple[float, float, float] | None = None
-    for bn in np.logspace(0, 7, 701):
-        resid = [le - math.log(1 + b / bn) for b, le in logs]
-        lm = sum(resid) / len(resid)
-        err = sum((r - lm) ** 2 for r in resid)
-        if best is None or err < best[0]:
-            best = (err, float(bn), math.exp(lm))
-    assert best is not None
-    return best[2], best[1]
+    """(E_min, B_noise) of ``E(B) = E_min (1 + B / B_noise)`` fitted to measured points:
+    least squares on log E (``scipy.optimize.least_squares``, trust-region reflective) over
+    ``log E_min`` and ``log B_noise``, with B_noise held within [1, 1e7] (a flat or falling
+    curve puts it at 1e7: no batch is too large)."""
+    b = np.array([p[0] for p in points], dtype=float)
+    log_e = np.log([p[1] for p in points])
+    start = (float(log_e.min()), float(np.clip(np.log(np.median(b)), 0.0, _LOG_BN_MAX)))
+    fit = least_squares(lambda x: x[0] + np.log1p(b / np.exp(x[1])) - log_e, start,
+                        bounds=([-np.inf, 0.0], [np.inf, _LOG_BN_MAX]))
+    return float(np.exp(fit.x[0])), float(np.exp(fit.x[1]))
+
+
+_LOG_BN_MAX = 7 * math.log(10)  # B_noise at most 1e7
+
+
+#: The statistics :func:`bootstrap_interval` takes by name (numpy's, vectorised along an axis).
+INTERVAL_STATISTICS: dict[str, Callable[..., Any]] = {"mean": np.mean, "sum": np.sum, "median": np.median}
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A statistic of some values with its bootstrap confidence interval (``low``/``high``
+    None when there is no interval to draw: fewer than two values)."""
+
+    statistic: str
+    estimate: float
+    low: float | None
+    high: float | None
+    confidence: float
+    n: int  # values the statistic is over (seeds, runs)
+    resamples: int
+    method: str  # scipy's: "BCa", "percentile", "basic"; "none" without an interval
+
+    def to_dict(self) -> dict[str, float | int | str | None]:
+        return asdict(self)
+
+
+def bootstrap_interval(values: Sequence[float], statistic: str = "mean", *, confidence: float = 0.95,
+                       resamples: int = 9999, seed: int = 0, method: str = "BCa") -> Interval:
+    """``statistic`` ("mean", "sum" or "median") of ``values`` and its two-sided bootstrap
+    interval at ``confidence`` (``scipy.stats.bootstrap``; BCa by default, as scipy's).
+
+    For "sums and means over seeds": each value is one seed's figure. Fewer than two values
+    give no interval; values that are all equal give the point as both ends (every resample
+    is that value)."""
+    fn = INTERVAL_STATISTICS.get(statistic)
+    if fn is None:
+        raise ValueError(f"statistic {statistic!r} is not one of {', '.join(INTERVAL_STATISTICS)}")
+    x = np.asarray(values, dtype=float)
+    if x.ndim != 1 or x.size == 0 or not np.all(np.isfinite(x)):
+        raise ValueError(f"bootstrap_interval needs one or more finite numbers, got {list(values)!r}")
+    estimate = float(fn(x))
+    if x.size < 2:
+        return Interval(statistic, estimate, None, None, confidence, 1, 0, "none")
+    if np.ptp(x) == 0:
+        return Interval(statistic, estimate, estimate, estimate, confidence, int(x.size), 0, "none")
+    res = bootstrap((x,), fn, n_resamples=resamples, confidence_level=confidence, method=method,
+                    rng=np.random.default_rng(seed), vectorized=True)
+    ci = res.confidence_interval
+    return Interval(statistic, estimate, float(ci.low), float(ci.high), confidence, int(x.size), resamples, method)
+
+
+def paired_bootstrap(columns: Sequence[Sequence[float]], statistic: Callable[..., np.ndarray], *,
+                     resamples: int, seed: int) -> np.ndarray:
+    """``statistic`` over ``resamples`` resamples of the rows of ``columns`` (paired: one
+    index draw picks a row of every column), sorted (``scipy.stats.bootstrap``'s
+    distribution). ``statistic(*columns, axis=-1)`` is vectorised and may return inf (its
+    own "no evidence"); one row is its own only resample."""
+    data = tuple(np.asarray(c, dtype=float) for c in columns)
+    if len(data[0]) < 2:
+        return np.full(resamples, float(statistic(*data, axis=-1)))
+    with np.errstate(invalid="ignore"):  # scipy's interval (unused here) interpolates between inf draws
+        res = bootstrap(data, statistic, n_resamples=resamples, paired=True, vectorized=True,
+                        method="percentile", rng=np.random.default_rng(seed))
+    return np.sort(res.bootstrap_distribution)
 
 
 ACTOR_FACTOR_P = 0.05  # the conventional level; not tuned

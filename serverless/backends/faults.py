@@ -48,10 +48,15 @@ def timeout_error(timeout_s: float) -> str:
 
 
 def classify_error(error: str | None) -> str | None:
-    """A failed invocation's fault kind from its error text: throttle, timeouts or errors."""
+    """A failed invocation's fault kind from its error text: throttle, timeouts or errors.
+
+    "throttle" is an attempt refused before it ran, billed nothing: a 429, and the Lambda
+    backend's ``rejected: ...`` (a 429, a 5xx of the service or a lost connection)."""
     if error is None:
         return None
     text = error.lower()
+    if text.startswith("rejected:"):
+        return "throttle"
     if "toomanyrequests" in text or "throttl" in text or "429" in text or "rate exceeded" in text:
         return "throttle"
     if "timed out" in text or "timeout" in text:

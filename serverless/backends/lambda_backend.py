@@ -28,15 +28,16 @@ Design choices, each written down because a user would ask:
   version runs at that size with ``$LATEST``'s code and configuration; otherwise it
   moves to a fresh version. Aliases and versions are kept (docs/aws.md says why and
   how to remove them).
-* **Retries and re-planning.** Throttling (429), 5xx service errors, connection
-  errors, function errors and timeouts are retried with exponential backoff and full
-  jitter; an endpoint that no attempt could connect to is a UserError naming the
-  region and the network. S3 (weights, offloaded results) uses botocore's standard
-  retry mode, which retries 5xx and SlowDown with backoff.
-  Invocations still failing after that are re-run in a re-planned round at half
-  the concurrency (throttling means the account or the reserved concurrency is
-  saturated); results already gathered are kept. What still fails is reported
-  per invocation in ``BillingRecord.error``, not raised.
+* **One attempt per event; the trainer's collector is the one retry policy.** Each event is
+  invoked once per call, with botocore's own retries off. Throttling (429), 5xx service
+  errors and connection errors come back as that invocation's ``rejected: ...`` error (never
+  ran, billed nothing), function errors and timeouts as its billed error; the trainer's
+  :class:`serverless.rollouts.RolloutCollector` retries the slot (exponential backoff, full
+  jitter, at most ``max_attempts`` attempts per slot, hedges included), gives each attempt its
+  own rollout id and books every attempt on the ledger. A retry loop here as well would nest
+  under it (up to 32 attempts per slot) and hide attempts from the ledger. S3 (weights,
+  offloaded results) uses botocore's standard retry mode, which retries 5xx and SlowDown
+  with backoff: no layer above retries those calls.
 * **Configuration errors raise** :class:`core.errors.UserError` with what is
   wrong and how to fix it: missing credentials, a missing function, a wrong region.
 """
@@ -47,11 +48,10 @@ import base64
 import io
 import json
 import math
-import random
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -98,59 +98,20 @@ HOW_TO_SET_CREDENTIALS = (
 )
 
 
-# ---------------------------------------------------------------------------------------------
-# Retries
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Per-invocation retries (exponential backoff, full jitter) and re-planned rounds."""
-
-    max_attempts: int = 4
-    base_delay_s: float = 0.5
-    max_delay_s: float = 20.0
-    replan_rounds: int = 2
-
-    def delay(self, attempt: int, rng: random.Random) -> float:
-        """Full jitter: uniform in [0, min(max, base * 2**attempt)] (AWS architecture blog's advice)."""
-        return rng.uniform(0.0, min(self.max_delay_s, self.base_delay_s * (2**attempt)))
-
-
 @dataclass
 class LambdaInvokeBatch(InvokeBatch):
-    """An :class:`InvokeBatch` plus the bills of attempts that ran, failed, and were retried.
+    """An :class:`InvokeBatch` plus what its attempts were charged for.
 
-    ``invocations`` stays one per event (the final outcome); a function error or
-    timeout that was retried still cost money, so its billed record is kept in
-    ``retried_billing`` for the cost ledger. Attempts refused with 429/5xx (or lost
-    to a connection error) never ran and are not charged by AWS, so they are only
-    counted in ``rejected_attempts``; ``requests`` counts the attempts that ran
-    (each is charged the per-request fee).
-    """
+    One attempt per event: ``requests`` counts those that ran (each is charged the
+    per-request fee), ``rejected_attempts`` those refused with 429/5xx or lost to a
+    connection error (they never ran and AWS charges nothing for them)."""
 
-    retried_billing: list[BillingRecord] = field(default_factory=list)
     rejected_attempts: int = 0
     requests: int = 0
 
 
-@dataclass
-class _Outcome:
-    invocation: Invocation
-    retried_billing: list[BillingRecord]
-    rejected: int
-    requests: int
-    retryable: bool
-
-
-class _Retryable(Exception):
-    """A transient failure of one attempt (throttle, 5xx, connection).
-
-    ``unreachable`` is the error to raise if no attempt could even connect to the endpoint
-    (a network or region problem rather than a transient one)."""
-
-    def __init__(self, message: str, unreachable: UserError | None = None) -> None:
-        super().__init__(message)
-        self.unreachable = unreachable
+class _Rejected(Exception):
+    """An attempt refused before it ran (throttle, 5xx, connection): its error text."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -166,19 +127,12 @@ class LambdaBackend:
         self,
         config: LambdaConfig,
         *,
-        retry: RetryPolicy | None = None,
         payload_limit_bytes: int = LAMBDA_SYNC_PAYLOAD_LIMIT_BYTES,
-        sleep: Callable[[float], None] = time.sleep,
-        rng: random.Random | None = None,
         config_path: str | Path | None = None,
         waiter_delay_s: int = 2,
     ) -> None:
         self.config = config
-        self.retry = retry or RetryPolicy()
         self.payload_limit_bytes = payload_limit_bytes
-        self._sleep = sleep
-        self._rng = rng or random.Random()
-        self._rng_lock = threading.Lock()
         self._config_path = str(config_path or DEFAULT_CONFIG_PATH)
         self._waiter_delay_s = waiter_delay_s
         self._lambda: Any = None
@@ -200,7 +154,9 @@ class LambdaBackend:
 
     @property
     def lambda_client(self) -> Any:
-        """The boto3 Lambda client (botocore retries off; read timeout above the function timeout)."""
+        """The boto3 Lambda client: botocore's retries off (one attempt per call; the trainer's
+        collector retries a slot, see the module's docstring); read timeout above the function
+        timeout."""
         if self._lambda is None:
             import boto3
             from botocore.config import Config
@@ -486,13 +442,8 @@ class LambdaBackend:
             Payload=payload,
         )
 
-    def _backoff(self, attempt: int) -> None:
-        with self._rng_lock:
-            delay = self.retry.delay(attempt, self._rng)
-        self._sleep(delay)
-
     def _attempt(self, payload: bytes, memory_mb: int, qualifier: str) -> Invocation:
-        """One invoke; raises _Retryable for throttles/5xx/connection errors, UserError for config errors."""
+        """One invoke; raises _Rejected for throttles/5xx/connection errors, UserError for config errors."""
         from botocore.exceptions import (
             BotoCoreError,
             ClientError,
@@ -508,12 +459,12 @@ class LambdaBackend:
             code = exc.response.get("Error", {}).get("Code", "")
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
             if code in _THROTTLE_CODES or status == 429 or status >= 500:
-                raise _Retryable(f"{code or status}: {exc.response.get('Error', {}).get('Message', '')}") from None
+                raise _Rejected(f"{code or status}: {exc.response.get('Error', {}).get('Message', '')}") from None
             raise self._explain(exc, "InvokeFunction") or exc
         except (ReadTimeoutError, ConnectionClosedError) as exc:
-            raise _Retryable(f"connection: {exc}") from None
-        except EndpointConnectionError as exc:  # retried like other connection errors, named if it persists
-            raise _Retryable(f"connection: {exc}", unreachable=self._explain(exc, "InvokeFunction")) from None
+            raise _Rejected(f"connection: {exc}") from None
+        except EndpointConnectionError as exc:  # a connection error whose text names the region and the network
+            raise _Rejected(str(self._explain(exc, "InvokeFunction") or exc)) from None
         except BotoCoreError as exc:
             explained = self._explain(exc, "InvokeFunction")
             if explained is not None:
@@ -547,43 +498,16 @@ class LambdaBackend:
             )
         return Invocation(result=result if error is None else None, billing=billing)
 
-    def _invoke_with_retries(self, payload: bytes, memory_mb: int, qualifier: str) -> _Outcome:
-        """Up to ``max_attempts`` attempts; every attempt that ran and failed keeps its bill."""
-        billed_failures: list[BillingRecord] = []
-        rejected = requests = 0
-        last_ran: Invocation | None = None
-        last_rejected: str | None = None
-        unreachable: list[UserError | None] = []
-        for attempt in range(self.retry.max_attempts):
-            if attempt:
-                self._backoff(attempt - 1)
-            try:
-                invocation = self._attempt(payload, memory_mb, qualifier)
-            except _Retryable as exc:
-                rejected += 1
-                last_rejected = str(exc)
-                unreachable.append(exc.unreachable)
-                continue
-            requests += 1
-            last_rejected = None
-            error = invocation.billing.error
-            if error is None or error.startswith("malformed result"):
-                # Success, or a result that retrying cannot fix (the code would return it again).
-                return _Outcome(invocation, billed_failures, rejected, requests, retryable=False)
-            billed_failures.append(invocation.billing)
-            last_ran = invocation
-        if last_ran is None and unreachable and all(unreachable):
-            raise unreachable[-1]  # not one attempt reached the endpoint: the network or the region
-        if last_rejected is not None or last_ran is None:
-            # The last attempt never ran: AWS charges nothing for a throttled request.
-            final = Invocation(None, BillingRecord(0, 0.0, 0.0, memory_mb, error=f"rejected: {last_rejected}",
-                                                   label="billed"))
-            return _Outcome(final, billed_failures, rejected, requests, retryable=True)
-        return _Outcome(last_ran, billed_failures[:-1], rejected, requests, retryable=True)
+    def _invoke_one(self, payload: bytes, memory_mb: int, qualifier: str) -> tuple[Invocation, bool]:
+        """One attempt at one event, and whether it ran (a refused one is billed nothing)."""
+        try:
+            return self._attempt(payload, memory_mb, qualifier), True
+        except _Rejected as exc:
+            return Invocation(None, BillingRecord(0, 0.0, 0.0, memory_mb, error=f"rejected: {exc}", label="billed")), False
 
     def invoke(self, events: list[dict[str, Any]], memory_mb: int, concurrency: int | None = None) -> LambdaInvokeBatch:
         """Invoke one function per event at ``memory_mb`` (its alias, :meth:`alias_for`), at
-        most ``concurrency`` at once."""
+        most ``concurrency`` at once, one attempt each (the module's docstring says why)."""
         if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
             raise UserError(f"concurrency must be a positive integer, got {concurrency!r}")
         started = time.perf_counter()
@@ -600,49 +524,22 @@ class LambdaBackend:
             notes.append(f"concurrency {width} capped at the function's reserved concurrency "
                          f"{self.config.reserved_concurrency}")
             width = self.config.reserved_concurrency
-        planned_width = width
-
-        outcomes: list[_Outcome | None] = [None] * len(events)
-        pending = list(range(len(events)))
-        for round_index in range(self.retry.replan_rounds + 1):
-            with ThreadPoolExecutor(max_workers=min(width, len(pending)), thread_name_prefix="lambda-invoke") as pool:
-                futures = {pool.submit(self._invoke_with_retries, payloads[i], memory_mb, qualifier): i for i in pending}
-                for future in as_completed(futures):
-                    index = futures[future]
-                    previous = outcomes[index]
-                    outcome = future.result()
-                    if previous is not None:  # keep the bill of the failed round being replaced
-                        outcome.retried_billing[:0] = previous.retried_billing + (
-                            [previous.invocation.billing] if previous.invocation.billing.billed_ms else [])
-                        outcome.rejected += previous.rejected
-                        outcome.requests += previous.requests
-                    outcomes[index] = outcome
-            pending = [i for i in pending if outcomes[i].invocation.billing.error and outcomes[i].retryable]
-            if not pending or round_index == self.retry.replan_rounds:
-                break
-            width = max(1, width // 2)
-            notes.append(
-                f"re-planned: {len(pending)} of {len(events)} invocations failed after {self.retry.max_attempts} "
-                f"attempts; re-running them at concurrency {width}, keeping the {len(events) - len(pending)} "
-                "results already gathered"
-            )
-            self._backoff(self.retry.max_attempts)
-
-        done = [o for o in outcomes if o is not None]
-        failed = sum(1 for o in done if o.invocation.billing.error)
+        with ThreadPoolExecutor(max_workers=width, thread_name_prefix="lambda-invoke") as pool:
+            outcomes = list(pool.map(lambda p: self._invoke_one(p, memory_mb, qualifier), payloads))
+        failed = sum(1 for inv, _ in outcomes if inv.billing.error)
         if failed:
-            notes.append(f"{failed} of {len(events)} invocations failed after retries and re-planning")
+            notes.append(f"{failed} of {len(events)} invocations failed")
         wall = time.perf_counter() - started
+        ran = sum(1 for _, r in outcomes if r)
         return LambdaInvokeBatch(
-            invocations=[o.invocation for o in done],
+            invocations=[inv for inv, _ in outcomes],
             wall_s=wall,
             lambda_s=wall,
             lambda_s_label="measured",
-            concurrency=planned_width,
+            concurrency=width,
             notes=notes,
-            retried_billing=[b for o in done for b in o.retried_billing],
-            rejected_attempts=sum(o.rejected for o in done),
-            requests=sum(o.requests for o in done),
+            rejected_attempts=len(outcomes) - ran,
+            requests=ran,
         )
 
     def close(self) -> None:
@@ -657,10 +554,10 @@ def alias_name(memory_mb: int) -> str:
     return f"{ALIAS_PREFIX}{memory_mb}mb"
 
 
-def _deployed(configuration: dict[str, Any]) -> dict[str, Any]:
+def _deployed(configuration: dict[str, Any]) -> tuple[Any, ...]:
     """What a version shares with ``$LATEST`` to run the same deployment: every field of
-    :data:`_DEPLOYMENT_FIELDS` (code, handler, runtime, role, environment, ...)."""
-    return {k: configuration.get(k) for k in _DEPLOYMENT_FIELDS}
+    :data:`_DEPLOYMENT_FIELDS` (code, handler, runtime, role, environment, ...), in that order."""
+    return tuple(configuration.get(k) for k in _DEPLOYMENT_FIELDS)
 
 
 def _function_error_text(kind: str, body: bytes) -> str:

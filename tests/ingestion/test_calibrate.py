@@ -189,7 +189,7 @@ def test_a_variant_whose_base_measurements_both_failed_is_compared_with_the_anch
         return Measurement(50_000.0 if config["prefetch"] == 4 else 100_000.0, label="measured")
 
     deltas, points, samples, effects = knob_deltas(space, base_cfg, Measurement(100_000.0, label="measured"), measure)
-    assert all(e["ratio"] is not None for e in effects)
+    assert all(e.ratio is not None for e in effects)
     assert deltas["prefetch"]["prefetch"][4] == pytest.approx(1 / 50_000.0 - 1 / 100_000.0)
 
 
@@ -218,7 +218,7 @@ def test_calibration_anchors_on_the_median_of_base_measurements(tmp_path, monkey
     base = space.initial()
     assert len(cal.base_samples) == 3 and cal.base_samples[0] == pytest.approx(1.2 * simulate(truth, base, node).rows_per_s)
     assert simulate(cal.model, base, node).rows_per_s == pytest.approx(simulate(truth, base, node).rows_per_s, rel=0.12)
-    assert cal.knob_effects and cal.knob_effects[0]["knob"] == "prefetch"
+    assert cal.knob_effects and cal.knob_effects[0].knob == "prefetch"
     again = Calibration.from_json(cal.to_json())
     assert again.base_samples == cal.base_samples and again.knob_effects == cal.knob_effects
 
@@ -311,3 +311,19 @@ def test_calibration_recovers_helper_cpu_and_the_two_core_ceiling_it_sets(tmp_pa
     # the same profile without the cores (a version-4 profile) misses that ceiling
     blind = replace(cal.model, stages=tuple(replace(s, helper_cpu_s_per_row=0.0) for s in cal.model.stages))
     assert simulate(blind, two, node).rows_per_s > 1.1 * simulate(truth, two, node).rows_per_s
+
+
+@pytest.mark.parametrize("overhead", [25e-6, 300e-6])
+def test_the_hand_off_overhead_is_the_root_that_explains_the_measurement(overhead: float) -> None:
+    """``fit_async_overhead`` (scipy's brentq) finds the per-element overhead a measurement was
+    made with, and books nothing for a measurement the model already explains."""
+    from ingestion.calibrate import fit_async_overhead, sequential_config
+
+    space, node = _space(), Node("n2", vcpus=2, ram_gib=8)
+    clean = replace(_truth(space), stages=tuple(replace(s, async_cpu_s_per_call=0.0) for s in _truth(space).stages))
+    config = {**sequential_config(space), "read_par": 1}
+    slowed = replace(clean, stages=tuple(replace(s, async_cpu_s_per_call=overhead) if s.name == "read" else s
+                                         for s in clean.stages))
+    measured = simulate(slowed, config, node).rows_per_s
+    assert fit_async_overhead(clean, node, "read", config, measured) == pytest.approx(overhead, rel=1e-6)
+    assert fit_async_overhead(clean, node, "read", config, simulate(clean, config, node).rows_per_s) == 0.0

@@ -12,7 +12,7 @@ rest, a botocore ``before-send`` hook on the backend's client stands in for Lamb
 plane: it checks each request, runs the real rollout handler in-process on the request's
 payload, and answers the way Lambda does (status, X-Amz-Function-Error, X-Amz-Log-Result
 with START/END/REPORT lines, 429 TooManyRequestsException), so retries, timeouts, REPORT
-parsing and re-planning are exercised through botocore's own response parsing.
+parsing and the trainer's retries of a slot are exercised through botocore's own response parsing.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import base64
 import io
 import json
 import math
-import random
 import threading
 import time
 import uuid
@@ -37,7 +36,7 @@ from botocore.awsrequest import AWSResponse, HeadersDict
 
 from serverless import s3_payload
 from serverless.invocation import LAMBDA_SYNC_PAYLOAD_LIMIT_BYTES
-from serverless.backends.lambda_backend import LambdaBackend, RetryPolicy
+from serverless.backends.lambda_backend import LambdaBackend
 from serverless.lambda_package import LAMBDA_RUNTIME, build_function_zip
 from tests.infra.test_terraform import DEV, dev_names
 from trainwise.cli import main as trainwise_main
@@ -107,11 +106,8 @@ def deployed(aws: str, tmp_path: Path) -> dict[str, Any]:
     return {"names": names, "function": function, "config_path": config_path}
 
 
-def make_backend(config_path: Path, sleeps: list[float] | None = None, **retry: Any) -> LambdaBackend:
-    policy = RetryPolicy(**{"max_attempts": 3, "base_delay_s": 0.05, "max_delay_s": 0.4, "replan_rounds": 1, **retry})
-    record = sleeps.append if sleeps is not None else (lambda _s: None)
-    return LambdaBackend.from_config_file(config_path, retry=policy, sleep=record, rng=random.Random(7),
-                                          waiter_delay_s=1)
+def make_backend(config_path: Path) -> LambdaBackend:
+    return LambdaBackend.from_config_file(config_path, waiter_delay_s=1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -559,40 +555,70 @@ def test_invoke_sends_tail_requests_and_records_billed_report_figures(deployed: 
     assert not again.invocations[0].billing.cold_start and again.invocations[0].billing.init_ms == 0.0
 
 
-def test_throttles_and_timeouts_are_retried_with_jittered_backoff(deployed: dict[str, Any]) -> None:
-    script = {0: ["throttle", "throttle", "ok"], 1: ["timeout", "ok"], 2: ["ok"]}
+def collect(backend: LambdaBackend, n: int, max_attempts: int = 4, backoff_s: float = 0.0) -> tuple[Any, Any]:
+    """One iteration of ``n`` slots through the trainer's collector (the one retry policy of a
+    Lambda call): the collector and what it collected."""
+    from serverless.rollouts import RolloutCollector, RolloutRetryPolicy
+
+    policy = RolloutRetryPolicy(max_attempts=max_attempts, backoff_s=backoff_s, backoff_cap_s=max(backoff_s, 0.4))
+    collector = RolloutCollector(backend, policy, hedge=False)
+    return collector, collector.collect(make_events(n), 1769, n, iteration=1)
+
+
+@pytest.fixture
+def collector_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The collector's backoffs between retry rounds, recorded instead of slept."""
+    import types
+
+    import serverless.rollouts
+
     sleeps: list[float] = []
-    backend = make_backend(deployed["config_path"], sleeps=sleeps)
+    monkeypatch.setattr(serverless.rollouts, "time", types.SimpleNamespace(perf_counter=time.perf_counter,
+                                                                            sleep=sleeps.append))
+    return sleeps
+
+
+def ledger_of(got: Any) -> Any:
+    from serverless.ledger import CostLedger
+    from serverless.pricing import PriceTable
+    from serverless.trainer import bill_rollouts
+
+    ledger = CostLedger(PriceTable.load())
+    bill_rollouts(ledger, got, [])
+    return ledger
+
+
+def test_throttles_and_timeouts_are_retried_by_the_collector_one_attempt_per_call(
+        deployed: dict[str, Any], collector_sleeps: list[float]) -> None:
+    script = {0: ["throttle", "throttle", "ok"], 1: ["timeout", "ok"], 2: ["ok"]}
+    backend = make_backend(deployed["config_path"])
     plane = hooked(backend, lambda actor, attempt: script[actor][attempt])
-    batch = backend.invoke(make_events(3), memory_mb=1769, concurrency=3)
-    assert [inv.billing.error for inv in batch.invocations] == [None, None, None]
-    assert plane.attempts == {0: 3, 1: 2, 2: 1}
-    assert batch.rejected_attempts == 2  # the two 429s: never ran, not billed
-    assert batch.requests == 4  # attempts that ran (each pays the request fee)
-    # The timed-out attempt ran for 3 s and was billed: it is in the ledger's retried bills.
-    assert len(batch.retried_billing) == 1
-    timed_out = batch.retried_billing[0]
-    assert timed_out.label == "billed" and timed_out.billed_ms == 3000
-    assert "Sandbox.Timedout" in timed_out.error
-    # Backoff: exponential caps with full jitter (uniform in [0, cap]), not a fixed delay.
-    assert len(sleeps) == 3
-    assert all(0.0 <= s <= 0.4 for s in sleeps) and len(set(sleeps)) == 3
+    collector, got = collect(backend, 3, backoff_s=0.05)
+    assert plane.attempts == {0: 3, 1: 2, 2: 1}  # one request per attempt: botocore retries nothing
+    assert [r["actor_id"] for r in got.results] == [0, 1, 2] and got.used_ids == [(1, 0, 2), (1, 1, 1), (1, 2, 0)]
+    tally = collector.tally
+    assert tally.retries == 3 and tally.observed["throttle"] == 2 and tally.observed["timeouts"] == 1
+    assert sorted(kind for kind, _ in got.wasted) == ["throttle", "throttle", "timeouts"]
+    timed_out = next(bill for kind, bill in got.wasted if kind == "timeouts")
+    assert timed_out.label == "billed" and timed_out.billed_ms == 3000 and "Sandbox.Timedout" in timed_out.error
+    ledger = ledger_of(got)
+    assert ledger.requests == 4  # three used and the timed-out attempt; the 429s ran nothing
+    assert ledger.fault_costs["throttle"] == {"invocations": 2, "gb_seconds": 0.0, "usd": 0.0}
+    assert ledger.fault_costs["timeouts"]["invocations"] == 1 and ledger.fault_costs["timeouts"]["usd"] > 0
+    # the collector's full-jitter backoff before each retry round: uniform in [0, 0.05 * 2^(k-1)]
+    assert len(collector_sleeps) == 2 and 0.0 <= collector_sleeps[0] <= 0.05 and 0.0 <= collector_sleeps[1] <= 0.1
 
 
-def test_persistent_failures_are_replanned_without_losing_gathered_samples(deployed: dict[str, Any]) -> None:
-    backend = make_backend(deployed["config_path"], replan_rounds=1, max_attempts=2)
+def test_a_slot_that_keeps_failing_stops_at_the_bound_without_re_running_the_others(deployed: dict[str, Any]) -> None:
+    from serverless.rollouts import RolloutsFailed
+
+    backend = make_backend(deployed["config_path"])
     plane = hooked(backend, lambda actor, attempt: "error" if actor == 2 else "ok")
-    events = make_events(4)
-    batch = backend.invoke(events, memory_mb=1769, concurrency=4)
-    ok = [inv for inv in batch.invocations if inv.billing.error is None]
-    assert [inv.result["actor_id"] for inv in ok] == [0, 1, 3]  # gathered samples kept, in event order
-    failed = batch.invocations[2]
-    assert failed.result is None and "ValueError: injected failure" in failed.billing.error
-    assert plane.attempts[2] == 4  # 2 attempts in the first round, 2 in the re-planned round
-    assert all(plane.attempts[a] == 1 for a in (0, 1, 3))  # successes were not re-run
-    assert len(batch.retried_billing) == 3 and all(b.label == "billed" for b in batch.retried_billing)
-    assert any("re-planned" in note and "concurrency 2" in note for note in batch.notes)
-    assert any("1 of 4 invocations failed" in note for note in batch.notes)
+    with pytest.raises(RolloutsFailed, match="slot 2 of iteration 1 failed 3 attempts in a row") as info:
+        collect(backend, 4, max_attempts=3)
+    assert plane.attempts == {0: 1, 1: 1, 2: 3, 3: 1}  # successes were not re-run
+    failed = [bill for kind, bill in info.value.wasted if kind == "errors"]
+    assert len(failed) == 3 and all(b.label == "billed" and b.billed_ms == 13 for b in failed)  # each ran and is paid
 
 
 def test_malformed_result_is_an_error_not_a_crash(deployed: dict[str, Any]) -> None:
@@ -607,11 +633,13 @@ def test_malformed_result_is_an_error_not_a_crash(deployed: dict[str, Any]) -> N
     batch = backend.invoke(make_events(1), memory_mb=1769)
     assert batch.invocations[0].result is None
     assert "malformed result" in batch.invocations[0].billing.error
-    assert batch.requests == 1  # not retried: the same code would return the same bytes
+    assert batch.requests == 1 and batch.rejected_attempts == 0  # one attempt: the backend never retries
 
 
 def test_offloaded_result_that_cannot_be_fetched_is_retried(deployed: dict[str, Any]) -> None:
-    backend = make_backend(deployed["config_path"], max_attempts=2, replan_rounds=0)
+    from serverless.rollouts import RolloutsFailed
+
+    backend = make_backend(deployed["config_path"])
     missing = {"trajectories_s3": {"bucket": deployed["names"]["bucket"], "key": "rollouts/trajectories/gone.npz"}}
     calls: list[int] = []
 
@@ -622,8 +650,10 @@ def test_offloaded_result_that_cannot_be_fetched_is_retried(deployed: dict[str, 
 
     backend.lambda_client.meta.events.register("before-send.lambda.Invoke", dangling_reference)
     batch = backend.invoke(make_events(1), memory_mb=1769)
-    assert "result not fetched from S3" in batch.invocations[0].billing.error
-    assert len(calls) == 2  # retried: the function may write it again
+    assert "result not fetched from S3" in batch.invocations[0].billing.error and len(calls) == 1
+    with pytest.raises(RolloutsFailed, match="result not fetched from S3"):
+        collect(backend, 1, max_attempts=2)
+    assert len(calls) == 3  # the collector retried it: the function may write it again
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,7 +5,8 @@ moto answers every request correctly, so the faults are injected with botocore's
 ``before-send`` event on the real (moto-backed) clients: a handler returns the error
 response AWS would send (S3's 503 SlowDown, Lambda's 500/502/503, 429 forever) or raises the
 connection error botocore would raise, and otherwise lets the request through to moto.
-Sleeps are recorded, not slept: botocore's own backoff for S3 and the backend's for Lambda.
+Sleeps are recorded, not slept: botocore's own backoff for S3 and the trainer's collector's for
+Lambda (the one retry policy of a Lambda call: the backend makes one attempt per call).
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ from tests.serverless.backends.test_lambda_backend import (  # noqa: F401  (fixt
     FakeLambdaDataPlane,
     _Raw,
     aws,
+    collect,
+    collector_sleeps,
     deployed,
     hooked,
+    ledger_of,
     make_backend,
     make_events,
     moto_url,
@@ -182,51 +186,74 @@ def lambda_faults(backend: Any, script: Any) -> LambdaFaults:
     return plane
 
 
-def test_lambda_5xx_and_connection_errors_are_retried_and_succeed(deployed: dict[str, Any]) -> None:
+def test_lambda_5xx_and_connection_errors_are_retried_and_succeed(deployed: dict[str, Any],
+                                                                  collector_sleeps: list[float]) -> None:
     script = {0: ["500", "ok"], 1: ["502", "503", "ok"], 2: ["reset", "ok"], 3: ["read-timeout", "ok"],
               4: ["unreachable", "ok"]}
-    sleeps: list[float] = []
-    backend = make_backend(deployed["config_path"], sleeps=sleeps, max_attempts=4)
+    backend = make_backend(deployed["config_path"])
     plane = lambda_faults(backend, lambda actor, attempt: script[actor][attempt])
-    batch = backend.invoke(make_events(5), memory_mb=1769, concurrency=5)
-    assert [inv.billing.error for inv in batch.invocations] == [None] * 5
-    assert [inv.result["actor_id"] for inv in batch.invocations] == [0, 1, 2, 3, 4]
-    assert plane.attempts == {0: 2, 1: 3, 2: 2, 3: 2, 4: 2}
-    assert batch.rejected_attempts == 6 and batch.requests == 5  # rejected attempts ran nothing, billed nothing
-    assert batch.retried_billing == []
-    assert len(sleeps) == 6 and all(0.0 <= s <= 0.4 for s in sleeps)  # jittered backoff before each retry
+    collector, got = collect(backend, 5, backoff_s=0.05)
+    assert [r["actor_id"] for r in got.results] == [0, 1, 2, 3, 4]
+    assert plane.attempts == {0: 2, 1: 3, 2: 2, 3: 2, 4: 2}  # one request per attempt, no hidden retries
+    assert collector.tally.retries == 6 and collector.tally.observed["throttle"] == 6
+    ledger = ledger_of(got)
+    assert ledger.requests == 5  # the refused attempts ran nothing and are billed nothing
+    assert ledger.fault_costs["throttle"] == {"invocations": 6, "gb_seconds": 0.0, "usd": 0.0}
+    assert len(collector_sleeps) == 2 and all(0.0 <= s <= 0.1 for s in collector_sleeps)  # jittered, per round
 
 
 def test_an_endpoint_no_attempt_reaches_is_a_clear_error(deployed: dict[str, Any]) -> None:
-    backend = make_backend(deployed["config_path"], max_attempts=3)
+    from serverless.rollouts import RolloutsFailed
+
+    backend = make_backend(deployed["config_path"])
     plane = lambda_faults(backend, lambda actor, attempt: "unreachable")
-    with pytest.raises(UserError, match="cannot reach the Lambda endpoint for region 'us-east-1'"):
-        backend.invoke(make_events(1), memory_mb=1769)
+    with pytest.raises(RolloutsFailed, match="cannot reach the Lambda endpoint for region 'us-east-1'") as info:
+        collect(backend, 1, max_attempts=3)
+    assert "\n" not in str(info.value) and "network" in str(info.value)
     assert plane.attempts == {0: 3}  # retried first, like any connection error
 
 
-def test_throttling_that_never_clears_fails_every_invocation_clearly_and_bills_nothing(deployed: dict[str, Any]) -> None:
-    sleeps: list[float] = []
-    backend = make_backend(deployed["config_path"], sleeps=sleeps, max_attempts=3, replan_rounds=2)
-    plane = lambda_faults(backend, lambda actor, attempt: "throttle")
-    batch = backend.invoke(make_events(4), memory_mb=1769, concurrency=4)
-    assert all(inv.result is None for inv in batch.invocations)
-    assert all(inv.billing.error.startswith("rejected: TooManyRequestsException") for inv in batch.invocations)
-    assert all(inv.billing.billed_ms == 0 for inv in batch.invocations) and batch.retried_billing == []
-    assert batch.requests == 0 and batch.rejected_attempts == 4 * 3 * 3  # attempts x (1 + 2 re-planned rounds)
-    assert all(n == 9 for n in plane.attempts.values())
-    # the re-planned rounds halve the concurrency; the notes say what happened
-    assert any("concurrency 2" in n for n in batch.notes) and any("concurrency 1" in n for n in batch.notes)
-    assert any("4 of 4 invocations failed after retries and re-planning" in n for n in batch.notes)
-    assert max(sleeps) <= 0.4  # every wait stays under the policy's cap
+@pytest.mark.parametrize("fault", ["throttle", "503"])
+def test_a_fault_that_never_clears_gets_the_slot_bound_of_attempts_not_a_product(deployed: dict[str, Any],
+                                                                                  fault: str) -> None:
+    """Per slot at most ``RolloutRetryPolicy.max_attempts`` requests (8), hedges included: the
+    backend makes one attempt per call, so no second backoff multiplies them (it was 4 x 8)."""
+    from serverless.rollouts import RolloutRetryPolicy, RolloutsFailed
+    from serverless.trainer import bill_faults
+
+    bound = RolloutRetryPolicy().max_attempts
+    backend = make_backend(deployed["config_path"])
+    plane = lambda_faults(backend, lambda actor, attempt: fault)
+    with pytest.raises(RolloutsFailed, match=f"failed {bound} attempts in a row") as info:
+        collect(backend, 4, max_attempts=bound)
+    assert plane.attempts == {slot: bound for slot in range(4)}
+    assert len(info.value.wasted) == 4 * bound and all(kind == "throttle" for kind, _ in info.value.wasted)
+    assert all(bill.billed_ms == 0 and bill.error.startswith("rejected: ") for _, bill in info.value.wasted)
+    ledger = ledger_of_faults(info.value.wasted, bill_faults)
+    assert ledger.requests == 0 and ledger.total_usd == 0.0  # nothing ran, nothing is billed
+    assert ledger.fault_costs["throttle"]["invocations"] == 4 * bound
 
 
-def test_a_5xx_that_never_clears_is_reported_per_invocation(deployed: dict[str, Any]) -> None:
-    backend = make_backend(deployed["config_path"], max_attempts=2, replan_rounds=0)
-    lambda_faults(backend, lambda actor, attempt: "ok" if actor == 0 else "503")
-    batch = backend.invoke(make_events(2), memory_mb=1769, concurrency=2)
+def ledger_of_faults(wasted: Any, bill_faults: Any) -> Any:
+    from serverless.ledger import CostLedger
+    from serverless.pricing import PriceTable
+
+    ledger = CostLedger(PriceTable.load())
+    bill_faults(ledger, wasted)
+    return ledger
+
+
+def test_one_call_is_one_attempt_per_event_reported_per_invocation(deployed: dict[str, Any]) -> None:
+    backend = make_backend(deployed["config_path"])
+    plane = lambda_faults(backend, lambda actor, attempt: {0: "ok", 1: "503", 2: "throttle"}[actor])
+    batch = backend.invoke(make_events(3), memory_mb=1769, concurrency=3)
+    assert plane.attempts == {0: 1, 1: 1, 2: 1}
     assert batch.invocations[0].billing.error is None
     assert batch.invocations[1].billing.error.startswith("rejected: ServiceUnavailableException")
+    assert batch.invocations[2].billing.error.startswith("rejected: TooManyRequestsException")
+    assert batch.requests == 1 and batch.rejected_attempts == 2
+    assert [inv.billing.billed_ms for inv in batch.invocations[1:]] == [0, 0]
+    assert any("2 of 3 invocations failed" in note for note in batch.notes)
 
 
 def test_aws_fixture_ignores_hostile_machine_settings(moto_url: str, monkeypatch: pytest.MonkeyPatch,
