@@ -101,18 +101,20 @@ def _dest(backend: str, option: str) -> str:
     return f"backend_option__{backend}__{option}"
 
 
-def backend_options_of(args: argparse.Namespace) -> dict[str, Any]:
-    """The options given for the chosen backend; an option of another backend is an error."""
+def backend_options_of(args: argparse.Namespace, backend: str | None = None) -> dict[str, Any]:
+    """The options given for the chosen backend (``backend``, else ``args.backend``); an
+    option of another backend is an error."""
     from serverless.backends import BACKENDS
 
+    backend = args.backend if backend is None else backend
     options: dict[str, Any] = {}
     for name in BACKENDS.names():
         for opt in BACKENDS.get(name).options:
             value = getattr(args, _dest(name, opt.name), None)
             if value is None:
                 continue
-            if name != args.backend:
-                raise UserError(f"{opt.flag(name)} applies to --backend {name}, not {args.backend}")
+            if name != backend:
+                raise UserError(f"{opt.flag(name)} applies to --backend {name}, not {backend}")
             options[opt.name] = value
     return options
 
