@@ -213,7 +213,7 @@ class SeraphRequest(RequestModel):
 
     @field_validator("backend_options")
     @classmethod
-    def _declared_options(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+    def _declared_options(cls, v: dict[str, JsonValue], info: ValidationInfo) -> dict[str, JsonValue]:
         """Options the backend declares, each of its type (``BackendEntry.options``)."""
         if "backend" in info.data:  # a bad backend is its own error
             _user_error_as_value_error(check_backend_options, info.data["backend"], v)
