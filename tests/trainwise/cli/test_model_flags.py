@@ -67,3 +67,15 @@ def test_a_failed_check_names_the_flag_and_help_comes_from_the_description() -> 
         request_from_flags(Toy, _parser().parse_args(["--who", "x", "--count", "0"]))
     helps = {a.dest: a.help for a in _parser()._actions}
     assert helps["count"] == "how many (default 3)" and helps["name"] == "who it is"
+
+
+def test_building_the_cli_loads_no_engine() -> None:
+    """The request models the flags come from are light: ``trainwise --help`` and an input
+    error answer without numpy, scipy, gymnasium, torch or TensorFlow loaded."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from trainwise.cli import build_parser; build_parser(); "
+            "print(sorted(m for m in ('numpy', 'scipy', 'gymnasium', 'torch', 'tensorflow') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == "[]", out.stdout
