@@ -75,14 +75,19 @@ def _faults(value: Any) -> "FaultSpec | None":
 def _baseline(value: Any) -> BaselineConfig:
     if isinstance(value, BaselineConfig):
         return value
+    if isinstance(value, Mapping):  # its JSON object (to_dict's): the same keys as the text, whole numbers
+        unknown = sorted(map(str, set(value) - {"actors", "memory_mb", "batch", "steps_per_env"}))
+        if unknown:
+            raise ValueError(f"unknown key(s) {unknown}; allowed: actors, memory_mb, batch, steps_per_env")
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in value.values()):
+            raise ValueError(f"must map actors, memory_mb, batch[, steps_per_env] to whole numbers, got {dict(value)!r}")
+        value = ",".join(f"{key}={number}" for key, number in value.items())
+    if not isinstance(value, str):
+        raise ValueError(f"must be 'actors=A,memory=M,batch=B[,steps_per_env=N]', got {value!r}")
     try:
-        if isinstance(value, str):
-            return BaselineConfig.parse(value)
-        if isinstance(value, Mapping) and set(value) <= {"actors", "memory_mb", "batch", "steps_per_env"}:
-            return BaselineConfig(**value)
-    except (BaselineConfigError, TypeError) as exc:
+        return BaselineConfig.parse(value)
+    except BaselineConfigError as exc:
         raise ValueError(str(exc)) from None
-    raise ValueError(f"must be 'actors=A,memory=M,batch=B[,steps_per_env=N]', got {value!r}")
 
 
 def _user_error_as_value_error(check: Callable[..., Any], *args: Any) -> None:

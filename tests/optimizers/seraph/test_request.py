@@ -53,3 +53,15 @@ def test_the_request_is_frozen() -> None:
     request = SeraphRequest("CartPole-v1", 475)
     with pytest.raises(ValidationError, match="frozen"):
         request.seed = 3  # type: ignore[misc]
+
+
+def test_the_baseline_configuration_comes_as_text_or_as_its_json_object() -> None:
+    from optimizers.seraph.baseline import BaselineConfig
+
+    text = SeraphRequest("CartPole-v1", 475, baseline_config="actors=4,memory=1769,batch=2048")
+    assert text.baseline_config == BaselineConfig(4, 1769, 2048, 512)
+    assert SeraphRequest("CartPole-v1", 475, baseline_config=text.to_dict()["baseline_config"]) == text
+    with pytest.raises(RequestError, match=r"^baseline_config: unknown key\(s\) \['actorz'\]"):
+        SeraphRequest("CartPole-v1", 475, baseline_config={"actorz": 4, "memory_mb": 1769, "batch": 2048})
+    with pytest.raises(RequestError, match=r"^baseline_config: must map .* to whole numbers"):
+        SeraphRequest("CartPole-v1", 475, baseline_config={"actors": 2.5, "memory_mb": 1769, "batch": 2048})
