@@ -22,9 +22,10 @@ location already reads ``rl.inject_faults``; :func:`problem_of` words both the s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, Mapping, Self
+from typing import Any, Callable, ClassVar, Mapping, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic.json_schema import JsonDict
 
 from core.errors import UserError, field_name
 
@@ -78,20 +79,34 @@ def problem_of(error: Mapping[str, Any], allowed: list[str] | None = None) -> st
     return msg
 
 
+def _choices_as_enums(schema: JsonDict, model: type[BaseModel]) -> None:
+    """The JSON schema (a flow's run form) offers a registry's names as a drop-down, read when
+    the schema is made."""
+    for name, names in getattr(model, "choices", {}).items():
+        field = model.model_fields.get(name)
+        props = schema.get("properties")
+        prop = props.get((field.alias if field else None) or name) if isinstance(props, dict) else None
+        if isinstance(prop, dict):
+            prop["enum"] = list(names())
+
+
 class RequestModel(BaseModel):
     """The base of every request: frozen, unknown fields refused, NaN and infinity refused,
     each field settable by its own name or by its YAML key.
 
     A subclass sets :attr:`renames` (and ``model_config = ConfigDict(alias_generator=
     renames.key)`` so YAML keys are the aliases), :attr:`what` (how an error names the
-    request) and :attr:`positional` (the fields a caller may give by position)."""
+    request), :attr:`positional` (the fields a caller may give by position) and
+    :attr:`choices` (the fields whose values a registry names: the flag's help and the run
+    form list them)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, validate_by_name=True,
-                              validate_by_alias=True)
+                              validate_by_alias=True, json_schema_extra=_choices_as_enums)
 
     renames: ClassVar[Renames] = Renames()
     what: ClassVar[str] = "request"
     positional: ClassVar[tuple[str, ...]] = ()
+    choices: ClassVar[dict[str, Callable[[], tuple[str, ...]]]] = {}
 
     def __init__(self, /, *args: Any, **data: Any) -> None:
         if len(args) > len(self.positional):

@@ -17,8 +17,9 @@
   payload by contract), the PPO learner's and the checkpoints' state (npz/JSON records),
   and the values still passed as dicts between the trainer, the pilot and the accounting
   (``serverless/trainer.py``, ``optimizers/seraph/pilot.py``, ``tasks/rl.py``,
-  ``optimizers/tuning.py``): the run-shape work of issue 44 types those. Lower the ceiling
-  when you remove some; never raise it to let a new one in.
+  ``optimizers/tuning.py``), which one typed run shape and a typed ``PPOConfig`` in the
+  workload would replace. Lower the ceiling when you remove some; never raise it to let a
+  new one in.
 """
 
 from __future__ import annotations
@@ -170,6 +171,8 @@ def test_the_flows_rl_parameter_is_the_request_model(flow: str) -> None:
     assert set(rl) == {RENAMES.key(name) for name in SeraphRequest.model_fields} | {"baselines"}
     for name, field in SeraphRequest.model_fields.items():
         assert rl[RENAMES.key(name)].get("description") == field.description, name
+    for name, names in SeraphRequest.choices.items():  # a registry's names, as the form's drop-down
+        assert rl[name]["enum"] == list(names()), name
 
 
 def test_no_other_class_redefines_the_request() -> None:

@@ -117,7 +117,7 @@ class SeraphRequest(RequestModel):
     renames: ClassVar[Renames] = RENAMES
     what: ClassVar[str] = "Seraph request"
     positional: ClassVar[tuple[str, ...]] = ("env_id", "target_reward")
-    #: The values a field takes from a registry, read when asked (a registration made after import counts).
+    #: The fields a registry names the values of, read when asked (a registration made after import counts).
     choices: ClassVar[dict[str, Callable[[], tuple[str, ...]]]] = {
         "objective": OBJECTIVES.names, "backend": tunable_backends, "architecture": ARCHITECTURES.names,
     }

@@ -49,7 +49,7 @@ def flags_of(model: type[RequestModel], skip: tuple[str, ...] = ()) -> dict[str,
 
 def _help(model: type[RequestModel], name: str, field: FieldInfo) -> str:
     text = field.description or name.replace("_", " ")
-    choices = getattr(model, "choices", {}).get(name)
+    choices = model.choices.get(name)
     if choices is not None:
         text += f": {' | '.join(choices())}"
     if isinstance(field.default, (str, int, float)) and not isinstance(field.default, bool):
