@@ -42,9 +42,10 @@ def flag_type(field: FieldInfo) -> Callable[[str], Any] | type[bool]:
     return str
 
 
-def flags_of(model: type[RequestModel], skip: tuple[str, ...] = ()) -> dict[str, str]:
-    """Field -> flag, for every field of ``model`` but ``skip``."""
-    return {name: model.renames.flag(name) for name in model.model_fields if name not in skip}
+def flags_of(model: type[RequestModel], skip: tuple[str, ...] = (), only: tuple[str, ...] | None = None) -> dict[str, str]:
+    """Field -> flag, for every field of ``model`` (or ``only`` those) but ``skip``."""
+    return {name: model.renames.flag(name) for name in model.model_fields
+            if name not in skip and (only is None or name in only)}
 
 
 def _help(model: type[RequestModel], name: str, field: FieldInfo) -> str:
@@ -57,9 +58,11 @@ def _help(model: type[RequestModel], name: str, field: FieldInfo) -> str:
     return text.replace("%", "%%")
 
 
-def add_request_flags(parser: argparse.ArgumentParser, model: type[RequestModel], skip: tuple[str, ...] = ()) -> None:
-    """One flag per field of ``model`` (but ``skip``), each read back by :func:`request_from_flags`."""
-    for name, flag in flags_of(model, skip).items():
+def add_request_flags(parser: argparse.ArgumentParser, model: type[RequestModel], skip: tuple[str, ...] = (),
+                      only: tuple[str, ...] | None = None) -> None:
+    """One flag per field of ``model`` (or ``only`` those) but ``skip``, each read back by
+    :func:`request_from_flags`."""
+    for name, flag in flags_of(model, skip, only).items():
         field = model.model_fields[name]
         kind, help_text = flag_type(field), _help(model, name, field)
         if kind is bool:

@@ -28,13 +28,15 @@ if TYPE_CHECKING:
 #: The request fields no flag of their own sets: the backend's options come from the flags
 #: each backend declares (``--lambda-config``), named in an error by ``--backend``.
 SET_OTHERWISE = {"backend_options": "--backend"}
+#: The request fields a command that runs one request per seed sets itself.
+PER_RUN = ("seed", "faults")
 #: The flags of the run, not of the request.
 RUN_FLAGS = ("--reprofile", "--plan-only", "--png", "--json-out")
 
 
 def register(rl_sub: argparse._SubParsersAction) -> None:
     from optimizers.seraph.request import SeraphRequest
-    from trainwise.cli import add_backend_options, add_json_out
+    from trainwise.cli import add_json_out
     from trainwise.cli.model_flags import add_request_flags
 
     p = rl_sub.add_parser(
@@ -42,13 +44,24 @@ def register(rl_sub: argparse._SubParsersAction) -> None:
         help="Seraph: choose (and re-choose) actor functions, memory and batch to reach a reward cheaply or fast",
         description=__doc__.split("\n\n")[0],
     )
-    add_request_flags(p, SeraphRequest, skip=tuple(SET_OTHERWISE))
-    add_backend_options(p, tunable_backends())
+    add_request_args(p)
+    add_request_flags(p, SeraphRequest, only=PER_RUN)
     p.add_argument("--reprofile", action="store_true", help="ignore a cached profile and profile again")
     p.add_argument("--plan-only", action="store_true", help="print the plan and the predicted Pareto front; do not train")
     p.add_argument("--png", type=Path, default=None, help="where to draw the Pareto front (default: next to --json-out)")
     add_json_out(p)
     p.set_defaults(handler=handle)
+
+
+def add_request_args(p: argparse.ArgumentParser) -> None:
+    """The flags of a Seraph request but :data:`PER_RUN`'s, generated from
+    :class:`~optimizers.seraph.request.SeraphRequest`, and each backend's options."""
+    from optimizers.seraph.request import SeraphRequest
+    from trainwise.cli import add_backend_options
+    from trainwise.cli.model_flags import add_request_flags
+
+    add_request_flags(p, SeraphRequest, skip=(*SET_OTHERWISE, *PER_RUN))
+    add_backend_options(p, tunable_backends())
 
 
 def build_request(args: argparse.Namespace) -> "SeraphRequest":
