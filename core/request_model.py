@@ -124,9 +124,12 @@ class RequestModel(BaseModel):
 
     @classmethod
     def error_of(cls, exc: ValidationError) -> RequestError:
-        """The first failed check of ``exc`` as a :class:`RequestError` on its field."""
+        """The first failed check of ``exc`` as a :class:`RequestError` on its field (by the
+        field's own name, whichever name the caller set it by)."""
         error = exc.errors()[0]
-        field = ".".join(field_name(p) for p in error["loc"]) or "(request)"
+        by_alias = {f.alias: name for name, f in cls.model_fields.items() if f.alias}
+        loc = [by_alias.get(p, p) if i == 0 else p for i, p in enumerate(error["loc"])]
+        field = ".".join(field_name(p) for p in loc) or "(request)"
         problem = problem_of(error)
         if error["type"] == "extra_forbidden":
             problem = f"unknown {cls.what} field; allowed: {sorted(cls.model_fields)}"

@@ -15,6 +15,9 @@ def test_a_fault_spec_is_parsed_once_where_the_request_is_made() -> None:
     with pytest.raises(RequestError, match=r"^faults: errors must be a rate in \[0, 1\)") as err:
         SeraphRequest.from_dict({"env_id": "CartPole-v1", "target_reward": 475, "faults": "errors=2"})
     assert str(err.value.named("--inject-faults")).startswith("--inject-faults: errors must be")
+    with pytest.raises(RequestError) as by_key:  # set by its YAML key, the error still names the field
+        SeraphRequest.from_dict({"env_id": "CartPole-v1", "target_reward": 475, "inject_faults": "errors=2"})
+    assert by_key.value.field == "faults"
     # the model parses the text itself (the CLI, the YAML and from_dict hand it the text); its
     # value is the parsed spec, whichever way it came in
     assert SeraphRequest("CartPole-v1", 475, faults="errors=0.1,seed=2").faults == request.faults
