@@ -7,6 +7,11 @@ such a file holds). Prefect derives the deployment's parameter schema from the f
 signature, so the UI's custom-run page shows ``workload`` as a form: its sections, each
 field with its description and default, and choices as drop-downs. A ``workload`` given
 wins over ``config``; it passes the same checks as a file (:func:`optimizers.spec.parse_spec`).
+
+The form's ``rl`` section is the Seraph request model itself
+(:class:`~optimizers.seraph.request.SeraphRequest`, through :class:`~optimizers.spec.RLSpec`):
+its fields, descriptions, defaults and YAML keys are the ones ``trainwise rl tune``'s flags are
+generated from, so the flow's parameters cannot drift from the CLI's (``tests/test_code_shape.py``).
 """
 
 from __future__ import annotations

@@ -28,8 +28,11 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
 
 from core.errors import UserError, field_name
+from core.request_model import problem_of
+from optimizers.seraph.request import SeraphRequest
 
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 
@@ -41,80 +44,23 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
-class RLSpec(_Strict):
-    """The RL job Seraph tunes: what to train, to which reward, optimising what.
+class RLSpec(SeraphRequest):
+    """The ``rl:`` section: the RL job Seraph tunes, which is a
+    :class:`~optimizers.seraph.request.SeraphRequest` (its fields, defaults, YAML keys and
+    checks; its errors read ``rl.<key>``), plus the fixed configurations the flow also
+    trains for comparison."""
 
-    Types are checked here; values by :class:`~optimizers.seraph.request.SeraphRequest`
-    (:meth:`request`), whose errors :func:`parse_spec` names as ``rl.<field>``."""
+    model_config = ConfigDict(title="RLSpec")
 
-    env_id: str = Field("CartPole-v1", description="a Gymnasium environment id, or the user's own env as "
-                        "'module:EnvId' (the module, importable from PYTHONPATH, registers EnvId)")
-    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for gymnasium.make, "
-                                       "plain values (checked by SeraphRequest)")
-    target_reward: float = Field(description="mean episode return at which training counts as done")
-    max_steps: int | None = Field(
-        None, description="environment steps after which training gives up (default: 3x the env preset's)"
-    )
-    backend: str = Field("local", description="where rollout functions run: a function backend Seraph's tuner "
-                         "runs on (serverless.backends.BACKENDS: the local Lambda emulator, Ray or AWS Lambda; "
-                         "checked by SeraphRequest)")
-    backend_options: dict[str, Any] = Field(default_factory=dict, description="the backend's own options, as "
-                                            "`rl train` takes them (lambda: {lambda_config: FILE}; checked by "
-                                            "SeraphRequest)")
-    architecture: str = Field("x86_64", description="the Lambda architecture priced (serverless.architectures."
-                              "ARCHITECTURES; checked by SeraphRequest)")
-    objective: str = Field("cost", description="a Seraph objective (optimizers.seraph.objectives.OBJECTIVES): "
-                           "least cost, least time, or a weighted balance")
-    weight: float = Field(0.5, description="balanced objective: the weight of cost (1 - weight goes to time)")
-    deadline_s: float | None = Field(None, description="constraint: finish within this many seconds")
-    budget_usd: float | None = Field(None, description="constraint: spend at most this many dollars")
-    retune: bool = Field(True, description="re-plan the configuration during training (dynamic re-tuning)")
-    replan_every: int = Field(3, description="re-plan every this many training iterations")
     baselines: list[Literal["static"]] = Field(
         default_factory=list,
         description="fixed configurations also trained to the target, for comparison "
         "(static: RLlib's PPO defaults mapped to functions, 2 actors x 1,769 MB, batch 4,000)",
     )
-    seed: int = 0
-    baseline_config: str | None = Field(
-        None,
-        description="the configuration you would otherwise run, 'actors=A,memory=M,batch=B[,steps_per_env=N]' "
-        "(default: the static default, actors=2,memory=1769,batch=4000,steps_per_env=2000); Seraph leaves it only "
-        "for a predicted saving that holds with its model's error added",
-    )
-    inject_faults: str | None = Field(
-        None,
-        description="inject faults into the rollout functions, e.g. 'errors=0.1,timeouts=0.05,stragglers=0.1,"
-        "throttle=0.1,seed=1' (serverless.backends.faults.FaultSpec)",
-    )
 
-    def request(self) -> Any:
-        """This job as a :class:`~optimizers.seraph.request.SeraphRequest`: the request's checks
-        are the only checks of these fields (a failed one is a ``RequestError`` naming the field)."""
-        from optimizers.seraph.request import SeraphRequest, parse_baseline_config, parse_faults
-
-        fields = ("env_id", "target_reward", "objective", "weight", "deadline_s", "budget_usd", "backend",
-                  "architecture", "seed", "max_steps", "replan_every", "retune")
-        extra = {} if self.baseline_config is None else {"baseline_config": parse_baseline_config(self.baseline_config)}
-        return SeraphRequest(**{f: getattr(self, f) for f in fields}, faults=parse_faults(self.inject_faults),
-                             env_kwargs=dict(self.env_kwargs), backend_options=dict(self.backend_options), **extra)
-
-    @field_validator("env_id")
-    @classmethod
-    def _known_env(cls, v: str) -> str:
-        import gymnasium
-
-        if ":" in v:  # the user's own module: importable, and registers the env
-            from serverless.envs import check_env_id
-
-            try:
-                check_env_id(v)
-            except UserError as exc:
-                raise ValueError(str(exc)) from None
-        elif v not in gymnasium.registry:
-            close = [k for k in gymnasium.registry if v.split("-")[0].lower() in k.lower()][:5]
-            raise ValueError(f"unknown Gymnasium environment {v!r}" + (f"; did you mean one of {close}?" if close else ""))
-        return v
+    def request(self) -> SeraphRequest:
+        """This job's request (every field of it, checked already)."""
+        return SeraphRequest.model_construct(**{name: getattr(self, name) for name in SeraphRequest.model_fields})
 
 
 class DataSpec(_Strict):
@@ -199,20 +145,11 @@ def _check_optimizer_names(names: list[str]) -> None:
             raise ValueError(INGESTION_OPTIMIZERS.unknown(name))
 
 
-def _describe(err: dict[str, Any], model: type[BaseModel]) -> str:
+def _describe(err: ErrorDetails, model: type[BaseModel]) -> str:
     loc = ".".join(field_name(p) for p in err["loc"]) or "(top level)"
-    msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        msg = "unknown field"
-        parent = _model_at(model, err["loc"][:-1])
-        if parent is not None:
-            msg += f"; allowed fields here: {sorted(parent.model_fields)}"
-    elif err["type"] == "missing":
-        msg = "field required"
-    if "input" in err and err["type"] not in ("missing", "extra_forbidden") and not isinstance(err["input"], dict):
-        if repr(err["input"]) not in msg:
-            msg += f" (got {err['input']!r})"
-    return f"{loc}: {msg}"
+    parent = _model_at(model, err["loc"][:-1]) if err["type"] == "extra_forbidden" else None
+    allowed = None if parent is None else sorted(f.alias or name for name, f in parent.model_fields.items())
+    return f"{loc}: {problem_of(err, allowed)}"
 
 
 def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
@@ -230,10 +167,6 @@ def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] |
     return current
 
 
-#: The ``rl:`` field that sets a request field, where the names differ.
-_RL_FIELD_OF_REQUEST = {"faults": "inject_faults"}
-
-
 def parse_spec(data: Any, source: str = "workload") -> WorkloadSpec:
     """Validate already-parsed YAML/JSON; raise UserError naming every bad field."""
     if not isinstance(data, dict):
@@ -243,14 +176,6 @@ def parse_spec(data: Any, source: str = "workload") -> WorkloadSpec:
     except ValidationError as exc:
         problems = [_describe(e, WorkloadSpec) for e in exc.errors()]
         raise UserError(f"{source}: invalid workload spec: " + "; ".join(problems)) from None
-    if spec.rl is not None:
-        from optimizers.seraph.request import RequestError
-
-        try:  # Seraph's own checks, the same as the CLI's and Python's
-            spec.rl.request()
-        except RequestError as exc:
-            name = _RL_FIELD_OF_REQUEST.get(exc.field, exc.field)
-            raise UserError(f"{source}: invalid workload spec: " + str(exc.named(f"rl.{name}"))) from None
     return spec
 
 

@@ -40,6 +40,7 @@ FIELD_NAMES = [
     "architecture", "objective", "weight", "deadline_s", "budget_usd", "retune", "replan_every", "baselines",
     "seed", "data", "path", "rows", "cpu_budget", "optimizer", "time_budget_s", "verify_window_s",
     "verify_repeats", "batch_size", "profile_window_s", "profile_ttl_hours", "target_reword",
+    "steps_per_env", "inject_faults", "baseline_config", "env_kwargs", "backend_options",
 ]
 scalars = st.one_of(
     st.none(),
@@ -67,7 +68,8 @@ def _plausible_workload() -> st.SearchStrategy[dict[str, Any]]:
     good = {"name": "demo", "rl": {"env_id": "CartPole-v1", "target_reward": 150},
             "ingestion": {"data": {"rows": 50_000}, "time_budget_s": 30, "baselines": ["autotune"]}}
     paths = [("name",), ("concurrency",), ("rl", "target_reward"), ("rl", "max_steps"), ("rl", "weight"),
-             ("rl", "deadline_s"), ("rl", "env_id"), ("rl", "seed"), ("rl", "baselines"), ("ingestion", "time_budget_s"),
+             ("rl", "deadline_s"), ("rl", "env_id"), ("rl", "seed"), ("rl", "baselines"), ("rl", "steps_per_env"),
+             ("rl", "inject_faults"), ("rl", "baseline_config"), ("rl", "replan_every"), ("ingestion", "time_budget_s"),
              ("ingestion", "data", "rows"), ("ingestion", "baselines"), ("ingestion", "cpu_budget"),
              ("cache", "profile_ttl_hours")]
 
@@ -377,7 +379,8 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str], dict[str, str]]] = {
     ("rl", "tune"): (["--env", "CartPole-v1", "--target-reward", "100", "--objective", "cost"], {
         "--env": TEXT, "--target-reward": FLOAT, "--objective": TEXT, "--weight": FLOAT, "--deadline-s": FLOAT,
         "--budget-usd": FLOAT, "--backend": TEXT, "--architecture": TEXT, "--seed": INT, "--max-steps": INT,
-        "--steps-per-env": INT, "--replan-every": INT}),
+        "--steps-per-env": INT, "--replan-every": INT, "--inject-faults": TEXT, "--baseline-config": TEXT,
+        "--env-kwargs": TEXT}),
     ("ingest", "gen-data"): (["--rows", "1000", "--format", "tsv", "--out", "{root}/new"], {
         "--rows": INT, "--format": TEXT, "--out": PATH, "--shards": INT, "--seed": INT}),
     ("ingest", "tune"): (["--data", "{data}", "--optimizer", "grid"], {

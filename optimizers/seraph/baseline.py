@@ -18,10 +18,12 @@ out (one env per function).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.errors import UserError
-from optimizers.seraph.models import RunShape
+
+if TYPE_CHECKING:  # the models load numpy and scipy; the request (and so the CLI's help) imports this module
+    from optimizers.seraph.models import RunShape
 
 #: Lambda's memory range (AWS Lambda docs): 128 MB to 10,240 MB.
 MEMORY_RANGE_MB = (128, 10240)
@@ -63,6 +65,8 @@ class BaselineConfig:
 
     @property
     def shape(self) -> RunShape:
+        from optimizers.seraph.models import RunShape
+
         return RunShape(self.actors, self.memory_mb, self.batch)
 
     @property

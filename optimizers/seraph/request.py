@@ -1,167 +1,232 @@
-"""What a user asks Seraph for: one frozen request, validated once.
+"""What a user asks Seraph for: one frozen request model, the one definition of its fields.
 
-The CLI (``trainwise rl tune``), the workload spec (``rl:`` in YAML) and Python callers all
-build a :class:`SeraphRequest`; its checks are the one validation path. A failed check
-raises :class:`RequestError`, which names the request's field (``objective``) and the
-problem; each front end re-labels the field as its user wrote it (``--objective`` on the
-command line, ``rl.objective`` in a workload file) with :meth:`RequestError.named`.
+:class:`SeraphRequest` holds each field's type, default, description and check. The CLI's
+``trainwise rl tune`` flags and help are generated from it (``trainwise.cli.model_flags``),
+a workload file's ``rl:`` section is validated by it (``optimizers.spec.RLSpec`` adds the
+flow's comparison runs), and the flows take it as their typed parameter. The few names a
+front end spells otherwise are in :data:`RENAMES`.
+
+A failed check raises :class:`~core.request_model.RequestError`, which names the request's
+field (``objective``) and the problem; each front end re-labels the field as its user wrote
+it (``--objective`` on the command line, ``rl.objective`` in a workload file).
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, Callable, ClassVar, Mapping
+
+from pydantic import ConfigDict, Field, JsonValue, PlainSerializer, PlainValidator, ValidationInfo, WithJsonSchema
+from pydantic import field_validator
 
 from core.errors import UserError
-from serverless.architectures import ARCHITECTURES
-from serverless.backends import check_backend_options, check_tunable_backend
+from core.request_model import Rename, Renames, RequestError, RequestModel
 from optimizers.seraph.baseline import STATIC_DEFAULT_CONFIG, BaselineConfig, BaselineConfigError
+from optimizers.seraph.defaults import DEFAULT_STEPS_PER_ENV
 from optimizers.seraph.objectives import OBJECTIVES, Objective
+from serverless.architectures import ARCHITECTURES, DEFAULT_ARCHITECTURE
+from serverless.backends import check_backend_options, check_tunable_backend, tunable_backends
 
 if TYPE_CHECKING:  # the fault injector loads numpy; the CLI imports this module to build its help
     from serverless.backends.faults import FaultSpec
 
+__all__ = ["MIN_MAX_STEPS", "RENAMES", "RequestError", "SeraphRequest", "parse_baseline_config", "parse_faults"]
+
 #: The smallest step cap a request may set: a pilot alone runs several thousand steps.
 MIN_MAX_STEPS = 1000
 
-
-class RequestError(UserError):
-    """A request field the checks refused: ``field`` and what is wrong with it."""
-
-    def __init__(self, field: str, problem: str) -> None:
-        self.field = field
-        self.problem = problem
-        super().__init__(f"{field}: {problem}")
-
-    def named(self, name: str) -> UserError:
-        """The same error with the field called ``name`` (as the user wrote it)."""
-        return UserError(f"{name}: {self.problem}")
+#: Where a front end names a request field otherwise than the model does (the one table).
+RENAMES = Renames(
+    env_id=Rename(flag="--env"),
+    retune=Rename(flag="--no-retune"),
+    faults=Rename(flag="--inject-faults", key="inject_faults"),
+)
 
 
-@dataclass(frozen=True)
-class SeraphRequest:
+def parse_faults(text: Any) -> "FaultSpec | None":
+    """A fault spec from its text form (``--inject-faults``, ``rl.inject_faults``, a stored
+    request), parsed by :meth:`~serverless.backends.faults.FaultSpec.parse`; a spec passes,
+    None stays None; a bad one is a :class:`RequestError` on ``faults``."""
+    try:
+        return _faults(text)
+    except ValueError as exc:
+        raise RequestError("faults", str(exc)) from None
+
+
+def parse_baseline_config(text: Any) -> BaselineConfig:
+    """A baseline configuration from its text form (``--baseline-config``, ``rl.baseline_config``)
+    or its JSON object (a stored request); a bad one is a :class:`RequestError` on ``baseline_config``."""
+    try:
+        return _baseline(text)
+    except ValueError as exc:
+        raise RequestError("baseline_config", str(exc)) from None
+
+
+def _faults(value: Any) -> "FaultSpec | None":
+    from serverless.backends.faults import FaultSpec
+
+    if value is None or isinstance(value, FaultSpec):
+        return value
+    try:
+        return FaultSpec.parse(value)
+    except UserError as exc:
+        raise ValueError(str(exc).removeprefix("fault spec: ")) from None
+
+
+def _baseline(value: Any) -> BaselineConfig:
+    if isinstance(value, BaselineConfig):
+        return value
+    if isinstance(value, Mapping):  # its JSON object (to_dict's): the same keys as the text, whole numbers
+        unknown = sorted(map(str, set(value) - {"actors", "memory_mb", "batch", "steps_per_env"}))
+        if unknown:
+            raise ValueError(f"unknown key(s) {unknown}; allowed: actors, memory_mb, batch, steps_per_env")
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in value.values()):
+            raise ValueError(f"must map actors, memory_mb, batch[, steps_per_env] to whole numbers, got {dict(value)!r}")
+        value = ",".join(f"{key}={number}" for key, number in value.items())
+    if not isinstance(value, str):
+        raise ValueError(f"must be 'actors=A,memory=M,batch=B[,steps_per_env=N]', got {value!r}")
+    try:
+        return BaselineConfig.parse(value)
+    except BaselineConfigError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _user_error_as_value_error(check: Callable[..., Any], *args: Any) -> None:
+    """Run a registry's check: its UserError is this field's problem (pydantic reports a ValueError)."""
+    try:
+        check(*args)
+    except UserError as exc:
+        raise ValueError(str(exc)) from None
+
+
+#: A fault spec: parsed from its text, written back as its text.
+Faults = Annotated[
+    Any, PlainValidator(_faults), PlainSerializer(lambda f: None if f is None else f.describe(), when_used="json"),
+    WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "null"}]}),
+]
+#: A baseline configuration: parsed from its text or its JSON object, written as the object.
+Baseline = Annotated[
+    BaselineConfig, PlainValidator(_baseline), PlainSerializer(lambda b: b.as_dict(), when_used="json"),
+    WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "object"}]}),
+]
+
+
+class SeraphRequest(RequestModel):
     """Train ``env_id`` to ``target_reward`` for ``objective`` under the constraints."""
 
-    env_id: str
-    target_reward: float
-    objective: str = "cost"
-    weight: float = 0.5  # balanced only: the weight of cost (1 - weight goes to time)
-    deadline_s: float | None = None  # the modelled time to the target must not exceed this
-    budget_usd: float | None = None  # the modelled cost to the target must not exceed this
-    backend: str = "local"
-    architecture: str = "x86_64"
-    seed: int = 0
-    max_steps: int | None = None  # env-step cap; None: three times the env preset's
-    # env slot length; None: Seraph chooses between the baseline's layout and slots of
-    # DEFAULT_STEPS_PER_ENV (optimizers.seraph.layout); 0: one env per function
-    steps_per_env: int | None = None
-    # the configuration the user would otherwise run: always a candidate (optimizers.seraph.baseline)
-    baseline_config: BaselineConfig = STATIC_DEFAULT_CONFIG
-    replan_every: int = 3  # iterations between re-plans
-    retune: bool = True  # re-plan during training
-    faults: "FaultSpec | None" = None  # faults injected into the rollout functions (text: parse_faults)
-    env_kwargs: dict[str, Any] = field(default_factory=dict)  # gymnasium.make(env_id, **env_kwargs)
-    backend_options: dict[str, Any] = field(default_factory=dict)  # the backend's own (lambda_config, ...)
+    model_config = ConfigDict(alias_generator=RENAMES.key, title="SeraphRequest")
+    renames: ClassVar[Renames] = RENAMES
+    what: ClassVar[str] = "Seraph request"
+    positional: ClassVar[tuple[str, ...]] = ("env_id", "target_reward")
+    #: The fields a registry names the values of, read when asked (a registration made after import counts).
+    choices: ClassVar[dict[str, Callable[[], tuple[str, ...]]]] = {
+        "objective": OBJECTIVES.names, "backend": tunable_backends, "architecture": ARCHITECTURES.names,
+    }
 
-    checked_fields: ClassVar[tuple[str, ...]] = (
-        "objective", "weight", "deadline_s", "budget_usd", "backend", "architecture", "target_reward",
-        "max_steps", "replan_every", "steps_per_env", "seed", "baseline_config", "faults", "env_kwargs",
-        "backend_options",
-    )
+    env_id: str = Field("CartPole-v1", description=(
+        "a Gymnasium env id (Box observations; Discrete or Box actions), e.g. CartPole-v1, or your own env as "
+        "module:EnvId (the module, importable from PYTHONPATH, registers EnvId)"))
+    target_reward: float = Field(description="the mean recent episode return at which training counts as done")
+    objective: str = Field("cost", description="what to optimise: least cost, least time, or a weighted balance "
+                           "(Lambda Power Tuning's names)")
+    weight: float = Field(0.5, description="balanced only: the weight of cost in [0, 1] (1 - weight goes to time)")
+    deadline_s: float | None = Field(None, description="constraint: the modelled time to the target must not exceed this")
+    budget_usd: float | None = Field(None, description="constraint: the modelled cost to the target must not exceed this")
+    backend: str = Field("local", description="where rollout functions run: the local Lambda emulator, Ray or AWS Lambda")
+    architecture: str = Field(DEFAULT_ARCHITECTURE, description="the Lambda architecture priced")
+    seed: int = Field(0, description="the training seed")
+    max_steps: int | None = Field(None, description="env steps after which training gives up (default: 3x the env "
+                                  "preset's)")
+    steps_per_env: int | None = Field(None, description=(
+        "fix the rollout layout: envs of about N steps each, so the actor count does not change learning (0: one env "
+        f"per actor; default: Seraph chooses between the baseline's layout and {DEFAULT_STEPS_PER_ENV})"))
+    baseline_config: Baseline = Field(STATIC_DEFAULT_CONFIG, description=(
+        "the configuration you would otherwise run, always a candidate: 'actors=A,memory=M,batch=B[,steps_per_env=N]' "
+        f"(default: the static default, {STATIC_DEFAULT_CONFIG.describe()}); Seraph leaves it only for a predicted "
+        "saving that holds with its model's error added"))
+    replan_every: int = Field(3, description="re-plan every this many training iterations")
+    retune: bool = Field(True, description="re-plan the configuration during training (off: keep the first plan)")
+    faults: Faults = Field(None, description=(
+        "inject faults into the rollout functions, e.g. errors=0.1,timeouts=0.05,stragglers=0.1,throttle=0.1,seed=1 "
+        "(rates in [0, 1); optional slowdown=K for stragglers, timeout_s=T for the billed function timeout)"))
+    env_kwargs: dict[str, JsonValue] = Field(default_factory=dict, description=(
+        "keyword arguments for gymnasium.make, a JSON object of plain values such as {\"speed\": 0.2}"))
+    backend_options: dict[str, JsonValue] = Field(default_factory=dict, description=(
+        "the backend's own options, as `rl train` takes them (lambda: {lambda_config: FILE})"))
 
-    def __post_init__(self) -> None:
-        for name in self.checked_fields:
-            problem = getattr(self, f"_check_{name}")()
-            if problem:
-                raise RequestError(name, problem)
+    # -- the checks: each raises what is wrong (pydantic names the field) --------------------
+    @field_validator("env_id", "objective", "backend", "architecture")
+    @classmethod
+    def _registered(cls, v: str, info: ValidationInfo) -> str:
+        """A name its registry knows (:data:`_REGISTERED`), else its registry's error."""
+        _user_error_as_value_error(_REGISTERED[info.field_name], v)
+        return v
 
-    # -- the checks: each returns what is wrong, or None -------------------------------------
-    def _check_objective(self) -> str | None:
-        try:
-            OBJECTIVES.get(self.objective)
-        except UserError as exc:
-            return str(exc)
-        return None
+    @field_validator("weight")
+    @classmethod
+    def _a_weight(cls, v: float) -> float:
+        if not 0.0 <= v <= 1.0:
+            raise ValueError(f"must be between 0 and 1 (the weight of cost in 'balanced'), got {v}")
+        return v
 
-    def _check_weight(self) -> str | None:
-        ok = isinstance(self.weight, (int, float)) and math.isfinite(self.weight) and 0.0 <= self.weight <= 1.0
-        return None if ok else f"must be between 0 and 1 (the weight of cost in 'balanced'), got {self.weight}"
+    @field_validator("deadline_s", "budget_usd")
+    @classmethod
+    def _positive_or_none(cls, v: float | None) -> float | None:
+        if v is not None and not v > 0:
+            raise ValueError(f"must be a positive number, got {v}")
+        return v
 
-    def _positive_or_none(self, value: float | None) -> str | None:
-        ok = value is None or (isinstance(value, (int, float)) and math.isfinite(value) and value > 0)
-        return None if ok else f"must be a positive number, got {value}"
+    @field_validator("seed")
+    @classmethod
+    def _a_seed(cls, v: int) -> int:
+        if not 0 <= v < 2**32:
+            raise ValueError(f"must be between 0 and 2**32 - 1, got {v}")
+        return v
 
-    def _check_deadline_s(self) -> str | None:
-        return self._positive_or_none(self.deadline_s)
+    @field_validator("max_steps")
+    @classmethod
+    def _enough_steps(cls, v: int | None) -> int | None:
+        if v is not None and v < MIN_MAX_STEPS:
+            raise ValueError(f"must be at least {MIN_MAX_STEPS} env steps, got {v}")
+        return v
 
-    def _check_budget_usd(self) -> str | None:
-        return self._positive_or_none(self.budget_usd)
+    @field_validator("steps_per_env")
+    @classmethod
+    def _a_layout(cls, v: int | None) -> int | None:
+        if v is not None and v < 0:
+            raise ValueError(f"must be >= 0 (0 = one env per actor), got {v}")
+        return v
 
-    def _check_backend(self) -> str | None:
-        """A registered backend the tuner runs on (``serverless.backends.BACKENDS``, ``tunable``)."""
-        try:
-            check_tunable_backend(self.backend)
-        except UserError as exc:
-            return str(exc)
-        return None
+    @field_validator("replan_every")
+    @classmethod
+    def _an_interval(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError(f"must be >= 1 iteration, got {v}")
+        return v
 
-    def _check_backend_options(self) -> str | None:
-        """Options the backend declares, each of its type (``BackendEntry.options``)."""
-        try:
-            check_backend_options(self.backend, self.backend_options)
-        except UserError as exc:
-            return str(exc)
-        return None
-
-    def _check_architecture(self) -> str | None:
-        """A registered Lambda architecture (``serverless.architectures.ARCHITECTURES``)."""
-        return None if self.architecture in ARCHITECTURES else ARCHITECTURES.unknown(self.architecture)
-
-    def _check_target_reward(self) -> str | None:
-        ok = isinstance(self.target_reward, (int, float)) and math.isfinite(self.target_reward)
-        return None if ok else f"must be a finite number, got {self.target_reward}"
-
-    def _check_max_steps(self) -> str | None:
-        if self.max_steps is None or self.max_steps >= MIN_MAX_STEPS:
-            return None
-        return f"must be at least {MIN_MAX_STEPS} env steps, got {self.max_steps}"
-
-    def _check_replan_every(self) -> str | None:
-        return None if self.replan_every >= 1 else f"must be >= 1 iteration, got {self.replan_every}"
-
-    def _check_steps_per_env(self) -> str | None:
-        ok = self.steps_per_env is None or self.steps_per_env >= 0
-        return None if ok else f"must be >= 0 (0 = one env per actor), got {self.steps_per_env}"
-
-    def _check_baseline_config(self) -> str | None:
-        if isinstance(self.baseline_config, BaselineConfig):
-            return None
-        return f"must be 'actors=A,memory=M,batch=B[,steps_per_env=N]', got {self.baseline_config!r}"
-
-    def _check_seed(self) -> str | None:
-        return None if 0 <= self.seed < 2**32 else f"must be between 0 and 2**32 - 1, got {self.seed}"
-
-    def _check_faults(self) -> str | None:
-        """None, or a parsed :class:`~serverless.backends.faults.FaultSpec` (text: :func:`parse_faults`)."""
-        if self.faults is None:
-            return None
-        from serverless.backends.faults import FaultSpec
-
-        return None if isinstance(self.faults, FaultSpec) else f"must be a parsed fault spec, got {self.faults!r}"
-
-    def _check_env_kwargs(self) -> str | None:
-        """A JSON object of plain values (``serverless.envs.parse_env_kwargs``)."""
+    @field_validator("env_kwargs", mode="before")
+    @classmethod
+    def _plain_env_kwargs(cls, v: Any) -> Any:
+        """JSON text or a mapping of plain values (``serverless.envs.parse_env_kwargs``)."""
         from serverless.envs import parse_env_kwargs
 
-        try:
-            parse_env_kwargs(self.env_kwargs)
-        except UserError as exc:
-            return str(exc)
-        return None if isinstance(self.env_kwargs, dict) else f"must be a JSON object, got {self.env_kwargs!r}"
+        if v is None or isinstance(v, (str, dict)):
+            try:
+                return parse_env_kwargs(v)
+            except UserError as exc:
+                raise ValueError(str(exc)) from None
+        return v  # not a mapping: pydantic's type check names it
 
+    @field_validator("backend_options")
+    @classmethod
+    def _declared_options(cls, v: dict[str, JsonValue], info: ValidationInfo) -> dict[str, JsonValue]:
+        """Options the backend declares, each of its type (``BackendEntry.options``)."""
+        if "backend" in info.data:  # a bad backend is its own error
+            _user_error_as_value_error(check_backend_options, info.data["backend"], v)
+        return v
+
+    # -- what the request implies ------------------------------------------------------------
     def check_env(self) -> None:
-        """That ``env_id`` (with ``env_kwargs``) names a Gymnasium env the trainer supports (loads gymnasium)."""
+        """That ``env_id`` (with ``env_kwargs``) makes an env the trainer supports (loads gymnasium and makes it)."""
         from serverless.envs import inspect_env
 
         try:
@@ -169,7 +234,6 @@ class SeraphRequest:
         except UserError as exc:
             raise RequestError("env_id", str(exc)) from None
 
-    # -- what the request implies ------------------------------------------------------------
     def function_backend(self, faults: "FaultSpec | None" = None) -> Any:
         """A new backend of this request's kind, built with its options (and ``faults``)."""
         from serverless.backends import make_backend
@@ -179,49 +243,29 @@ class SeraphRequest:
     def objective_obj(self) -> Objective:
         return OBJECTIVES.make(self.objective, self.weight)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "baseline_config": self.baseline_config.as_dict(), "faults": self.faults_text}
-
     @property
     def faults_text(self) -> str | None:
         """The fault spec's text form (what ``--inject-faults`` takes), or None."""
         return None if self.faults is None else self.faults.describe()
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "SeraphRequest":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise UserError(f"unknown Seraph request field(s) {unknown}; allowed: {sorted(known)}")
-        base = data.get("baseline_config")
-        if isinstance(base, dict):
-            data = {**data, "baseline_config": BaselineConfig(**base)}
-        elif isinstance(base, str):
-            data = {**data, "baseline_config": parse_baseline_config(base)}
-        if isinstance(data.get("faults"), str):
-            data = {**data, "faults": parse_faults(data["faults"])}
-        return cls(**data)
+
+def _check_architecture(name: str) -> None:
+    if name not in ARCHITECTURES:
+        raise UserError(ARCHITECTURES.unknown(name))
 
 
-def parse_faults(text: str | None) -> "FaultSpec | None":
-    """The text form of a fault spec (``--inject-faults``, ``rl.inject_faults``,
-    :meth:`SeraphRequest.from_dict`) parsed by :meth:`~serverless.backends.faults.FaultSpec.parse`,
-    or None; a bad one is a :class:`RequestError` on ``faults``."""
-    if text is None:
-        return None
-    from serverless.backends.faults import FaultSpec
+def _check_env_id(env_id: str) -> None:
+    """A Gymnasium registry id, or the user's own ``module:EnvId`` (importable, registers EnvId):
+    ``serverless.envs.check_env_id``, the trainer's own check, with its closest ids as a hint."""
+    from serverless.envs import check_env_id
 
-    try:
-        return FaultSpec.parse(text)
-    except UserError as exc:
-        raise RequestError("faults", str(exc).removeprefix("fault spec: ")) from None
+    check_env_id(env_id)
 
 
-def parse_baseline_config(text: str) -> BaselineConfig:
-    """The text form of a baseline configuration (``--baseline-config``, ``rl.baseline_config``,
-    :meth:`SeraphRequest.from_dict`), parsed; a bad one is a :class:`RequestError` on
-    ``baseline_config``."""
-    try:
-        return BaselineConfig.parse(text)
-    except BaselineConfigError as exc:
-        raise RequestError("baseline_config", str(exc)) from None
+#: The check of each field that names a registered thing: a Gymnasium env, a Seraph
+#: objective (``OBJECTIVES``), a backend the tuner runs on (``serverless.backends.BACKENDS``,
+#: ``tunable``), a Lambda architecture (``serverless.architectures.ARCHITECTURES``).
+_REGISTERED: dict[str, Callable[[str], Any]] = {
+    "env_id": _check_env_id, "objective": OBJECTIVES.get, "backend": check_tunable_backend,
+    "architecture": _check_architecture,
+}

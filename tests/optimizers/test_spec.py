@@ -48,7 +48,7 @@ def _demo() -> dict:
         (lambda d: d["rl"].update(target_reward="high"), "rl.target_reward", "number"),
         (lambda d: d["rl"].update(objective="cheapest"), "rl.objective", "allowed: cost, speed, balanced"),
         (lambda d: d["rl"].update(target_reword=100), "rl.target_reword", "allowed fields here"),
-        (lambda d: d["rl"].update(env_id="NoSuchEnv-v0"), "rl.env_id", "unknown Gymnasium environment"),
+        (lambda d: d["rl"].update(env_id="NoSuchEnv-v0"), "rl.env_id", "not in gymnasium's registry"),
         (lambda d: d["rl"].update(env_id="no_such_user_module:Beacon-v0"), "rl.env_id", "could not be imported"),
         (lambda d: d["rl"].update(env_kwargs=[1]), "rl.env_kwargs", "dictionary"),
         (lambda d: d["rl"].update(env_kwargs={"speed": {1, 2}}), "rl.env_kwargs", "plain JSON values"),

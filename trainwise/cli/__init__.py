@@ -55,36 +55,31 @@ def add_json_out(parser: argparse.ArgumentParser) -> None:
 
 
 def add_env_args(parser: argparse.ArgumentParser) -> None:
-    """``--env`` (a registry id or the user's own ``module:EnvId``) and ``--env-kwargs``."""
-    parser.add_argument("--env", required=True,
-                        help="gymnasium env id (Box observations; Discrete or Box actions), e.g. CartPole-v1, or your "
-                        "own env as module:EnvId (the module, importable from PYTHONPATH, registers EnvId)")
-    parser.add_argument("--env-kwargs", default=None, metavar="JSON",
-                        help='keyword arguments for gymnasium.make, a JSON object such as \'{"speed": 0.2}\'')
+    """``--env`` (required) and ``--env-kwargs`` for a command outside the request models
+    (``rl train``), with the help of the Seraph request's fields."""
+    from optimizers.seraph.request import SeraphRequest
+
+    fields = SeraphRequest.model_fields
+    parser.add_argument("--env", required=True, help=fields["env_id"].description)
+    parser.add_argument("--env-kwargs", default=None, metavar="JSON", help=fields["env_kwargs"].description)
 
 
 def add_inject_faults(parser: argparse.ArgumentParser) -> None:
     """``--inject-faults SPEC``: make the function backend fail like Lambda (docs/faults.md)."""
-    parser.add_argument(
-        "--inject-faults",
-        metavar="SPEC",
-        default=None,
-        help="inject faults into the rollout functions, e.g. errors=0.1,timeouts=0.05,stragglers=0.1,throttle=0.1,seed=1 "
-        "(rates in [0, 1); optional slowdown=K for stragglers, timeout_s=T for the billed function timeout)",
-    )
+    from optimizers.seraph.request import SeraphRequest
+
+    parser.add_argument("--inject-faults", metavar="SPEC", default=None,
+                        help=SeraphRequest.model_fields["faults"].description)
 
 
 def parse_inject_faults(args: argparse.Namespace) -> Any:
-    """The parsed ``--inject-faults`` (a ``FaultSpec``) or None; a bad spec is a UserError."""
-    text = getattr(args, "inject_faults", None)
-    if text is None:
-        return None
-    from serverless.backends.faults import FaultSpec
+    """The parsed ``--inject-faults`` (a ``FaultSpec``) or None; a bad spec is a UserError naming the flag."""
+    from optimizers.seraph.request import RequestError, parse_faults
 
     try:
-        return FaultSpec.parse(text)
-    except UserError as exc:
-        raise UserError(f"--inject-faults: {str(exc).removeprefix('fault spec: ')}") from None
+        return parse_faults(getattr(args, "inject_faults", None))
+    except RequestError as exc:
+        raise exc.named("--inject-faults") from None
 
 
 def add_backend_options(p: argparse.ArgumentParser, names: tuple[str, ...]) -> None:
@@ -101,18 +96,20 @@ def _dest(backend: str, option: str) -> str:
     return f"backend_option__{backend}__{option}"
 
 
-def backend_options_of(args: argparse.Namespace) -> dict[str, Any]:
-    """The options given for the chosen backend; an option of another backend is an error."""
+def backend_options_of(args: argparse.Namespace, backend: str | None = None) -> dict[str, str | int | float | bool]:
+    """The options given for the chosen backend (``backend``, else ``args.backend``); an
+    option of another backend is an error."""
     from serverless.backends import BACKENDS
 
-    options: dict[str, Any] = {}
+    backend = args.backend if backend is None else backend
+    options: dict[str, str | int | float | bool] = {}
     for name in BACKENDS.names():
         for opt in BACKENDS.get(name).options:
             value = getattr(args, _dest(name, opt.name), None)
             if value is None:
                 continue
-            if name != args.backend:
-                raise UserError(f"{opt.flag(name)} applies to --backend {name}, not {args.backend}")
+            if name != backend:
+                raise UserError(f"{opt.flag(name)} applies to --backend {name}, not {backend}")
             options[opt.name] = value
     return options
 

@@ -24,16 +24,11 @@ def register(rl_sub: argparse._SubParsersAction) -> None:
                           "job's run history (a conservative bandit); reports every seed and the sweep's whole bill",
                           description=__doc__.split("\n\n")[0])
     add_request_args(p)
-    p.set_defaults(objective="cost")
-    for action in p._actions:  # the objective has a default here: a sweep is judged on its bill
-        if action.dest == "objective":
-            action.required = False
-            action.help = f"{action.help} (default cost)"
     p.add_argument("--seeds", required=True, help="the seeds: '0-9', '0,1,2' or '0-3,7'")
     p.add_argument("--concurrency", type=int, default=1, help="seeds trained at once (default 1)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_json_out(p)
-    p.set_defaults(handler=handle, seed=0, inject_faults=None)
+    p.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> dict[str, Any]:

@@ -1,13 +1,14 @@
 """`trainwise rl tune` (Seraph): profile, plan, then train with dynamic re-tuning.
 
-    trainwise rl tune --env CartPole-v1 --target-reward 475 --objective cost \\
+    trainwise rl tune --env CartPole-v1 --target-reward 475 [--objective cost|speed|balanced] \\
         [--weight W] [--deadline-s D] [--budget-usd B] [--seed N] \\
         [--backend local|ray|lambda] [--lambda-config FILE] [--plan-only] [--png FILE] --json-out FILE
 
-The JSON holds ``plan`` (chosen configuration, predicted figures, Pareto front),
-``phases`` (per phase: configuration, predicted vs measured time and cost) and
-``achieved`` (``reached``, ``wall_s``, ``lambda_time_s``, ``cost_usd``).
-All input is validated before any profiling starts.
+The request's flags are generated from :class:`~optimizers.seraph.request.SeraphRequest`
+(``trainwise.cli.model_flags``): one flag per field, its help the field's description. The
+JSON holds ``plan`` (chosen configuration, predicted figures, Pareto front), ``phases`` (per
+phase: configuration, predicted vs measured time and cost) and ``achieved`` (``reached``,
+``wall_s``, ``lambda_time_s``, ``cost_usd``). All input is validated before any profiling starts.
 """
 
 from __future__ import annotations
@@ -15,16 +16,28 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.errors import UserError
-from serverless.architectures import ARCHITECTURES, DEFAULT_ARCHITECTURE
 from serverless.backends import tunable_backends
-from trainwise.cli import backend_options_of, finite_float
+from trainwise.cli import backend_options_of
+
+if TYPE_CHECKING:
+    from optimizers.seraph.request import SeraphRequest
+
+#: The request fields no flag of their own sets: the backend's options come from the flags
+#: each backend declares (``--lambda-config``), named in an error by ``--backend``.
+SET_OTHERWISE = {"backend_options": "--backend"}
+#: The request fields a command that runs one request per seed sets itself.
+PER_RUN = ("seed", "faults")
+#: The flags of the run, not of the request.
+RUN_FLAGS = ("--reprofile", "--plan-only", "--png", "--write-tfvars", "--json-out")
 
 
 def register(rl_sub: argparse._SubParsersAction) -> None:
-    from trainwise.cli import add_inject_faults, add_json_out
+    from optimizers.seraph.request import SeraphRequest
+    from trainwise.cli import add_json_out
+    from trainwise.cli.model_flags import add_request_flags
 
     p = rl_sub.add_parser(
         "tune",
@@ -32,69 +45,38 @@ def register(rl_sub: argparse._SubParsersAction) -> None:
         description=__doc__.split("\n\n")[0],
     )
     add_request_args(p)
-    p.add_argument("--seed", type=int, default=0, help="training seed (default 0)")
+    add_request_flags(p, SeraphRequest, only=PER_RUN)
     p.add_argument("--reprofile", action="store_true", help="ignore a cached profile and profile again")
     p.add_argument("--plan-only", action="store_true", help="print the plan and the predicted Pareto front; do not train")
     p.add_argument("--png", type=Path, default=None, help="where to draw the Pareto front (default: next to --json-out)")
     p.add_argument("--write-tfvars", type=Path, default=None, metavar="FILE",
                    help="write the planned learner machine as Terraform variables for infra/terraform/envs/dev")
-    add_inject_faults(p)
     add_json_out(p)
     p.set_defaults(handler=handle)
 
 
 def add_request_args(p: argparse.ArgumentParser) -> None:
-    """The flags of a Seraph request that ``rl tune`` and ``rl sweep`` share (not the seed)."""
-    from optimizers.seraph.objectives import OBJECTIVES
-    from optimizers.seraph.defaults import DEFAULT_STEPS_PER_ENV
-    from trainwise.cli import add_backend_options, add_env_args
+    """The flags of a Seraph request but :data:`PER_RUN`'s, generated from
+    :class:`~optimizers.seraph.request.SeraphRequest`, and each backend's options."""
+    from optimizers.seraph.request import SeraphRequest
+    from trainwise.cli import add_backend_options
+    from trainwise.cli.model_flags import add_request_flags
 
-    add_env_args(p)
-    p.add_argument("--target-reward", required=True, type=finite_float, help="mean recent episode return to reach")
-    p.add_argument("--objective", required=True, metavar="OBJECTIVE",
-                   help=f"{' | '.join(OBJECTIVES.names())} (Lambda Power Tuning's names)")
-    p.add_argument("--weight", type=finite_float, default=0.5, help="balanced only: weight of cost in [0, 1] (default 0.5)")
-    p.add_argument("--deadline-s", type=finite_float, default=None, help="modelled time to target must not exceed this")
-    p.add_argument("--budget-usd", type=finite_float, default=None, help="modelled cost to target must not exceed this")
-    p.add_argument("--backend", default="local",
-                   help=f"function backend: {' | '.join(tunable_backends())} (default local)")
+    add_request_flags(p, SeraphRequest, skip=(*SET_OTHERWISE, *PER_RUN))
     add_backend_options(p, tunable_backends())
-    p.add_argument("--architecture", default=DEFAULT_ARCHITECTURE,
-                   help=f"Lambda architecture priced: {' | '.join(ARCHITECTURES)} (default {DEFAULT_ARCHITECTURE})")
-    p.add_argument("--max-steps", type=int, default=None, help="env-step cap for training (default: generous per env)")
-    p.add_argument("--steps-per-env", type=int, default=None,
-                   help="fix the rollout layout: envs of about N steps each, so the actor count does not change "
-                   f"learning (0: one env per actor; default: Seraph chooses between the baseline's layout and "
-                   f"{DEFAULT_STEPS_PER_ENV})")
-    p.add_argument("--baseline-config", default=None, metavar="CONFIG",
-                   help="the configuration you would otherwise run, always a candidate: "
-                   "'actors=A,memory=M,batch=B[,steps_per_env=N]' (default: the static default, "
-                   "actors=2,memory=1769,batch=4000,steps_per_env=2000)")
-    p.add_argument("--replan-every", type=int, default=3, help="re-plan every K iterations (default 3)")
-    p.add_argument("--no-retune", action="store_true", help="keep the initial plan for the whole run")
 
 
-#: The flag that sets each request field, where it is not ``--`` + the field with dashes.
-FLAGS = {"env_id": "--env", "env_kwargs": "--env-kwargs", "retune": "--no-retune", "faults": "--inject-faults"}
-
-
-def build_request(args: argparse.Namespace) -> Any:
+def build_request(args: argparse.Namespace) -> "SeraphRequest":
     """The flags as a Seraph request, checked (env included); errors name the flag."""
-    from optimizers.seraph.request import RequestError, SeraphRequest, parse_baseline_config, parse_faults
-    from serverless.envs import parse_env_kwargs
+    from optimizers.seraph.request import RequestError, SeraphRequest
+    from trainwise.cli.model_flags import request_from_flags
 
+    backend = getattr(args, "backend", SeraphRequest.model_fields["backend"].default)
+    request = request_from_flags(SeraphRequest, args, SET_OTHERWISE, backend_options=backend_options_of(args, backend))
     try:
-        extra = {} if args.baseline_config is None else {"baseline_config": parse_baseline_config(args.baseline_config)}
-        request = SeraphRequest(
-            env_id=args.env, target_reward=args.target_reward, objective=args.objective, weight=args.weight,
-            deadline_s=args.deadline_s, budget_usd=args.budget_usd, backend=args.backend,
-            architecture=args.architecture, seed=args.seed, max_steps=args.max_steps, steps_per_env=args.steps_per_env,
-            replan_every=args.replan_every, retune=not args.no_retune, faults=parse_faults(args.inject_faults),
-            env_kwargs=parse_env_kwargs(args.env_kwargs), backend_options=backend_options_of(args), **extra,
-        )
         request.check_env()  # unknown or unsupported env: an error naming what is allowed
     except RequestError as exc:
-        raise exc.named(FLAGS.get(exc.field, "--" + exc.field.replace("_", "-"))) from None
+        raise exc.named(SeraphRequest.renames.flag(exc.field)) from None
     return request
 
 
@@ -145,9 +127,9 @@ def handle(args: argparse.Namespace) -> dict[str, Any]:
 
     history = history_of(job)
     choice = decide(job, history)
+    outcome = run_job(job, choice, history, source="rl tune", reprofile=args.reprofile, png_path=png, progress=True)
     print(f"history: {history.key.describe()}: {choice.history_runs} earlier run(s); "
           f"this run: {choice.name} ({choice.reason})", file=sys.stderr)
-    outcome = run_job(job, choice, history, source="rl tune", reprofile=args.reprofile, png_path=png, progress=True)
     if outcome.tuned is not None:
         _print_tuned(outcome.tuned)
     else:
