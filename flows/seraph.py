@@ -1,6 +1,8 @@
 """Seraph: the steps ``trainwise rl tune`` runs, as tasks: profile the RL workload (cached
 under the profile's key) -> plan -> train on functions from exactly that plan, re-tuning as
-it goes (and any baselines) -> report."""
+it goes (and any baselines) -> record the run in the job's history -> report. With
+``rl.seeds`` the flow runs ``rl sweep`` instead: each seed a run of the job, its arm chosen
+from the job's history."""
 
 from __future__ import annotations
 
@@ -14,7 +16,10 @@ from tasks.report import render_report
 from tasks.rl import (
     plan_rl_configuration,
     profile_rl_workload,
+    record_rl_run,
     render_seraph_section,
+    render_sweep_section,
+    sweep_rl_seeds,
     train_rl_baseline,
     train_rl_on_functions,
 )
@@ -65,12 +70,18 @@ def seraph(config: str = "configs/demo.yaml", workload: WorkloadSpec | None = No
     out = Path(run_dir) if run_dir else new_run_dir("seraph")
     get_run_logger().info("seraph: %s to reward %s on the %s backend, objective %s", rl.env_id, rl.target_reward, rl.backend, rl.objective)
 
-    job = SeraphJob.of(rl.request())
-    pilot = _profile(job, out, spec.cache.profile_ttl_hours, refresh_profiles)
-    planned = plan_rl_configuration(job, pilot)
-    trained = train_rl_on_functions(planned, progress_key=f"{spec.name}-seraph-progress")
-    baselines = [train_rl_baseline(b, job) for b in rl.baselines]
-    section = render_seraph_section(spec.name, planned, trained, str(out), baselines)
+    seeds = rl.seed_list()
+    if seeds is not None:  # a sweep: each seed a run of the job, its arm from the job's history
+        swept = sweep_rl_seeds(rl.request(), seeds, progress_key=f"{spec.name}-seraph-progress")
+        section = render_sweep_section(spec.name, swept, str(out))
+    else:
+        job = SeraphJob.of(rl.request())
+        pilot = _profile(job, out, spec.cache.profile_ttl_hours, refresh_profiles)
+        planned = plan_rl_configuration(job, pilot)
+        trained = train_rl_on_functions(planned, progress_key=f"{spec.name}-seraph-progress")
+        record_rl_run(job, trained)
+        baselines = [train_rl_baseline(b, job) for b in rl.baselines]
+        section = render_seraph_section(spec.name, planned, trained, str(out), baselines)
 
     if run_dir is not None:  # a branch of optimize: hand the section up
         return {"section": section, "run_dir": str(out)}

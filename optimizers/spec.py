@@ -58,6 +58,30 @@ class RLSpec(SeraphRequest):
         "(static: RLlib's PPO defaults mapped to functions, 2 actors x 1,769 MB, batch 4,000)",
     )
 
+    seeds: str | None = Field(
+        None,
+        description="train the job once per seed, as `rl sweep` does ('0-9', '0,1,2' or '0-3,7'): each seed's "
+        "configuration chosen from the job's run history; unset: one run at `seed`",
+    )
+
+    @field_validator("seeds")
+    @classmethod
+    def _seed_list(cls, v: str | None) -> str | None:
+        if v is not None:
+            from optimizers.seraph.seeds import parse_seeds
+
+            try:
+                parse_seeds(v)
+            except UserError as exc:
+                raise ValueError(str(exc).removeprefix("--seeds: ")) from None
+        return v
+
+    def seed_list(self) -> tuple[int, ...] | None:
+        """The seeds of a sweep, or None for one run."""
+        from optimizers.seraph.seeds import parse_seeds
+
+        return None if self.seeds is None else parse_seeds(self.seeds)
+
     def request(self) -> SeraphRequest:
         """This job's request (every field of it, checked already)."""
         return SeraphRequest.model_construct(**{name: getattr(self, name) for name in SeraphRequest.model_fields})

@@ -297,3 +297,50 @@ def _versus(achieved: dict[str, Any], baselines: list[dict[str, Any]]) -> str:
             f"the tuned run does not count the pilot's cost)."
         )
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+@task(name="record-rl-run", cache_policy=NO_CACHE)
+def record_rl_run(job: SeraphJob, result: SeraphResult) -> str | None:
+    """Record the trained run in its job's history (``TRAINWISE_HOME/history``), the evidence
+    the job's next run decides from (:mod:`optimizers.seraph.history`)."""
+    from optimizers.seraph.learning import record_tuned_run
+
+    path = record_tuned_run(job, result, source="seraph flow")
+    if path is not None:
+        get_run_logger().info("run recorded in the job's history: %s", path)
+    return None if path is None else str(path)
+
+
+@task(name="sweep-rl-seeds", cache_policy=NO_CACHE)
+@one_measurement_at_a_time
+def sweep_rl_seeds(request: Any, seeds: tuple[int, ...], progress_key: str) -> dict[str, Any]:
+    """``rl sweep``: every seed trained as a run of the job, its arm chosen from the job's
+    history; a progress artifact counts the seeds done."""
+    from optimizers.seraph.sweep import sweep
+
+    progress = Progress(progress_key, f"Seraph sweep: {request.env_id} to {request.target_reward:g}, {len(seeds)} seeds")
+    done: list[int] = []
+
+    def on_seed(run: Any) -> None:
+        done.append(run.seed)
+        progress.update(len(done) / len(seeds), f"seed {run.seed}: {run.arm}, reached={run.reached}")
+
+    result = sweep(request, seeds, on_seed=on_seed).to_dict()
+    progress.done(f"{result['total']['reached']} of {len(seeds)} seeds reached {request.target_reward:g}")
+    return result
+
+
+@task(name="render-sweep-section", cache_policy=NO_CACHE)
+def render_sweep_section(name: str, sweep: dict[str, Any], run_dir: str) -> dict[str, Any]:
+    """The sweep's table (a row per seed: arm, reached, env steps, cost, time) and its whole bill."""
+    from core.results import write_json
+
+    write_json(Path(run_dir) / "seraph" / "sweep.json", sweep)
+    rows = [{"seed": r["seed"], "arm": r["arm"], "reached": r["reached"], "env_steps": r["env_steps"],
+             "cost_usd": fmt(r["cost_usd"]), "lambda_time_s": fmt(r["lambda_time_s"])} for r in sweep["runs"]]
+    table_artifact(f"{name}-seraph-sweep", rows, "Seraph sweep: one run per seed, each arm chosen from the job's history")
+    total = sweep["total"]
+    md = (f"Job: {sweep['job']}. {total['reached']} of {total['seeds']} seeds reached the target; the sweep paid "
+          f"${total['cost_usd']:.6f} ({total['cost_label']}), measured wall {total['wall_s']:.1f} s.\n\n"
+          f"{md_table(rows, ['seed', 'arm', 'reached', 'env_steps', 'cost_usd', 'lambda_time_s'])}\n")
+    return section("seraph", "Seraph sweep", md, summary={"total": total, "seeds": total["seeds"]})

@@ -73,17 +73,28 @@ def _tuner_run(job: SeraphJob, key: JobKey, source: str, reprofile: bool, png_pa
     from optimizers.seraph.steps import tune_and_train
 
     res = tune_and_train(job, reprofile=reprofile, png_path=png_path, progress=progress, backend_obj=backend_obj)
+    return res, tuned_record(job, key, res, source)
+
+
+def tuned_record(job: SeraphJob, key: JobKey, res: Any, source: str) -> RunRecord | None:
+    """The history record of the tuner's own run (a SeraphResult); None when nothing trained."""
     if res.run is None or res.planned.shape is None:
-        return res, None
+        return None
     a, plan, training = res.run.achieved, res.planned.plan, res.run.training
     first = Phase(plan.shape.actors, plan.shape.memory_mb, plan.shape.batch, int(plan.steps_per_env or 0))
-    record = RunRecord(
+    return RunRecord(
         key=key, seed=job.request.seed, arm=SERAPH, objective=job.request.objective, source=source,
         phases=_phases(first, training.config_changes), reached=a.reached, env_steps=a.env_steps,
         lambda_time_s=a.lambda_time_s, cost_usd=a.cost_usd, wall_s=a.wall_s, cost_label=a.cost_label,
         curve=curve_of(training.curve),
     )
-    return res, record
+
+
+def record_tuned_run(job: SeraphJob, res: Any, source: str) -> Path | None:
+    """Record the tuner's own run, trained outside :func:`run_job` (the flow's tasks), in its job's history."""
+    history = history_of(job)
+    record = tuned_record(job, history.key, res, source)
+    return None if record is None else history.record(record)
 
 
 def _phases(first: Phase, changes: list[Any]) -> tuple[Phase, ...]:

@@ -28,32 +28,7 @@ from optimizers.seraph.history import Phase
 from optimizers.seraph.job import SeraphJob
 from optimizers.seraph.learning import decide, history_of, run_job
 from optimizers.seraph.request import SeraphRequest
-
-#: The most seeds a sweep takes (a typo such as ``0-99999`` is refused, not started).
-MAX_SEEDS = 1000
-
-
-def parse_seeds(text: str) -> tuple[int, ...]:
-    """``0-9``, ``0,1,2`` or ``0-3,7``: distinct seeds in the given order; a UserError otherwise."""
-    if not str(text).strip():
-        raise UserError("--seeds: no seed given; allowed: '0-9', '0,1,2' or '0-3,7'")
-    seeds: list[int] = []
-    for part in (p.strip() for p in str(text).split(",")):
-        lo, dash, hi = part.partition("-")
-        try:
-            span = range(int(lo), int(hi) + 1) if dash else range(int(part), int(part) + 1)
-        except ValueError:
-            raise UserError(f"--seeds: {part!r} is not a seed or a range; allowed: '0-9', '0,1,2' or '0-3,7' "
-                            "(whole numbers >= 0)") from None
-        if not span or span.start < 0 or span.stop > 2**32:
-            raise UserError(f"--seeds: {part!r} is not an ascending range of seeds in 0..2**32-1")
-        if len(span) > MAX_SEEDS:
-            raise UserError(f"--seeds: more than {MAX_SEEDS} seeds in {part!r}")
-        seeds.extend(s for s in span if s not in seeds)
-    if len(seeds) > MAX_SEEDS:
-        raise UserError(f"--seeds: more than {MAX_SEEDS} seeds")
-    return tuple(seeds)
-
+from optimizers.seraph.seeds import parse_seeds  # noqa: F401  (the sweep's seed list, re-exported)
 
 @dataclass(frozen=True)
 class SeedRun:
@@ -127,8 +102,10 @@ class _Sweep:
 
 
 def sweep(request: SeraphRequest, seeds: tuple[int, ...], *, concurrency: int = 1,
-          settings: BanditSettings = BanditSettings(), progress: bool = False) -> SweepResult:
-    """Train ``request``'s job once per seed (see the module's docstring)."""
+          settings: BanditSettings = BanditSettings(), progress: bool = False,
+          on_seed: Callable[[SeedRun], None] | None = None) -> SweepResult:
+    """Train ``request``'s job once per seed (see the module's docstring); ``on_seed`` hears of
+    each seed as it finishes."""
     if concurrency < 1:
         raise UserError(f"--concurrency must be >= 1, got {concurrency}")
     from tqdm import tqdm
@@ -140,6 +117,8 @@ def sweep(request: SeraphRequest, seeds: tuple[int, ...], *, concurrency: int = 
         spent[0] += run.cost_usd
         bar.set_postfix_str(f"seed {run.seed}: {run.arm}, reached={run.reached}; ${spent[0]:.5f} so far (modelled)")
         bar.update(1)
+        if on_seed is not None:
+            on_seed(run)
 
     state = _Sweep(request, settings, done)
     t0 = time.perf_counter()

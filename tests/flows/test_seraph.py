@@ -61,3 +61,27 @@ def test_the_flow_profiles_plans_and_trains_once_each_and_trains_the_plan(prefec
     first_phase = phases[1]
     assert chosen["row"] == "chosen (predicted)"
     assert first_phase["config"] == f"{chosen['actors']}x{chosen['memory_mb']}MB b{chosen['batch']}"
+
+
+def test_the_flow_records_its_run_and_a_seeds_list_runs_a_sweep(prefect_workspace, tmp_path, monkeypatch) -> None:
+    """One run of the flow adds a record to the job's history; with ``rl.seeds`` the flow runs
+    one run per seed through the sweep task and reports each seed and the whole bill."""
+    from core import paths
+    from flows import get_flow
+
+    monkeypatch.setenv("TRAINWISE_HOME", str(tmp_path / "home"))
+    one = {"name": "hist-seraph", "rl": {"env_id": "CartPole-v1", "target_reward": 60, "seed": 0}}
+    config = tmp_path / "one.yaml"
+    config.write_text(yaml.safe_dump(one))
+    assert get_flow("seraph")(config=str(config), return_state=True).is_completed()
+    assert len(list((paths.home() / "history").glob("*.json"))) == 1
+
+    swept = {"name": "sweep-seraph", "rl": {**one["rl"], "seeds": "1,2"}}
+    config.write_text(yaml.safe_dump(swept))
+    state = get_flow("seraph")(config=str(config), return_state=True)
+    assert state.is_completed(), state.message
+    rows = _table("sweep-seraph-seraph-sweep")
+    assert [int(r["seed"]) for r in rows] == [1, 2] and all(r["reached"] == "yes" for r in rows)
+    assert len(list((paths.home() / "history").glob("*.json"))) == 3
+    runs = _by_task(_task_runs(state.state_details.flow_run_id))
+    assert len(runs.get("sweep-rl-seeds", [])) == 1 and "train-rl-on-functions" not in runs
