@@ -31,6 +31,7 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import BinaryIO
 
 from core.errors import UserError
 from serverless.architectures import ARCHITECTURES
@@ -164,18 +165,17 @@ def handler_closure(entry: str = HANDLER_MODULE, root: Path = PROJECT_ROOT) -> t
 
 
 def _write_zip(out: Path, files: dict[str, bytes]) -> None:
-    from core.results import check_replaceable
+    from core.atomic import write_with
 
-    check_replaceable(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
-        for name in sorted(files):
-            info = zipfile.ZipInfo(name, date_time=_FIXED_TIME)
-            info.external_attr = 0o644 << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, files[name])
-    tmp.replace(out)
+    def write(fh: BinaryIO) -> None:
+        with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
+            for name in sorted(files):
+                info = zipfile.ZipInfo(name, date_time=_FIXED_TIME)
+                info.external_attr = 0o644 << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                zf.writestr(info, files[name])
+
+    write_with(out, write)
 
 
 def _report(out: Path, **extra: object) -> dict[str, object]:
