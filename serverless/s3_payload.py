@@ -90,6 +90,19 @@ def delete_object(bucket: str, key: str, client: Any = None) -> None:
     (client or s3_client()).delete_object(Bucket=bucket, Key=key)
 
 
+def check_trajectories_ref(ref: Any, bucket: str, prefix: str) -> None:
+    """A function's ``trajectories_s3`` names an object the learner will read and then delete:
+    only a key under ``<prefix>/trajectories/`` in the configured bucket is accepted (ValueError
+    otherwise), so a compromised or buggy function cannot make the learner delete other objects."""
+    if not isinstance(ref, dict) or set(ref) != {"bucket", "key"} or not all(isinstance(v, str) for v in ref.values()):
+        raise ValueError(f"trajectories_s3 must be {{'bucket': str, 'key': str}}, got {ref!r}")
+    under = f"{prefix.strip('/')}/trajectories/"
+    key = ref["key"]
+    if ref["bucket"] != bucket or not key.startswith(under) or any(part in ("", ".", "..") for part in key[len(under):].split("/")):
+        raise ValueError(f"trajectories_s3 names s3://{ref['bucket']}/{key}, outside this run's s3://{bucket}/{under}; "
+                         "the learner reads and deletes only its own trajectories")
+
+
 def weights_key(prefix: str, data: bytes) -> str:
     """Content-addressed key: one upload per distinct set of weights, shared by a whole batch."""
     return f"{prefix.strip('/')}/weights/{hashlib.sha256(data).hexdigest()}.npz"

@@ -465,6 +465,7 @@ class LambdaBackend:
             raise ValueError(f"the function returned {type(result).__name__}, not a JSON object")
         if "trajectories_s3" in result:
             ref = result.pop("trajectories_s3")
+            s3_payload.check_trajectories_ref(ref, self.config.bucket, self.config.s3_prefix)
             data = s3_payload.get_bytes(ref["bucket"], ref["key"], client=self.s3_client)
             _check_npz(data)
             result["trajectories_npz_b64"] = base64.b64encode(data).decode("ascii")

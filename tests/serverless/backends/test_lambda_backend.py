@@ -499,6 +499,28 @@ def test_pickled_trajectories_are_refused(deployed: dict[str, Any]) -> None:
         backend.decode_result(json.dumps({"trajectories_s3": {"bucket": names["bucket"], "key": key}}).encode())
 
 
+@pytest.mark.parametrize("ref", [
+    {"bucket": "another-bucket", "key": "rollouts/trajectories/t.npz"},
+    {"bucket": "{bucket}", "key": "profiles/seraph-x.json"},
+    {"bucket": "{bucket}", "key": "rollouts/trajectories/../../wheels/trainwise.whl"},
+    {"bucket": "{bucket}", "key": "rollouts/weights/abc.npz"},
+    {"bucket": "{bucket}", "key": "rollouts/trajectories/t.npz", "extra": 1},
+    "rollouts/trajectories/t.npz",
+])
+def test_a_result_naming_an_object_outside_the_runs_trajectories_deletes_nothing(deployed: dict[str, Any], ref: Any) -> None:
+    """The learner reads and deletes what a function's response names: only its own trajectories."""
+    names = deployed["names"]
+    s3 = boto3.client("s3")
+    s3.put_object(Bucket=names["bucket"], Key="profiles/seraph-x.json", Body=b"{}")
+    if isinstance(ref, dict):
+        ref = {k: (v.format(bucket=names["bucket"]) if isinstance(v, str) else v) for k, v in ref.items()}
+        ref = {**ref, "key": ref["key"].replace("rollouts/", f"{names['s3_prefix']}/", 1)} if names["s3_prefix"] != "rollouts" else ref
+    backend = make_backend(deployed["config_path"])
+    with pytest.raises(ValueError, match="trajectories_s3"):
+        backend.decode_result(json.dumps({"trajectories_s3": ref}).encode())
+    assert s3.get_object(Bucket=names["bucket"], Key="profiles/seraph-x.json")["Body"].read() == b"{}"
+
+
 # ---------------------------------------------------------------------------------------------
 # the invoke path
 
