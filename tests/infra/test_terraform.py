@@ -342,9 +342,16 @@ def test_no_security_group_allows_the_world_in_and_imdsv2_is_required() -> None:
 
 
 def _by_action(document: str) -> dict[tuple[str, str], set[str]]:
-    """{(effect, action): resources} of one of the ec2_nodes module's policy documents."""
+    """{(effect, action): resources} of one of the ec2_nodes module's policy documents, with the
+    statements of the documents it includes (``source_policy_documents``)."""
+    docs = resources(MODULES["ec2_nodes"], "data")
+    body = docs[("aws_iam_policy_document", document)]
+    statements = list(body.get("statement", []))
+    for source in body.get("source_policy_documents", []):
+        for ref in re.findall(r"data\.aws_iam_policy_document\.(\w+)\.json", json.dumps(source)):
+            statements += docs[("aws_iam_policy_document", ref)]["statement"]
     out: dict[tuple[str, str], set[str]] = {}
-    for statement in _policy_statements(MODULES["ec2_nodes"], document):
+    for statement in statements:
         for action in statement["actions"]:
             out.setdefault((unquote(statement["effect"]), unquote(action)), set()).update(unquote(r) for r in statement["resources"])
     return out
@@ -616,5 +623,5 @@ def test_the_caller_policy_drives_only_the_functions_aliases_and_payloads() -> N
     assert by_action == {}, f"actions the backend does not call: {sorted(by_action)}"
     nodes = resources(MODULES["ec2_nodes"])[("aws_iam_role_policy_attachment", "rollout_caller")]
     assert nodes["policy_arn"] == "${var.caller_policy_arn}"
-    assert not [a for doc in ("learner", "ingest") for s in _policy_statements(MODULES["ec2_nodes"], doc) for a in s["actions"]
-                if unquote(a).startswith("lambda:")], "the nodes' own policies must not widen the caller policy"
+    assert not [a for doc in ("learner", "ingest") for (_, a) in _by_action(doc) if a.startswith("lambda:")], \
+        "the nodes' own policies must not widen the caller policy"

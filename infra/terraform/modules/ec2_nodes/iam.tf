@@ -31,7 +31,19 @@ resource "aws_iam_role" "ingest" {
   tags               = var.tags
 }
 
+# both roles read the agents' token, that one parameter
+data "aws_iam_policy_document" "agent_token" {
+  statement {
+    sid       = "AgentToken"
+    effect    = "Allow"
+    actions   = ["ssm:GetParameter"]
+    resources = [aws_ssm_parameter.agent_token.arn]
+  }
+}
+
 data "aws_iam_policy_document" "learner" {
+  source_policy_documents = [data.aws_iam_policy_document.agent_token.json]
+
   statement {
     sid       = "ArtifactsObjects"
     effect    = "Allow"
@@ -52,28 +64,16 @@ data "aws_iam_policy_document" "learner" {
     actions   = ["s3:PutObject", "s3:DeleteObject"]
     resources = ["${var.artifacts_bucket_arn}/wheels/*"]
   }
-
-  statement {
-    sid       = "AgentToken"
-    effect    = "Allow"
-    actions   = ["ssm:GetParameter"]
-    resources = [aws_ssm_parameter.agent_token.arn]
-  }
 }
 
 data "aws_iam_policy_document" "ingest" {
+  source_policy_documents = [data.aws_iam_policy_document.agent_token.json]
+
   statement {
     sid       = "Wheels"
     effect    = "Allow"
     actions   = ["s3:GetObject"]
     resources = ["${var.artifacts_bucket_arn}/wheels/*"]
-  }
-
-  statement {
-    sid       = "AgentToken"
-    effect    = "Allow"
-    actions   = ["ssm:GetParameter"]
-    resources = [aws_ssm_parameter.agent_token.arn]
   }
 }
 
