@@ -258,15 +258,21 @@ class Agent:
                                                             "port": w.port, "alive": w.alive()}
                                                         for i, w in self.workers.items()}}
 
-    def allowed(self, dispatcher: str) -> bool:
-        """Whether every address the dispatcher's host resolves to is inside the allow-list."""
-        host, _ = parse_address(dispatcher, "dispatcher")
+    def allowed(self, dispatcher: str) -> str | None:
+        """The dispatcher as ``IP:PORT`` when every address its host resolves to is inside the
+        allow-list, else None. The worker gets that address, not the name, so a name that
+        resolves elsewhere later (DNS rebinding) cannot move it."""
+        host, port = parse_address(dispatcher, "dispatcher")
         found = resolve(host)
-        return bool(found) and all(any(a in net for net in self.dispatchers if net.version == a.version) for a in found)
+        if not found or not all(any(a in net for net in self.dispatchers if net.version == a.version) for a in found):
+            return None
+        first = sorted(found, key=lambda a: (a.version, int(a)))[0]
+        return f"[{first}]:{port}" if first.version == 6 else f"{first}:{port}"
 
     def start(self, request: WorkerRequest, reached_at: str) -> dict[str, Any]:
         """Start a worker, or :class:`Refused` (403 dispatcher not allowed, 429 the job's cap, 503 no port)."""
-        if not self.allowed(request.dispatcher):
+        target = self.allowed(request.dispatcher)
+        if target is None:
             raise Refused(403, f"dispatcher {request.dispatcher} is not on this agent's allow-list "
                                f"({', '.join(map(str, self.dispatchers))}; --dispatchers)")
         self.reap()
@@ -281,7 +287,7 @@ class Agent:
                 raise Refused(503, str(exc)) from None
             address = f"{self.advertise or reached_at}:{port}"
             worker_id = f"w-{secrets.token_hex(6)}"
-            self.workers[worker_id] = Worker(request, port, start_worker(request.dispatcher, request.cpus, port, address))
+            self.workers[worker_id] = Worker(request, port, start_worker(target, request.cpus, port, address))
         return {"id": worker_id, "address": address}
 
     def status(self, worker_id: str) -> dict[str, Any] | None:

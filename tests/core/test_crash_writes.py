@@ -47,6 +47,24 @@ def test_an_agent_file_survives_a_kill_mid_write(tmp_path: Path, half: bool) -> 
     assert MaskedDQN.load(base).info == {"generation": 3}
 
 
+def test_an_agent_file_truncated_by_an_older_writer_is_a_user_error_not_a_traceback(tmp_path: Path) -> None:
+    """A file cut short some other way (an older version, a full disk) is refused with a
+    UserError, which InTune's loader answers by falling back to the committed agent."""
+    from core.errors import UserError
+    from optimizers.intune.agent import MaskedDQN
+
+    base = tmp_path / "intune-x"
+    npz, spec = MaskedDQN(seed=1).save(base)
+    whole = spec.read_bytes()
+    spec.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(UserError, match="not readable as an InTune agent"):
+        MaskedDQN.load(base)
+    spec.write_bytes(whole)
+    npz.write_bytes(npz.read_bytes()[:100])
+    with pytest.raises(UserError, match="cannot be loaded"):
+        MaskedDQN.load(base)
+
+
 @pytest.mark.parametrize("half", [False, True], ids=["before-rename", "half-written"])
 def test_a_profile_survives_a_kill_mid_write(tmp_path: Path, half: bool) -> None:
     from optimizers.seraph.pilot import workload_for

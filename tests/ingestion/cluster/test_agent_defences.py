@@ -83,6 +83,14 @@ def test_a_dispatcher_off_the_allow_list_starts_nothing(two_cpus: tuple[Agent, A
     assert started == [("203.0.113.7:5050", (0,))]
 
 
+def test_a_dispatcher_named_by_host_name_is_given_to_the_worker_as_the_address_checked(
+        two_cpus: tuple[Agent, AgentClient], started: list) -> None:
+    agent, client = two_cpus
+    client.call("POST", "/v1/workers", {"dispatcher": "localhost:5050", "cpus": [0]})
+    assert started == [("127.0.0.1:5050", (0,))]  # not the name: a later lookup cannot move it
+    assert [w.request.dispatcher for w in agent.workers.values()] == ["localhost:5050"]  # the job keeps its name
+
+
 def test_the_default_allow_list_is_loopback_and_the_nodes_own_addresses() -> None:
     nets = parse_dispatchers(None)
     assert ipaddress.ip_address("127.0.0.1") in nets[0] and ipaddress.ip_address("::1") in nets[1]
