@@ -67,3 +67,23 @@ def test_no_checkpoint_no_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("TRAINWISE_HOME", str(tmp_path / "home"))
     result: Any = train(_spec(None, max_steps=256, checkpoint_every=0), backend=InProcess(), progress=False)
     assert result.checkpoint is None and not (tmp_path / "home" / "checkpoints").exists()
+
+
+def test_cli_resume_of_another_runs_checkpoint_is_one_line_naming_what_differs(tmp_path: Path,
+                                                                               capsys: pytest.CaptureFixture[str],
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainwise.cli import main
+
+    monkeypatch.setenv("TRAINWISE_HOME", str(tmp_path / "home"))
+    ck = tmp_path / "ck"
+    args = ["rl", "train", "--env", "CartPole-v1", "--target-reward", "1e9", "--max-steps", "256", "--batch", "256",
+            "--actors", "2", "--seed", "11", "--checkpoint-every", "1", "--no-progress", "--checkpoint-dir", str(ck)]
+    assert main(args) == 0
+    before = (ck / CHECKPOINT_FILE).read_bytes()
+    capsys.readouterr()
+    changed = [a if a != "11" else "12" for a in args]
+    out = tmp_path / "resumed.json"
+    assert main([*changed, "--actors", "4", "--resume", "--json-out", str(out)]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and "run.actors: checkpoint 2, this run 4" in err[0] and "seed: checkpoint 11, this run 12" in err[0]
+    assert not out.exists() and (ck / CHECKPOINT_FILE).read_bytes() == before
