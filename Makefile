@@ -41,6 +41,7 @@ demo: $(STAMP)
 
 test: $(STAMP) checkov
 	$(VENV)/bin/lint-imports
+	@.ci/chromium
 	$(PY) -m pytest -q --durations=25
 
 # The fast tier for a contributor's loop: no Prefect server, nothing marked slow.

@@ -38,11 +38,16 @@ def runs_root() -> Path:
 
 def new_run_dir(kind: str) -> Path:
     """A fresh folder ``runs/<UTC time>-<kind>-<random>``; never an existing one."""
-    root = runs_root()
-    root.mkdir(parents=True, exist_ok=True)
+    return unique_dir(runs_root(), f"-{kind}")
+
+
+def unique_dir(parent: Path, infix: str = "") -> Path:
+    """A fresh folder ``parent/<UTC time><infix>-<random>``, made here (so no other process
+    has it); ``parent`` is created if need be."""
+    parent.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     while True:
-        path = root / f"{stamp}-{kind}-{secrets.token_hex(3)}"
+        path = parent / f"{stamp}{infix}-{secrets.token_hex(3)}"
         try:
             path.mkdir()
             return path

@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 import os
 import platform
-import tempfile
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from core.errors import UserError
+from core.atomic import check_replaceable, write_text
 
 _VERSIONED = ("trainwise", "torch", "numpy", "gymnasium", "tensorflow-cpu", "prefect", "ray", "boto3")
 
@@ -58,34 +57,10 @@ def to_json(payload: Any) -> str:
     return json.dumps(payload, indent=2, default=_default, allow_nan=False)
 
 
-def check_replaceable(path: str | os.PathLike[str]) -> Path:
-    """``path`` if an atomic write may rename a new file over it: it does not exist yet or is
-    a regular file. A device, FIFO, socket or folder is refused with a UserError; renaming
-    over ``/dev/null`` as root would replace the device with a plain file."""
-    path = Path(path)
-    if (path.exists() or path.is_symlink()) and not path.is_file():
-        raise UserError(f"{path} is not a regular file (a folder, device or pipe); give the path of a file to write")
-    return path
-
-
 def write_json(path: str | os.PathLike[str], payload: dict[str, Any], *, with_environment: bool = True) -> Path:
-    """Write ``payload`` (plus ``environment``) to ``path`` atomically; return the path."""
+    """Write ``payload`` (plus ``environment``) to ``path`` atomically (:mod:`core.atomic`); return the path."""
     path = check_replaceable(path)
     if with_environment and "environment" not in payload:
         payload = {**payload, "environment": environment()}
-    return write_text(path, to_json(payload) + "\n")  # encoded first: a payload that cannot be encoded writes nothing
-
-
-def write_text(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` atomically (a temporary file renamed over it); return the path."""
-    path = check_replaceable(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    text = to_json(payload)  # encode first: a payload that cannot be encoded writes nothing
+    return write_text(path, text + "\n")

@@ -18,25 +18,30 @@ local: ``data/`` (generated from its seed; the same rows on every machine) and
 Each cached file keeps its local path: :func:`pull` fetches a file missing locally from the
 bucket before it is read, and :func:`push` uploads it after it is written. A profile's key still
 holds the hardware fingerprint, so a machine of another kind profiles afresh instead of reusing
-figures measured elsewhere. The S3 client is boto3's (endpoint and credentials from the usual
+figures measured elsewhere. Writes are conditional (``If-Match`` on the ETag this home read or
+wrote, ``If-None-Match: *`` for a new object; :func:`put_object_if`), so two homes never
+overwrite each other silently: the second writer is told and keeps its local copy. The S3 client is boto3's (endpoint and credentials from the usual
 AWS variables and files), created at each call, so importing this module needs no AWS set-up.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from core import paths
+from core.atomic import write_bytes, write_text
 from core.errors import UserError
 
 ENV = "TRAINWISE_STATE"
 #: The folders under ``TRAINWISE_HOME`` whose files are mirrored to S3 state.
 SHARED_KINDS = frozenset({"profiles", "agents"})
+
+log = logging.getLogger("trainwise.state")
 
 _S3_URL = re.compile(r"s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(.*))?")
 
@@ -96,67 +101,117 @@ def _client() -> Any:
     return boto3.session.Session().client("s3", region_name=region, config=config)
 
 
+class StateConflict(UserError):
+    """A conditional write found the object changed (or created) by another home since this
+    one read it; nothing was written."""
+
+
+def _code(exc: Exception) -> str:
+    return str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
+
+
+def get_object(bucket: str, key: str) -> tuple[bytes, str] | None:
+    """The object's bytes and ETag, or None when there is no such object (other S3 errors raise)."""
+    from botocore.exceptions import ClientError
+
+    try:
+        reply = _client().get_object(Bucket=bucket, Key=key)
+    except ClientError as exc:
+        if _code(exc) in ("NoSuchKey", "404"):
+            return None
+        raise
+    return reply["Body"].read(), str(reply["ETag"])
+
+
+def put_object_if(bucket: str, key: str, body: bytes, *, etag: str | None) -> str:
+    """Write ``body`` at ``key`` only if nobody else changed it: with ``etag=None`` only if the
+    object does not exist yet (``If-None-Match: *``), else only if its ETag is still ``etag``
+    (``If-Match``). Returns the new ETag; raises :class:`StateConflict` when the condition
+    fails (S3's 412 PreconditionFailed, or 409 ConditionalRequestConflict for a race between
+    two conditional writes). For any file shared between homes: profiles, agents, run history."""
+    from botocore.exceptions import ClientError
+
+    condition = {"IfNoneMatch": "*"} if etag is None else {"IfMatch": etag}
+    try:
+        reply = _client().put_object(Bucket=bucket, Key=key, Body=body, **condition)
+    except ClientError as exc:
+        if _code(exc) in ("PreconditionFailed", "412", "ConditionalRequestConflict", "409"):
+            seen = "already exists" if etag is None else f"changed since this home read it (ETag {etag})"
+            raise StateConflict(f"s3://{bucket}/{key} {seen}: another home wrote it; nothing was overwritten") from None
+        raise
+    return str(reply["ETag"])
+
+
+def _etag_file(path: Path) -> Path:
+    """Where the ETag of the object a shared file was last read from or written to is kept."""
+    return path.with_name(f".{path.name}.s3etag")
+
+
 def pull(path: Path) -> bool:
     """Whether ``path`` exists, after fetching it from S3 state when it is missing here and shared.
 
     An object that is not in the bucket is a cache miss (False); any other S3 error (no access,
-    no bucket) is raised, since it means the state location is wrong."""
+    no bucket) is raised, since it means the state location is wrong. The object's ETag is
+    kept beside the file, so :func:`push` writes only over the version read."""
     if path.exists():
         return True
     state = s3_state()
     key = _shared_key(state, path) if state else None
     if key is None:
         return False
-    from botocore.exceptions import ClientError
-
-    try:
-        body = _client().get_object(Bucket=state.bucket, Key=key)["Body"].read()  # type: ignore[union-attr]
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-            return False
-        raise
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as tmp:
-        tmp.write(body)
-    Path(tmp.name).replace(path)  # atomic: a reader sees the whole file or none
+    got = get_object(state.bucket, key)  # type: ignore[union-attr]
+    if got is None:
+        return False
+    body, etag = got
+    write_bytes(path, body)  # atomic: a reader sees the whole file or none
+    write_text(_etag_file(path), etag)
     return True
 
 
-def push(path: Path) -> None:
-    """Upload ``path`` to S3 state when S3 state is on and the file is a shared cache file."""
+def push(path: Path) -> bool:
+    """Upload ``path`` to S3 state when S3 state is on and the file is a shared cache file;
+    whether it was uploaded. The write is conditional (:func:`put_object_if`): over the version
+    this home last read or wrote, or only if the object is new. When another home wrote the
+    object meanwhile, nothing is overwritten: a warning names the object and the local file
+    stays as it is."""
     state = s3_state()
     key = _shared_key(state, path) if state else None
-    if key is not None:
-        _client().put_object(Bucket=state.bucket, Key=key, Body=path.read_bytes())  # type: ignore[union-attr]
+    if key is None:
+        return False
+    sidecar = _etag_file(path)
+    known = sidecar.read_text().strip() if sidecar.is_file() else None
+    try:
+        etag = put_object_if(state.bucket, key, path.read_bytes(), etag=known or None)  # type: ignore[union-attr]
+    except StateConflict as exc:
+        log.warning("%s; the local copy %s is kept", exc, path)
+        return False
+    write_text(sidecar, etag)
+    return True
 
 
 def pull_prefix(kind: str, name_prefix: str, folder: Path) -> int:
     """Fetch into ``folder`` every object of S3 state under ``<kind>/<name_prefix>`` that is
-    missing there (a job's run history written on other machines); the number fetched. No S3
+    missing there (a job's run history written by other homes); the number fetched. No S3
     state: nothing to do (0)."""
     bucket = s3_state()
     if bucket is None:
         return 0
-    client = _client()
     fetched = 0
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket.bucket, Prefix=bucket.key(kind, name_prefix)):
+    pages = _client().get_paginator("list_objects_v2").paginate(Bucket=bucket.bucket, Prefix=bucket.key(kind, name_prefix))
+    for page in pages:
         for obj in page.get("Contents", []):
             path = folder / obj["Key"].rsplit("/", 1)[-1]
-            if not path.exists():
-                body = client.get_object(Bucket=bucket.bucket, Key=obj["Key"])["Body"].read()
-                folder.mkdir(parents=True, exist_ok=True)
-                with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{path.name}.", delete=False) as tmp:
-                    tmp.write(body)
-                Path(tmp.name).replace(path)
+            got = None if path.exists() else get_object(bucket.bucket, obj["Key"])
+            if got is not None:
+                write_bytes(path, got[0])
                 fetched += 1
     return fetched
 
 
 def push_new(path: Path, kind: str) -> None:
-    """Upload ``path`` to ``<kind>/<file name>`` in S3 state, only if no object has that key
-    (``If-None-Match: *``): a file written once, such as a run's history record, is never
-    overwritten by another machine's. No S3 state: nothing to do."""
+    """Upload ``path`` to ``<kind>/<file name>`` in S3 state only if no object has that key
+    (:func:`put_object_if` without an ETag): a file written once, such as a run's history
+    record, is never overwritten by another home's. No S3 state: nothing to do."""
     bucket = s3_state()
-    if bucket is None:
-        return
-    _client().put_object(Bucket=bucket.bucket, Key=bucket.key(kind, path.name), Body=path.read_bytes(), IfNoneMatch="*")
+    if bucket is not None:
+        put_object_if(bucket.bucket, bucket.key(kind, path.name), path.read_bytes(), etag=None)

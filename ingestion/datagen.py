@@ -33,6 +33,7 @@ from typing import Iterator
 
 import numpy as np
 
+from core.atomic import write_bytes, write_file, write_text
 from core.errors import UserError
 
 NUM_DENSE = 13
@@ -151,6 +152,14 @@ def shard_path(out: Path, index: int, fmt: str) -> Path:
     return out / f"part-{index:05d}{EXTENSIONS[fmt]}"
 
 
+def _write_tfrecords(path: Path, shard: "Shard") -> None:
+    import tensorflow as tf
+
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for record in tf_examples(shard):
+            writer.write(record)
+
+
 def generate(rows: int, fmt: str, out: str | os.PathLike[str], *, shards: int | None = None, seed: int = 0) -> dict:
     """Write ``rows`` rows as ``shards`` files of format ``fmt`` into ``out``; return the manifest.
 
@@ -176,16 +185,10 @@ def generate(rows: int, fmt: str, out: str | os.PathLike[str], *, shards: int | 
     for index, n in enumerate(per_shard):
         shard = generate_shard(n, seed, index)
         path = shard_path(out_dir, index, fmt)
-        tmp = path.with_name(path.name + ".tmp")
         if fmt == "tsv":
-            tmp.write_bytes(b"\n".join(tsv_lines(shard)) + b"\n")
+            write_bytes(path, b"\n".join(tsv_lines(shard)) + b"\n")
         else:
-            import tensorflow as tf
-
-            with tf.io.TFRecordWriter(str(tmp)) as writer:
-                for record in tf_examples(shard):
-                    writer.write(record)
-        tmp.replace(path)
+            write_file(path, lambda tmp, shard=shard: _write_tfrecords(tmp, shard))
     manifest = {
         "format": fmt,
         "rows": rows,
@@ -196,5 +199,5 @@ def generate(rows: int, fmt: str, out: str | os.PathLike[str], *, shards: int | 
         "vocab_sizes": list(VOCAB_SIZES),
         "generator": "trainwise.ingestion.datagen v1",
     }
-    (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    write_text(out_dir / MANIFEST, json.dumps(manifest, indent=2))
     return {"out": str(out_dir), **manifest}

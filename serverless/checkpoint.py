@@ -6,21 +6,26 @@ format version, the env id, the policy shape, the trainer's run state and the st
 of the learner's state (model, optimiser, counters, numpy RNG), whose tensors are the
 other entries; the torch RNG state is one of them. Nothing is unpickled.
 
-Writing goes to a temporary file in the same directory, which is flushed and fsynced,
-then renamed over ``checkpoint.npz`` with one ``os.replace`` (atomic on POSIX), and the
-directory is fsynced. A crash at any moment leaves either the previous checkpoint or the
-new one, whole, never a mix of two iterations. Leftover temporary files are ignored and
-removed by the next save.
+Writing goes through :mod:`core.atomic`: a temporary file with a unique name in the same
+directory, flushed and fsynced, then renamed over ``checkpoint.npz`` with one ``os.replace``
+(atomic on POSIX), and the directory fsynced. A crash at any moment leaves either the previous
+checkpoint or the new one, whole, never a mix of two iterations; a temporary file a crash left
+behind is ignored.
+
+Each run has its own folder (:func:`core.paths.unique_dir` under ``checkpoints/<env>-seed<S>/``, unless
+the caller names one), so two runs of one env and seed never share a checkpoint. The meta holds
+the run's identity (env, env kwargs, seed, starting run shape, PPO settings as specified):
+resuming checks it and names every field that differs, and :func:`find_run_dir` picks the
+newest folder whose identity matches.
 
 Loading checks the file before it touches the learner: a missing, truncated or corrupt
-file, another env or another policy shape is a :class:`~core.errors.UserError` that says
+file, another identity or another policy shape is a :class:`~core.errors.UserError` that says
 which and what to do.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -31,8 +36,7 @@ from core.errors import UserError
 
 CHECKPOINT_FILE = "checkpoint.npz"
 FORMAT = "trainwise-checkpoint"
-VERSION = 1
-_TMP_PREFIX = ".checkpoint-"
+VERSION = 2  # 2: the run's identity in the meta
 _LEGACY = ("learner.pt", "trainer.json")
 
 
@@ -83,42 +87,76 @@ def checkpoint_path(directory: Path) -> Path:
     return Path(directory) / CHECKPOINT_FILE
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def save_checkpoint(directory: Path, *, env_id: str, policy_spec: dict[str, Any], learner_state: Any, run_state: dict[str, Any]) -> Path:
-    """Write one checkpoint atomically (see the module docstring); returns its path."""
+def save_checkpoint(directory: Path, *, identity: dict[str, Any], policy_spec: dict[str, Any], learner_state: Any,
+                    run_state: dict[str, Any]) -> Path:
+    """Write one checkpoint atomically (see the module docstring); returns its path.
+    ``identity`` is the run's (JSON; ``env_id`` among its keys)."""
     import torch
 
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    for stale in directory.glob(_TMP_PREFIX + "*"):
-        stale.unlink(missing_ok=True)
+    from core.atomic import write_with
+
     arrays: dict[str, np.ndarray] = {}
     meta = {
         "format": FORMAT,
         "version": VERSION,
-        "env_id": env_id,
+        "env_id": identity["env_id"],
+        "identity": _plain(identity),
         "policy_spec": policy_spec,
         "run_state": run_state,
         "learner": _flatten(learner_state, arrays),
         "torch_rng": _flatten(torch.get_rng_state(), arrays),
     }
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-    tmp = directory / f"{_TMP_PREFIX}{os.getpid()}.npz"
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
-        fh.flush()
-        os.fsync(fh.fileno())
-    final = checkpoint_path(directory)
-    os.replace(tmp, final)
-    _fsync_dir(directory)
-    return final
+    return write_with(checkpoint_path(directory), lambda fh: np.savez(fh, **arrays))
+
+
+# --------------------------------------------------------------------------- a run's folder and identity
+
+def _plain(obj: Any) -> Any:
+    """``obj`` as JSON reads it back (tuples become lists), so identities compare equal."""
+    return json.loads(json.dumps(obj, sort_keys=True, default=str))
+
+
+def identity_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """One ``field: checkpoint X, this run Y`` line per top-level or nested field that differs."""
+    saved, current = _plain(saved), _plain(current)
+    out: list[str] = []
+    for key in sorted(set(saved) | set(current)):
+        a, b = saved.get(key), current.get(key)
+        if a == b:
+            continue
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += [f"{key}.{line}" for line in identity_differences(a, b)]
+        else:
+            out.append(f"{key}: checkpoint {json.dumps(a)}, this run {json.dumps(b)}")
+    return out
+
+
+def runs_root(root: Path, env_id: str, seed: int) -> Path:
+    """``root/<env>-seed<S>``: the folder holding one env and seed's run folders."""
+    return Path(root) / f"{env_id.replace('/', '_')}-seed{seed}"
+
+
+def find_run_dir(parent: Path, identity: dict[str, Any]) -> Path:
+    """The newest run folder under ``parent`` whose checkpoint has this identity; a UserError
+    naming what differs (from the newest one) when none has, or when there is none."""
+    found = sorted((p for p in parent.glob(f"*/{CHECKPOINT_FILE}") if p.is_file()), key=lambda p: p.stat().st_mtime, reverse=True)
+    if not found:
+        raise UserError(f"resume: no checkpoint under {parent}; start without --resume, or give --checkpoint-dir")
+    first_diff: list[str] = []
+    for path in found:
+        try:
+            meta, _ = read_checkpoint(path.parent)
+        except UserError:
+            continue  # a damaged or older checkpoint: not this run's
+        diff = identity_differences(meta.get("identity") or {}, identity)
+        if not diff:
+            return path.parent
+        first_diff = first_diff or diff
+    raise UserError(
+        f"resume: no checkpoint under {parent} is of this run; the newest differs in "
+        f"{'; '.join(first_diff) or 'its format'}; repeat the run's settings or give --checkpoint-dir"
+    )
 
 
 # --------------------------------------------------------------------------- load
@@ -146,20 +184,24 @@ def read_checkpoint(directory: Path) -> tuple[dict[str, Any], Any]:
         raise _bad(path, "it is not a trainwise checkpoint")
     if meta.get("version") != VERSION:
         raise _bad(path, f"format version {meta.get('version')!r}, this version reads {VERSION}")
-    missing = [k for k in ("env_id", "policy_spec", "run_state", "learner", "torch_rng") if k not in meta]
+    missing = [k for k in ("env_id", "identity", "policy_spec", "run_state", "learner", "torch_rng") if k not in meta]
     if missing:
         raise _bad(path, f"it lacks {missing}")
     return meta, arrays
 
 
-def load_checkpoint(directory: Path, *, env_id: str, policy_spec: dict[str, Any], learner: Any) -> dict[str, Any]:
-    """Check the checkpoint against this run, restore the learner and torch's RNG; return the run state."""
+def load_checkpoint(directory: Path, *, identity: dict[str, Any], policy_spec: dict[str, Any], learner: Any,
+                    ignore: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Check the checkpoint against this run's identity (but the fields in ``ignore``), restore
+    the learner and torch's RNG; return the run state."""
     import torch
 
     path = checkpoint_path(directory)
     meta, arrays = read_checkpoint(directory)
-    if meta["env_id"] != env_id:
-        raise _bad(path, f"it is for {meta['env_id']}, not {env_id}")
+    saved = {k: v for k, v in meta["identity"].items() if k not in ignore}
+    diff = identity_differences(saved, {k: v for k, v in identity.items() if k not in ignore})
+    if diff:
+        raise _bad(path, "it is another run's (" + "; ".join(diff) + ")")
     if meta["policy_spec"] != policy_spec:
         raise _bad(path, f"its policy shape {meta['policy_spec']} differs from this run's {policy_spec}")
     try:

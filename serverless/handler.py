@@ -444,5 +444,6 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         from serverless import s3_payload  # lazy: boto3 only for results near Lambda's 6 MB limit
 
         bucket, prefix = s3_payload.offload_bucket_from_env()
-        result = s3_payload.maybe_offload_result(result, bucket, prefix)
+        run_id = s3_payload.check_run_id(event.get("run_id"))  # the learner's run: its own trajectories folder
+        result = s3_payload.maybe_offload_result(result, bucket, prefix, run_id=run_id)
     return result

@@ -4,7 +4,7 @@
     python -m serverless.lambda_package --layer --arch x86_64 --out build/rollout-deps-layer.zip
 
 The function zip holds only the project's own modules that the handler imports,
-found by walking the import statements of ``serverless.handler`` (first-party
+found by the stdlib's :mod:`modulefinder` from ``serverless.handler`` (first-party
 packages only), so nothing the handler does not need ships. For a user's own env
 (``--env module:EnvId``) the module's file, or its whole top-level package, ships
 beside them, so the function's ``gymnasium.make`` can import it. Third-party imports
@@ -23,7 +23,6 @@ Terraform's ``source_code_hash`` changes only when the code does.
 from __future__ import annotations
 
 import argparse
-import ast
 import hashlib
 import json
 import subprocess
@@ -31,6 +30,7 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import BinaryIO
 
 from core.errors import UserError
 from serverless.architectures import ARCHITECTURES
@@ -75,107 +75,48 @@ def _module_path(module: str, root: Path) -> Path | None:
     return None
 
 
-def _is_type_checking(node: ast.AST) -> bool:
-    test = getattr(node, "test", None)
-    return isinstance(node, ast.If) and (
-        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
-        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-    )
-
-
-def _import_nodes(tree: ast.Module, include_lazy: bool) -> list[ast.Import | ast.ImportFrom]:
-    """Import statements that run when the module is imported (plus, if asked, those in functions)."""
-    found: list[ast.Import | ast.ImportFrom] = []
-    todo: list[ast.AST] = list(tree.body)
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            found.append(node)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and not include_lazy:
-            continue
-        elif _is_type_checking(node):
-            continue
-        else:
-            todo.extend(ast.iter_child_nodes(node))
-    return found
-
-
-def _imports(path: Path, module: str, include_lazy: bool) -> set[str]:
-    """Absolute module names imported by one file (relative imports resolved)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found: set[str] = set()
-    for node in _import_nodes(tree, include_lazy):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        else:
-            if node.level:
-                parts = package.split(".")
-                base = ".".join(parts[: len(parts) - node.level + 1])
-                target = f"{base}.{node.module}" if node.module else base
-            else:
-                target = node.module or ""
-            found.add(target)
-            # ``from pkg import mod`` may name a submodule.
-            found.update(f"{target}.{alias.name}" for alias in node.names)
-    return found
-
-
 def handler_closure(entry: str = HANDLER_MODULE, root: Path = PROJECT_ROOT) -> tuple[list[str], list[str]]:
-    """(first-party modules the handler may import, third-party packages it imports at import time).
+    """(first-party modules the handler may import, third-party packages it imports).
 
-    Every import is followed, including function-level (lazy) ones, because a
-    lazy import still runs in Lambda when its code path does (the policy's S3
-    weights path imports ``s3_payload`` lazily). The one exception is
-    :data:`LEARNER_ONLY`: modules reached only through the backend factory or the
-    torch policy, which the function never calls. Missing a module breaks the
-    function at run time, while packing an unneeded one only costs bytes, so the
-    rule errs on the side of packing. Package ``__init__`` files along each
-    module's path are included, since Python runs them on import. Third-party
-    packages imported only lazily (torch for the learner-side export, boto3 for
-    S3) are not layer requirements. tests/serverless/test_lambda_package.py and
-    tests/serverless/backends/test_lambda_backend.py import and run the handler from the zip alone.
+    The stdlib's :mod:`modulefinder` follows every import statement of ``entry`` and of the
+    first-party modules it reaches, including function-level (lazy) ones, because a lazy import
+    still runs in Lambda when its code path does (the policy's S3 weights path imports
+    ``s3_payload`` lazily). Its search path is ``root`` alone, so it reads only the project's
+    files; everything else it cannot find there is a stdlib or third-party name, told apart with
+    ``sys.stdlib_module_names``. The one exclusion is :data:`LEARNER_ONLY`: modules reached only
+    through the backend factory or the torch policy, which the function never calls. Missing a
+    module breaks the function at run time, while packing an unneeded one only costs bytes, so
+    the rule errs on the side of packing (an import under ``if TYPE_CHECKING:`` is packed too).
+    Package ``__init__`` files along each module's path are included, since Python runs them on
+    import. The third-party names leave out what the runtime provides (boto3). The tests run the
+    handler from the zip alone, in a fresh interpreter and under awslambdaric
+    (tests/serverless/test_lambda_package.py, tests/serverless/test_lambda_runtime.py).
     """
-    eager_seen: set[str] = set()
-    lazy_seen: set[str] = set()
-    third_party: set[str] = set()
-    todo: list[tuple[str, bool]] = [(entry, True)]
-    while todo:
-        module, eager = todo.pop()
-        if module in eager_seen or (not eager and module in lazy_seen):
-            continue
-        top = module.split(".")[0]
-        if top not in FIRST_PARTY:
-            if eager and top and top not in sys.stdlib_module_names and top != "__future__":
-                third_party.add(top)
-            continue
-        if module in LEARNER_ONLY:
-            continue
-        path = _module_path(module, root)
-        if path is None:
-            continue  # a name imported from a module, not a module itself
-        (eager_seen if eager else lazy_seen).add(module)
-        parts = module.split(".")
-        todo.extend((".".join(parts[:i]), eager) for i in range(1, len(parts)))
-        at_import = _imports(path, module, include_lazy=False)
-        todo.extend((name, eager) for name in at_import)
-        todo.extend((name, False) for name in _imports(path, module, include_lazy=True) - at_import)
-    return sorted(eager_seen | lazy_seen), sorted(third_party - PROVIDED_BY_RUNTIME)
+    import modulefinder
+
+    if _module_path(entry, root) is None:
+        raise FileNotFoundError(f"handler module {entry} not found under {root}")
+    finder = modulefinder.ModuleFinder(path=[str(root)], excludes=sorted(LEARNER_ONLY))
+    finder.import_hook(entry)
+    first_party = {name for name, module in finder.modules.items()
+                   if name.split(".")[0] in FIRST_PARTY and module.__file__ is not None}
+    third_party = {name.split(".")[0] for name in finder.badmodules} - set(FIRST_PARTY)
+    third_party = {top for top in third_party if top not in sys.stdlib_module_names and top != "__future__"}
+    return sorted(first_party), sorted(third_party - PROVIDED_BY_RUNTIME)
 
 
 def _write_zip(out: Path, files: dict[str, bytes]) -> None:
-    from core.results import check_replaceable
+    from core.atomic import write_with
 
-    check_replaceable(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
-        for name in sorted(files):
-            info = zipfile.ZipInfo(name, date_time=_FIXED_TIME)
-            info.external_attr = 0o644 << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, files[name])
-    tmp.replace(out)
+    def write(fh: BinaryIO) -> None:
+        with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
+            for name in sorted(files):
+                info = zipfile.ZipInfo(name, date_time=_FIXED_TIME)
+                info.external_attr = 0o644 << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                zf.writestr(info, files[name])
+
+    write_with(out, write)
 
 
 def _report(out: Path, **extra: object) -> dict[str, object]:

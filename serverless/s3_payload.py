@@ -25,6 +25,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import threading
 import uuid
 from typing import Any
@@ -90,14 +91,46 @@ def delete_object(bucket: str, key: str, client: Any = None) -> None:
     (client or s3_client()).delete_object(Bucket=bucket, Key=key)
 
 
+RUN_ID = re.compile(r"[0-9a-f]{8,32}")
+
+
+def check_run_id(run_id: Any) -> str | None:
+    """An event's ``run_id`` (8-32 lower-case hex digits) or None; ValueError for anything else."""
+    if run_id is None:
+        return None
+    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
+        raise ValueError(f"run_id must be 8-32 lower-case hex digits, got {run_id!r}")
+    return run_id
+
+
+def trajectories_prefix(prefix: str, run_id: str | None = None) -> str:
+    """``<prefix>/trajectories/`` and, for a run, its own folder ``<run_id>/`` under it."""
+    return f"{prefix.strip('/')}/trajectories/" + (f"{run_id}/" if run_id else "")
+
+
+def check_trajectories_ref(ref: Any, bucket: str, prefix: str, run_id: str | None = None) -> None:
+    """A function's ``trajectories_s3`` names an object the learner will read and then delete:
+    only a key under this run's ``<prefix>/trajectories/<run_id>/`` in the configured bucket is
+    accepted (ValueError otherwise), so a compromised or buggy function cannot make the learner
+    delete another run's trajectories or any other object."""
+    if not isinstance(ref, dict) or set(ref) != {"bucket", "key"} or not all(isinstance(v, str) for v in ref.values()):
+        raise ValueError(f"trajectories_s3 must be {{'bucket': str, 'key': str}}, got {ref!r}")
+    under = trajectories_prefix(prefix, run_id)
+    key = ref["key"]
+    if ref["bucket"] != bucket or not key.startswith(under) or any(part in ("", ".", "..") for part in key[len(under):].split("/")):
+        raise ValueError(f"trajectories_s3 names s3://{ref['bucket']}/{key}, outside this run's s3://{bucket}/{under}; "
+                         "the learner reads and deletes only its own trajectories")
+
+
 def weights_key(prefix: str, data: bytes) -> str:
     """Content-addressed key: one upload per distinct set of weights, shared by a whole batch."""
     return f"{prefix.strip('/')}/weights/{hashlib.sha256(data).hexdigest()}.npz"
 
 
-def trajectories_key(prefix: str, actor_id: Any) -> str:
-    """A fresh key per result, so retried invocations never overwrite each other."""
-    return f"{prefix.strip('/')}/trajectories/{actor_id}-{uuid.uuid4().hex}.npz"
+def trajectories_key(prefix: str, actor_id: Any, run_id: str | None = None) -> str:
+    """A fresh key per result, so retried invocations never overwrite each other; under the
+    run's own folder when the event named its run."""
+    return f"{trajectories_prefix(prefix, run_id)}{actor_id}-{uuid.uuid4().hex}.npz"
 
 
 def json_size(obj: Any) -> int:
@@ -115,6 +148,7 @@ def maybe_offload_result(
     bucket: str | None,
     prefix: str = DEFAULT_PREFIX,
     limit_bytes: int = LAMBDA_SYNC_PAYLOAD_LIMIT_BYTES,
+    run_id: str | None = None,
 ) -> dict[str, Any]:
     """Return ``result`` unchanged if it fits the response limit, else move its trajectories to S3.
 
@@ -132,7 +166,7 @@ def maybe_offload_result(
             "(Terraform sets it on the function) or lower num_steps per actor"
         )
     data = base64.b64decode(result["trajectories_npz_b64"])
-    key = trajectories_key(prefix, result.get("actor_id", "actor"))
+    key = trajectories_key(prefix, result.get("actor_id", "actor"), run_id)
     put_bytes(bucket, key, data)
     offloaded = {k: v for k, v in result.items() if k != "trajectories_npz_b64"}
     offloaded["trajectories_s3"] = {"bucket": bucket, "key": key}

@@ -106,7 +106,7 @@ class TrainSpec:
     backend_options: dict[str, Any] = field(default_factory=dict)
     architecture: str = "x86_64"
     checkpoint_every: int = 10  # iterations; 0 = never
-    checkpoint_dir: Path | None = None  # default .trainwise/checkpoints/<env>-seed<S>
+    checkpoint_dir: Path | None = None  # default a new .trainwise/checkpoints/<env>-seed<S>/<run> (resume: the newest of this run)
     resume: bool = False
     reach_window: int = 20
     price_table: Path | None = None
@@ -142,12 +142,22 @@ class TrainSpec:
         if self.reach_window < 1:
             raise UserError(f"reach window must be >= 1 episode, got {self.reach_window}")
 
+    def identity(self) -> dict[str, Any]:
+        """What makes a checkpoint this run's: a resume checks it field by field. The budget
+        (``max_steps``) may grow on a resume, and the backend may change."""
+        return {"env_id": self.env_id, "env_kwargs": dict(self.env_kwargs), "seed": self.seed,
+                "run": self.run.to_dict(), "ppo": self.ppo.to_dict()}
+
     def resolved_checkpoint_dir(self) -> Path:
+        """The folder given, or this run's own under ``checkpoints/<env>-seed<S>/``: a new one,
+        or on a resume the newest whose checkpoint has this run's identity."""
         if self.checkpoint_dir is not None:
             return Path(self.checkpoint_dir)
-        from core.paths import cache_dir
+        from core.paths import cache_dir, unique_dir
+        from serverless.checkpoint import find_run_dir, runs_root
 
-        return cache_dir("checkpoints") / f"{self.env_id.replace('/', '_')}-seed{self.seed}"
+        parent = runs_root(cache_dir("checkpoints"), self.env_id, self.seed)
+        return find_run_dir(parent, self.identity()) if self.resume else unique_dir(parent)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -161,7 +171,7 @@ class TrainSpec:
             "backend_options": {k: str(v) for k, v in self.backend_options.items()},
             "architecture": self.architecture,
             "checkpoint_every": self.checkpoint_every,
-            "checkpoint_dir": str(self.resolved_checkpoint_dir()) if self.checkpoint_every else None,
+            "checkpoint_dir": str(self.checkpoint_dir) if self.checkpoint_every and self.checkpoint_dir else None,
             "resume": self.resume,
             "reach_window": self.reach_window,
             "inject_faults": self.faults.describe() if self.faults is not None else None,
@@ -332,7 +342,7 @@ class _Training:
             prices = replace(prices, vm_usd_per_hour=spec.learner.usd_per_hour, vm_instance_type=spec.learner.instance_type)
             self.learner_slowdown = 1.0 / spec.learner.robust_speed
         self.ledger = CostLedger(prices, architecture=spec.architecture)
-        self.ckpt_dir = spec.resolved_checkpoint_dir()
+        self.ckpt_dir = spec.resolved_checkpoint_dir() if spec.checkpoint_every or spec.resume else None
         self.notes: list[str] = []
         self.records: list[IterationRecord] = []
         self.probe_noise_every = probe_noise_every
@@ -350,7 +360,9 @@ class _Training:
 
     def _resume(self) -> RunState:
         spec = self.spec
-        saved = load_checkpoint(self.ckpt_dir, env_id=spec.env_id, policy_spec=self.learner.spec.to_dict(), learner=self.learner)
+        assert self.ckpt_dir is not None  # a resume always has its folder
+        saved = load_checkpoint(self.ckpt_dir, identity=spec.identity(), policy_spec=self.learner.spec.to_dict(),
+                                learner=self.learner, ignore=("run",) if spec.resume_run is not None else ())
         try:
             state = RunState.from_json(saved, spec.reach_window)
             self.ledger.restore(saved["ledger"])
@@ -521,10 +533,11 @@ class _Training:
     def checkpoint(self) -> None:
         """Write the checkpoint; its time joins the last iteration's breakdown."""
         t0 = time.perf_counter()
+        assert self.ckpt_dir is not None  # checkpoint_every > 0 always has its folder
         self.state.hedge_history = list(self.collector.durations)
         save_checkpoint(
             self.ckpt_dir,
-            env_id=self.spec.env_id,
+            identity=self.spec.identity(),
             policy_spec=self.learner.spec.to_dict(),
             learner_state=self.learner.state_dict(),
             run_state=self.state.to_json(self.spec.env_id, self.run_wall_s(), self.ledger),
@@ -595,6 +608,8 @@ def train(
 ) -> TrainResult:
     """Train until ``spec.target_reward`` is reached or ``spec.max_steps`` are used."""
     spec.validate()
+    if spec.checkpoint_dir is None and (spec.checkpoint_every or spec.resume):
+        spec = replace(spec, checkpoint_dir=spec.resolved_checkpoint_dir())  # this run's own, found or made once
     run = _Training(spec, backend, probe_noise_every, progress)
     state, every = run.state, spec.checkpoint_every
     stop_reason = "reached" if state.reached(spec.target_reward) else "max_steps"

@@ -17,6 +17,7 @@ from typing import Any
 
 from prefect import get_run_logger, task
 
+from core.atomic import save_figure
 from tasks.caching import PROFILE_CACHE_POLICY
 from tasks.report import fmt, md_table, section, table_artifact
 
@@ -82,8 +83,7 @@ def throughput_per_usd_png(rows: list[dict[str, Any]], path: Path) -> Path:
     ax.set_title("InTuneX vs baselines: throughput per dollar")
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)
     return path
 

@@ -21,6 +21,8 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from core.atomic import save_figure
+
 BUCKET_ENV = "TRAINWISE_ARTIFACTS_BUCKET"
 PLOTS_PREFIX = "plots"
 PRESIGNED_URL_TTL_S = 7 * 24 * 3600  # the longest a SigV4-presigned URL may live
@@ -62,8 +64,7 @@ def reward_png(
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)
     return path
 
@@ -92,8 +93,7 @@ def throughput_png(rows: Sequence[Mapping[str, Any]], path: Path, *, title: str 
     if title:
         ax.set_title(title)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)
     return path
 

@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 from prefect import get_run_logger, task
 from prefect.artifacts import create_image_artifact, create_markdown_artifact, create_table_artifact
 
+from core.atomic import write_text
 from core.results import write_json
 from tasks.plots import data_uri, plot_key, plots_bucket, presigned_png_url
 
@@ -148,7 +149,7 @@ def render_report(
         parts.append(f"\n## {s['title']}\n\n{s['markdown'].strip()}\n")
     markdown = "\n".join(parts)
     report = out / "report.md"
-    report.write_text(markdown)
+    write_text(report, markdown)
     plots = [p for s in sections for p in s["plots"]]
     result = {
         "workload": name,

@@ -71,9 +71,6 @@ def measure(instance_type: str, window_s: float = 1.0, repeats: int = 3) -> dict
 
 def record(doc: dict[str, Any], speeds_dir: Path = SPEEDS) -> Path:
     """Write ``doc`` as ``<speeds_dir>/<instance_type>.json`` (atomically)."""
-    speeds_dir.mkdir(parents=True, exist_ok=True)
-    path = speeds_dir / f"{doc['instance_type']}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    tmp.replace(path)
-    return path
+    from core.atomic import write_text
+
+    return write_text(speeds_dir / f"{doc['instance_type']}.json", json.dumps(doc, indent=1, sort_keys=True) + "\n")

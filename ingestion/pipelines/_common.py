@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
+from core.atomic import write_file, write_text
 from core.errors import UserError
 from ingestion.node import Node
 
@@ -93,16 +94,13 @@ def write_shards(out: str | Path, name: str, suffix: str, shards: Iterable[Calla
         return d
     d.mkdir(parents=True, exist_ok=True)
     for i, write in enumerate(shards):
-        path = d / f"part-{i:03d}{suffix}"
-        tmp = path.with_name(path.name + ".tmp")
-        write(tmp)
-        tmp.replace(path)
-    (d / MARKER).write_text(json.dumps({"pipeline": name, **facts}, indent=2))
+        write_file(d / f"part-{i:03d}{suffix}", write)  # a unique temporary name, then renamed
+    write_text(d / MARKER, json.dumps({"pipeline": name, **facts}, indent=2))
     return d
 
 
 def text_writer(lines: list[str]) -> Callable[[Path], None]:
-    return lambda path: path.write_text("\n".join(lines) + "\n")
+    return lambda path: path.write_text("\n".join(lines) + "\n")  # a temporary file of write_file
 
 
 def tfrecord_writer(records: Callable[[], Iterable[bytes]]) -> Callable[[Path], None]:

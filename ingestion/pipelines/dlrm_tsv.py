@@ -44,12 +44,13 @@ def model(space: KnobSpace) -> PipelineModel:
 def generate(out: str | Path, seed: int = 0, rows: int = 100_000) -> Path:
     import json
 
+    from core.atomic import write_text
     from ingestion.datagen import generate as criteo
 
     d = Path(out)
     if not (d / MARKER).is_file():
         criteo(rows, "tsv", d, seed=seed)
-        (d / MARKER).write_text(json.dumps({"pipeline": NAME, "rows": rows, "seed": seed}))
+        write_text(d / MARKER, json.dumps({"pipeline": NAME, "rows": rows, "seed": seed}))
     return d
 
 

@@ -12,6 +12,7 @@ architecture plus training facts to a ``.json`` beside it; loading never unpickl
 from __future__ import annotations
 
 import json
+import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -164,15 +165,17 @@ class MaskedDQN:
 
     # -- persistence (no pickle) ----------------------------------------------------------
     def save(self, path: str | Path) -> tuple[Path, Path]:
-        """Write ``<path>.npz`` (weights) and ``<path>.json`` (spec); return both paths."""
+        """Write ``<path>.npz`` (weights) and ``<path>.json`` (spec), each atomically
+        (:mod:`core.atomic`); return both paths. A crash between the two leaves a pair that
+        :meth:`load` refuses with a UserError, never a half-written file."""
+        from core.atomic import write_text, write_with
+
         base = Path(path).with_suffix("")
-        base.parent.mkdir(parents=True, exist_ok=True)
         weights = {k: v.detach().cpu().numpy() for k, v in self.q.state_dict().items()}
         npz, spec = base.with_suffix(".npz"), base.with_suffix(".json")
-        tmp = base.with_name(base.name + ".tmp.npz")
-        np.savez(tmp, **weights)
-        tmp.replace(npz)
-        spec.write_text(
+        write_with(npz, lambda fh: np.savez(fh, **weights))
+        write_text(
+            spec,
             json.dumps(
                 {
                     "format": "trainwise-intune-dqn",
@@ -195,21 +198,27 @@ class MaskedDQN:
         npz, spec_path = base.with_suffix(".npz"), base.with_suffix(".json")
         if not npz.exists() or not spec_path.exists():
             raise UserError(f"no saved InTune agent at {base} (need {npz.name} and {spec_path.name})")
-        spec = json.loads(spec_path.read_text())
-        if spec.get("format") != "trainwise-intune-dqn" or spec.get("obs_version") != OBS_VERSION:
+        try:
+            spec = json.loads(spec_path.read_text())
+        except (OSError, ValueError) as exc:  # a truncated or damaged file (UnicodeDecodeError is a ValueError)
+            raise UserError(f"{spec_path} is not readable as an InTune agent ({type(exc).__name__}: {exc})") from None
+        if not isinstance(spec, dict) or spec.get("format") != "trainwise-intune-dqn" or spec.get("obs_version") != OBS_VERSION:
             raise UserError(
                 f"{spec_path} is not an InTune agent of observation version {OBS_VERSION} "
                 f"(format={spec.get('format')!r}, obs_version={spec.get('obs_version')!r})"
             )
-        agent = cls(
-            config=DQNConfig(**spec["dqn"]),
-            seed=int(spec.get("seed", 0)),
-            obs_dim=int(spec["obs_dim"]),
-            n_actions=int(spec["n_actions"]),
-            info=dict(spec.get("info", {})),
-        )
-        with np.load(npz, allow_pickle=False) as data:
-            state = {k: torch.from_numpy(np.array(data[k])) for k in data.files}
-        agent.q.load_state_dict(state)
+        try:
+            agent = cls(
+                config=DQNConfig(**spec["dqn"]),
+                seed=int(spec.get("seed", 0)),
+                obs_dim=int(spec["obs_dim"]),
+                n_actions=int(spec["n_actions"]),
+                info=dict(spec.get("info", {})),
+            )
+            with np.load(npz, allow_pickle=False) as data:
+                state = {k: torch.from_numpy(np.array(data[k])) for k in data.files}
+            agent.q.load_state_dict(state)
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError, zipfile.BadZipFile, EOFError) as exc:
+            raise UserError(f"the InTune agent at {base} cannot be loaded ({type(exc).__name__}: {exc})") from None
         agent.target.load_state_dict(state)
         return agent

@@ -175,7 +175,9 @@ class LinearPolicy:
         return cls(np.asarray(doc["weights"], dtype=float), dict(doc.get("info", {})))
 
     def save(self, path: Path) -> None:
-        path.write_text(json.dumps(self.to_json(), indent=1) + "\n")
+        from core.atomic import write_text
+
+        write_text(path, json.dumps(self.to_json(), indent=1) + "\n")
 
 
 def episode(policy: LinearPolicy, p: Problem, rng: np.random.Generator | None, start: State | None = None,

@@ -70,10 +70,10 @@ def tfvars_of(result: dict[str, Any]) -> dict[str, Any]:
 
 def write_tfvars(path: Path, variables: dict[str, Any]) -> Path:
     """``.json`` files get JSON (``*.tfvars.json``); anything else HCL (``*.tfvars``)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from core.atomic import write_text
+
     if path.suffix == ".json":
-        path.write_text(json.dumps(variables, indent=2) + "\n")
-        return path
+        return write_text(path, json.dumps(variables, indent=2) + "\n")
     lines = ["# Written by `trainwise ingest cluster --write-tfvars`: the plan's ingestion nodes."]
     for key, value in variables.items():
         if isinstance(value, list):
@@ -83,5 +83,4 @@ def write_tfvars(path: Path, variables: dict[str, Any]) -> Path:
             lines.append(f'{key} = "{value}"')
         else:
             lines.append(f"{key} = {value}")
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return write_text(path, "\n".join(lines) + "\n")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from core.atomic import save_figure
+
 
 def render_pareto_png(plan: Mapping[str, Any], path: str | Path, *, all_points: Sequence[Mapping[str, Any]] = ()) -> Path:
     """Plot every scored shape (grey), the Pareto front (line) and the chosen shape.
@@ -54,6 +56,6 @@ def render_pareto_png(plan: Mapping[str, Any], path: str | Path, *, all_points: 
     ax.set_title("Seraph: predicted time vs cost to the target reward")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path)
+    save_figure(fig, path)
     plt.close(fig)
     return path

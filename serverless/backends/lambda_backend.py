@@ -50,8 +50,9 @@ import json
 import math
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+import uuid
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -144,6 +145,9 @@ class LambdaBackend:
         self._aliases: dict[int, str] = {}  # memory size -> the alias that runs it, this session
         self._pending_notes: list[str] = []  # what alias_for did, for the next batch's notes
         self._weights_keys: dict[str, str] = {}
+        # this backend's run: functions put offloaded trajectories under <prefix>/trajectories/<run_id>/,
+        # the only objects decode_result reads and deletes
+        self.run_id = uuid.uuid4().hex
 
     @classmethod
     def from_config_file(cls, path: str | Path = DEFAULT_CONFIG_PATH, **kwargs: Any) -> LambdaBackend:
@@ -391,6 +395,7 @@ class LambdaBackend:
                 self._weights_keys = {encoded: key}  # keep only the latest weights
             event = {k: v for k, v in event.items() if k != "weights_npz_b64"}
             event["weights_s3"] = {"bucket": self.config.bucket, "key": key}
+        event = {**event, "run_id": self.run_id}
         body = json.dumps(event, separators=(",", ":")).encode("utf-8")
         if len(body) > self.payload_limit_bytes:
             raise UserError(
@@ -421,6 +426,7 @@ class LambdaBackend:
             raise ValueError(f"the function returned {type(result).__name__}, not a JSON object")
         if "trajectories_s3" in result:
             ref = result.pop("trajectories_s3")
+            s3_payload.check_trajectories_ref(ref, self.config.bucket, self.config.s3_prefix, self.run_id)
             data = s3_payload.get_bytes(ref["bucket"], ref["key"], client=self.s3_client)
             _check_npz(data)
             result["trajectories_npz_b64"] = base64.b64encode(data).decode("ascii")

@@ -13,7 +13,9 @@ from typing import Any
 from tests.infra.test_terraform import DEV, MODULES, local_values, named, resources, unquote, variable_defaults
 
 MODULE = MODULES["ec2_nodes"]
-TEST_VARS = {"artifacts_bucket_arn": "arn:aws:s3:::tw-artifacts"}
+SHA = "0123456789abcdef" * 4
+TEST_VARS = {"artifacts_bucket_arn": "arn:aws:s3:::tw-artifacts", "name": "tw", "dispatcher_cidr": "10.0.0.0/16",
+             "trainwise_wheel_sha256": SHA}
 
 
 def _arith(expr: str, variables: dict[str, Any]) -> int:
@@ -41,9 +43,18 @@ def _value(expr: str, variables: dict[str, Any]) -> str:
         return posixpath.basename(variables[m[1]])
     if m := re.fullmatch(r"var\.(\w+)", expr):
         return str(variables[m[1]])
+    if m := re.fullmatch(r"aws_ssm_parameter\.(\w+)\.name", expr):  # its name template
+        return _value(resources(MODULE)[("aws_ssm_parameter", m[1])]["name"], variables)
     if expr.startswith('"') and expr.endswith('"'):
-        return re.sub(r"\$\{([^}]*)\}", lambda m: str(_arith(m[1], variables)), expr[1:-1])
+        return re.sub(r"\$\{([^}]*)\}", lambda m: _field(m[1], variables), expr[1:-1])
     raise ValueError(f"cannot evaluate {expr!r} statically")
+
+
+def _field(expr: str, variables: dict[str, Any]) -> str:
+    """``var.name`` as text, or a sum (``var.a.b + 10``)."""
+    if re.fullmatch(r"var\.\w+", expr.strip()) and isinstance(variables[expr.strip()[4:]], str):
+        return variables[expr.strip()[4:]]
+    return str(_arith(expr, variables))
 
 
 def _template_args() -> tuple[str, dict[str, str]]:
@@ -69,11 +80,42 @@ def test_the_user_data_starts_the_agent_on_the_private_address_and_the_agent_por
     ports = defaults["data_service_ports"]
     exec_start = [line for line in script.splitlines() if line.startswith("ExecStart=")]
     assert exec_start == [f"ExecStart=/opt/trainwise/bin/trainwise ingest node-agent --listen "
-                          f"$PRIVATE_IP:{defaults['agent_port']} --worker-ports {ports['from'] + 10}-{ports['to']}"]
+                          f"$PRIVATE_IP:{defaults['agent_port']} --worker-ports {ports['from'] + 10}-{ports['to']} "
+                          "--dispatchers 10.0.0.0/16"]
+    assert "Environment=TRAINWISE_AGENT_TOKEN_PARAMETER=/tw/node-agent-token" in script  # read by the agent, not in user data
+    assert "Environment=AWS_DEFAULT_REGION=$REGION" in script
     assert "latest/meta-data/local-ipv4" in script and "X-aws-ec2-metadata-token" in script  # IMDSv2
     assert "systemctl enable --now trainwise-node-agent.service" in script
     assert f's3://tw-artifacts/{defaults["trainwise_wheel_key"]}' in script
     assert "User=trainwise" in script  # not root
+
+
+def test_the_wheel_is_installed_only_with_the_expected_sha256_and_only_its_ingest_extra() -> None:
+    script = _render()
+    wheel = posixpath.basename(variable_defaults(MODULE)["trainwise_wheel_key"])
+    lines = script.splitlines()
+    check = next(i for i, line in enumerate(lines) if "sha256sum --check --strict" in line)
+    install = next(i for i, line in enumerate(lines) if "/opt/trainwise/bin/pip install" in line)
+    assert f'echo "{SHA}  /tmp/{wheel}" | sha256sum --check --strict' in lines[check] and check < install
+    assert lines[install] == f'/opt/trainwise/bin/pip install "/tmp/{wheel}[ingest]"'
+    assert "set -euo pipefail" in script and "exit 1" in "\n".join(lines[check:install])
+
+
+def test_the_wheel_check_refuses_a_wheel_with_another_hash(tmp_path: Any) -> None:
+    """The rendered check itself, run by bash on a file that is not the expected wheel."""
+    script = _render()
+    wheel = posixpath.basename(variable_defaults(MODULE)["trainwise_wheel_key"])
+    lines = script.splitlines()
+    check = next(i for i, line in enumerate(lines) if "sha256sum --check --strict" in line)
+    end = next(i for i in range(check, len(lines)) if lines[i] == "}")
+    snippet = "set -euo pipefail\n" + "\n".join(lines[check:end + 1]).replace(f"/tmp/{wheel}", str(tmp_path / wheel)) + "\necho installed\n"
+    (tmp_path / wheel).write_bytes(b"a different wheel")
+    bad = subprocess.run(["bash", "-c", snippet], capture_output=True, text=True)
+    assert bad.returncode == 1 and "installed" not in bad.stdout and "not installing" in bad.stderr
+    import hashlib
+
+    good = snippet.replace(SHA, hashlib.sha256(b"a different wheel").hexdigest())
+    assert subprocess.run(["bash", "-c", good], capture_output=True, text=True).stdout.strip().endswith("installed")
 
 
 def test_the_nodes_generate_the_data_the_live_pipelines_read() -> None:

@@ -341,13 +341,89 @@ def test_no_security_group_allows_the_world_in_and_imdsv2_is_required() -> None:
     assert res[("aws_launch_template", "node")]["metadata_options"], "launch template must set IMDSv2"
 
 
-def test_node_role_only_drives_the_function_and_the_bucket() -> None:
-    statements = _policy_statements(MODULES["ec2_nodes"], "nodes")
+def _by_action(document: str) -> dict[tuple[str, str], set[str]]:
+    """{(effect, action): resources} of one of the ec2_nodes module's policy documents, with the
+    statements of the documents it includes (``source_policy_documents``)."""
+    docs = resources(MODULES["ec2_nodes"], "data")
+    body = docs[("aws_iam_policy_document", document)]
+    statements = list(body.get("statement", []))
+    for source in body.get("source_policy_documents", []):
+        for ref in re.findall(r"data\.aws_iam_policy_document\.(\w+)\.json", json.dumps(source)):
+            statements += docs[("aws_iam_policy_document", ref)]["statement"]
+    out: dict[tuple[str, str], set[str]] = {}
     for statement in statements:
         for action in statement["actions"]:
-            assert "*" not in unquote(action)
-        for resource in statement["resources"]:
-            assert unquote(resource) != "*"
+            out.setdefault((unquote(statement["effect"]), unquote(action)), set()).update(unquote(r) for r in statement["resources"])
+    return out
+
+
+def test_node_roles_only_do_what_their_node_does() -> None:
+    bucket, token = "${var.artifacts_bucket_arn}", "${aws_ssm_parameter.agent_token.arn}"
+    for document in ("learner", "ingest"):
+        for (_, action), found in _by_action(document).items():
+            assert "*" not in action and "*" not in found, (document, action)
+    # ingestion nodes: read the wheels and their token, nothing more (no function, no writes, no deletes)
+    assert _by_action("ingest") == {("Allow", "s3:GetObject"): {f"{bucket}/wheels/*"},
+                                    ("Allow", "ssm:GetParameter"): {token}}
+    # the learner: the bucket's objects but never the wheels, no deletes of its own (the caller
+    # policy deletes trajectories under the rollout prefix only), and the token
+    assert _by_action("learner") == {("Allow", "s3:GetObject"): {f"{bucket}/*"}, ("Allow", "s3:PutObject"): {f"{bucket}/*"},
+                                     ("Allow", "s3:ListBucket"): {bucket},
+                                     ("Deny", "s3:PutObject"): {f"{bucket}/wheels/*"},
+                                     ("Deny", "s3:DeleteObject"): {f"{bucket}/wheels/*"},
+                                     ("Allow", "ssm:GetParameter"): {token}}
+    res = resources(MODULES["ec2_nodes"])
+    assert res[("aws_iam_role_policy_attachment", "rollout_caller")]["role"] == "${aws_iam_role.learner.name}"
+    assert not [k for k in res if k[0] == "aws_iam_role_policy_attachment" and k[1] != "rollout_caller"], \
+        "no managed policy (AmazonSSMManagedInstanceCore reads every SSM parameter)"
+    session = {a for (_, a) in _by_action("session_manager")}
+    assert not {a for a in session if a.startswith("ssm:Get") or a.startswith("s3:")}
+
+
+def test_the_agent_token_is_generated_into_a_secure_string() -> None:
+    res = resources(MODULES["ec2_nodes"])
+    parameter = res[("aws_ssm_parameter", "agent_token")]
+    assert unquote(parameter["type"]) == "SecureString"
+    assert parameter["value"] == "${random_password.agent_token.result}"
+    assert res[("random_password", "agent_token")]["length"] >= 32
+    assert "TRAINWISE_AGENT_TOKEN_PARAMETER=${token_parameter}" in (MODULES["ec2_nodes"] / "node_agent.sh.tftpl").read_text()
+
+
+def test_the_plots_expire() -> None:
+    rules = resources(MODULES["artifacts_bucket"])[("aws_s3_bucket_lifecycle_configuration", "artifacts")]["rule"]
+    plots = [r for r in rules if unquote(r["filter"][0]["prefix"]) == "plots/"]
+    from tasks.plots import PLOTS_PREFIX
+
+    assert PLOTS_PREFIX == "plots" and plots and unquote(plots[0]["status"]) == "Enabled"
+    assert plots[0]["expiration"][0]["days"] == "${var.plots_expire_days}"
+
+
+def _role_architecture(instance_type: str) -> str:
+    """The ec2_nodes module's rule, evaluated here: its regex (RE2 and Python agree on it) on the
+    instance family, unless var.architectures names the type (empty by default)."""
+    locals_ = local_values(MODULES["ec2_nodes"])
+    rule = unquote(locals_["arm64_family"])
+    expected = ('for role, spec in local.roles : role => lookup(var.architectures, spec.instance_type, '
+                'can(regex(local.arm64_family, split(".", spec.instance_type)[0])) ? "arm64" : "x86_64")')
+    assert locals_["role_architecture"].strip("${} ") == expected
+    return "arm64" if re.fullmatch(rule, instance_type.split(".")[0]) else "x86_64"
+
+
+def test_each_pool_gets_an_ami_of_its_instance_types_architecture() -> None:
+    """A plan with c7g and c7i pools: the c7g pool's AMI is arm64, the c7i pool's x86_64."""
+    assert _role_architecture("c7g.2xlarge") == "arm64" and _role_architecture("c7i.large") == "x86_64"
+    for arm in ("c7gn.xlarge", "m6gd.large", "t4g.micro", "x2gd.large", "im4gn.large", "hpc7g.4xlarge", "a1.large", "g5g.xlarge"):
+        assert _role_architecture(arm) == "arm64", arm
+    for x86 in ("m7i-flex.large", "c6a.large", "g5.xlarge", "r7iz.large", "inf2.xlarge", "t3.micro", "c5n.large"):
+        assert _role_architecture(x86) == "x86_64", x86
+    catalog = json.loads((ROOT / "ingestion" / "cluster" / "data" / "instances.json").read_text())["families"]
+    for family, words in catalog.items():  # every family InTuneX may plan
+        assert _role_architecture(f"{family}.large") == ("arm64" if "Graviton" in words else "x86_64"), family
+    locals_ = local_values(MODULES["ec2_nodes"])
+    assert "data.aws_ssm_parameter.al2023[arch].value" in locals_["role_ami"]
+    ami = resources(MODULES["ec2_nodes"], "data")[("aws_ssm_parameter", "al2023")]
+    assert unquote(ami["name"]).endswith("al2023-ami-kernel-default-${each.key}") and ami["for_each"] == "${local.looked_up_amis}"
+    assert resources(MODULES["ec2_nodes"])[("aws_launch_template", "node")]["image_id"] == "${local.role_ami[each.key]}"
 
 
 @pytest.mark.skipif(shutil.which("terraform") is None, reason="no terraform binary (fmt check is optional)")
@@ -365,12 +441,13 @@ def test_every_node_instance_is_hardened_itself_not_only_its_launch_template() -
     assert unquote(options["http_tokens"]) == "required"
     assert options["http_put_response_hop_limit"] == 1
     assert instance["root_block_device"][0]["encrypted"] is True
-    assert instance["iam_instance_profile"] == "${aws_iam_instance_profile.nodes.name}"
+    assert instance["iam_instance_profile"] == ('${startswith(each.value, "ingest") ? aws_iam_instance_profile.ingest.name '
+                                                ': aws_iam_instance_profile.learner.name}')
     assert instance["ebs_optimized"] is True
     template = res[("aws_launch_template", "node")]
     assert template["block_device_mappings"][0]["ebs"][0]["encrypted"] is True
-    profile = res[("aws_iam_instance_profile", "nodes")]
-    assert profile["role"] == "${aws_iam_role.nodes.name}"
+    for role in ("learner", "ingest"):
+        assert res[("aws_iam_instance_profile", role)]["role"] == f"${{aws_iam_role.{role}.name}}"
 
 
 SKIP = re.compile(r"#\s*checkov:skip=([0-9A-Z_]+):(.*)")
@@ -466,6 +543,7 @@ ROOT_VARIABLE_DOMAINS: dict[str, tuple[list[Any], list[Any]]] = {
     "lambda_reserved_concurrency": ([-1, 0, 20, 1000], [-2, 2.5]),
     "log_retention_days": ([1, 14, 365, 3653], [0, 2, 13, 10000]),
     "s3_prefix": (["rollouts", "team/a/rollouts", "runs_2.v1"], ["", "/rollouts", "rollouts/", "a//b", "a b"]),
+    "trainwise_wheel_sha256": (["", "0" * 64, "ab" * 32], ["abc", "g" * 64, "A" * 64, "0" * 65]),
     "trajectories_expire_days": ([1, 3, 30], [0, -1, 1.5]),
     "vpc_id": (["", "vpc-0123abcd", "vpc-0123456789abcdef0"], ["vpc-123", "0123456789abcdef0", "vpc-XYZ12345"]),
     "subnet_id": (["", "subnet-0123abcd", "subnet-0123456789abcdef0"], ["subnet-1", "vpc-0123abcd"]),
@@ -545,5 +623,5 @@ def test_the_caller_policy_drives_only_the_functions_aliases_and_payloads() -> N
     assert by_action == {}, f"actions the backend does not call: {sorted(by_action)}"
     nodes = resources(MODULES["ec2_nodes"])[("aws_iam_role_policy_attachment", "rollout_caller")]
     assert nodes["policy_arn"] == "${var.caller_policy_arn}"
-    assert not [a for s in _policy_statements(MODULES["ec2_nodes"], "nodes") for a in s["actions"]
-                if unquote(a).startswith("lambda:")], "the nodes' own policy must not widen the caller policy"
+    assert not [a for doc in ("learner", "ingest") for (_, a) in _by_action(doc) if a.startswith("lambda:")], \
+        "the nodes' own policies must not widen the caller policy"

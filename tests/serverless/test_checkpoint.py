@@ -3,6 +3,7 @@ and a resumed run that continues exactly as an uninterrupted one."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from core import atomic
 from core.errors import UserError
 from serverless import checkpoint as ckpt_module
 from serverless import handler as handler_module
@@ -62,29 +64,33 @@ def test_a_crash_between_writes_leaves_the_previous_checkpoint_whole(tmp_path: P
     before = (ckpt / CHECKPOINT_FILE).read_bytes()
 
     def crash(src: Any, dst: Any) -> None:
-        raise OSError("killed before the rename")
+        raise OSError(5, "killed before the rename")
 
-    monkeypatch.setattr(ckpt_module.os, "replace", crash)
-    with pytest.raises(OSError, match="killed before the rename"):
+    monkeypatch.setattr(atomic.os, "replace", crash)
+    with pytest.raises(UserError, match=f"cannot write {ckpt / CHECKPOINT_FILE}: killed before the rename"):
         train(_spec(ckpt, max_steps=512, resume=True), backend=InProcess(), progress=False)
     monkeypatch.undo()
     assert (ckpt / CHECKPOINT_FILE).read_bytes() == before  # untouched; the half-done one is a temp file
     assert _iteration(ckpt) == 1
     resumed = train(_spec(ckpt, max_steps=512, resume=True), backend=InProcess(), progress=False)
     assert resumed.env_steps == 512 and _iteration(ckpt) == 2
-    assert not list(ckpt.glob(".checkpoint-*"))  # the leftover temp file is cleared by the next save
+    assert sorted(p.name for p in ckpt.iterdir()) == [CHECKPOINT_FILE]  # the failed write's temp file is gone
 
 
 def test_a_crash_while_writing_the_arrays_leaves_the_previous_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ckpt = tmp_path / "c"
     train(_spec(ckpt, max_steps=256), backend=InProcess(), progress=False)
 
+    real_savez = np.savez
+
     def half_write(fh: Any, **arrays: Any) -> None:
+        if isinstance(fh, io.BytesIO):  # the weights sent to the actors: not a file
+            return real_savez(fh, **arrays)
         fh.write(b"PK\x03\x04 half a zip")
-        raise OSError("disk full")
+        raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(ckpt_module.np, "savez", half_write)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(UserError, match="No space left on device"):
         train(_spec(ckpt, max_steps=512, resume=True), backend=InProcess(), progress=False)
     monkeypatch.undo()
     assert _iteration(ckpt) == 1
@@ -135,14 +141,26 @@ def test_a_checkpoint_with_a_malformed_part_is_refused(tmp_path: Path, part: str
         train(_spec(ckpt, max_steps=512, resume=True), backend=InProcess(), progress=False)
 
 
-def test_a_checkpoint_of_another_env_or_policy_shape_is_refused(tmp_path: Path) -> None:
+def test_a_checkpoint_of_another_run_is_refused_naming_what_differs(tmp_path: Path) -> None:
     ckpt = tmp_path / "c"
     train(_spec(ckpt, max_steps=256), backend=InProcess(), progress=False)
-    with pytest.raises(UserError, match="it is for CartPole-v1, not Acrobot-v1"):
-        train(_spec(ckpt, env_id="Acrobot-v1", resume=True), backend=InProcess(), progress=False)
-    with pytest.raises(UserError, match="policy shape .* differs"):
-        train(_spec(ckpt, ppo=PPOConfig(epochs=2, minibatch_size=64, hidden=(32, 32)), resume=True),
-              backend=InProcess(), progress=False)
+    before = (ckpt / CHECKPOINT_FILE).read_bytes()
+    cases = [
+        (dict(env_id="Acrobot-v1"), r'env_id: checkpoint "CartPole-v1", this run "Acrobot-v1"'),
+        (dict(ppo=PPOConfig(epochs=2, minibatch_size=64, hidden=(32, 32))), r"ppo.hidden: checkpoint \[64, 64\], this run \[32, 32\]"),
+        (dict(seed=12), "seed: checkpoint 11, this run 12"),
+        (dict(env_kwargs={"sutton_barto_reward": True}), "env_kwargs.sutton_barto_reward: checkpoint null, this run true"),
+        (dict(run=RunConfig(actors=4, memory_mb=1769, batch=256)), "run.actors: checkpoint 2, this run 4"),
+        (dict(seed=12, ppo=PPOConfig(epochs=3, minibatch_size=64)), "ppo.epochs: checkpoint 2, this run 3; seed: checkpoint 11"),
+    ]
+    for change, match in cases:
+        with pytest.raises(UserError, match=match):
+            train(_spec(ckpt, resume=True, **change), backend=InProcess(), progress=False)
+    assert (ckpt / CHECKPOINT_FILE).read_bytes() == before  # a refused resume writes nothing
+    # the budget may grow, and a new run shape is allowed when asked for (resume_run)
+    train(_spec(ckpt, resume=True, max_steps=512, run=RunConfig(actors=4, memory_mb=1769, batch=256),
+                resume_run=RunConfig(actors=4, memory_mb=1769, batch=256)), backend=InProcess(), progress=False)
+    assert _iteration(ckpt) == 2
 
 
 def test_the_older_two_file_layout_gets_a_hint(tmp_path: Path) -> None:
@@ -228,8 +246,8 @@ def test_fsync_and_rename_are_one_unit(tmp_path: Path, monkeypatch: pytest.Monke
     """The save ends with one rename of a fsynced file; the directory is fsynced after it."""
     calls: list[str] = []
     real_replace, real_fsync = os.replace, os.fsync
-    monkeypatch.setattr(ckpt_module.os, "replace", lambda s, d: (calls.append("replace"), real_replace(s, d))[1])
-    monkeypatch.setattr(ckpt_module.os, "fsync", lambda fd: (calls.append("fsync"), real_fsync(fd))[1])
+    monkeypatch.setattr(atomic.os, "replace", lambda s, d: (calls.append("replace"), real_replace(s, d))[1])
+    monkeypatch.setattr(atomic.os, "fsync", lambda fd: (calls.append("fsync"), real_fsync(fd))[1])
     train(_spec(tmp_path / "c", max_steps=256), backend=InProcess(), progress=False)
     assert calls == ["fsync", "replace", "fsync"] * 2  # at iteration 0 and after the one iteration
 

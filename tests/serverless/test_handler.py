@@ -169,3 +169,9 @@ def test_a_result_over_the_response_limit_moves_its_trajectories_to_s3(monkeypat
     ref = moved["trajectories_s3"]
     assert ref["bucket"] == "tw-artifacts" and (ref["bucket"], ref["key"]) in stored
     assert stored[(ref["bucket"], ref["key"])] == base64.b64decode(inline["trajectories_npz_b64"])
+    handler_module.reset_warm_state()  # a learner's event names its run: the run's own folder
+    ran = handler_module.handler({**event, "run_id": "0123abcd0123abcd"}, None)["trajectories_s3"]["key"]
+    assert ran.startswith("rollouts/trajectories/0123abcd0123abcd/")
+    handler_module.reset_warm_state()
+    with pytest.raises(ValueError, match="run_id must be 8-32 lower-case hex digits"):
+        handler_module.handler({**event, "run_id": "../../wheels"}, None)

@@ -138,6 +138,19 @@ def _check_json_out(path: Path | None) -> None:
         raise UserError(f"--json-out {path} is not a regular file (a device or pipe); give a file path such as result.json")
 
 
+def _write_result(path: Path, result: dict[str, Any]) -> None:
+    """``--json-out``: written atomically; when the disk refuses (full, no permission), the error
+    names the path and the result goes to stdout as JSON instead, so a finished run is not lost."""
+    from core.results import environment, to_json, write_json
+
+    try:
+        write_json(path, result)
+    except UserError as exc:
+        print(to_json({**result, "environment": environment()}))
+        raise UserError(f"--json-out: {exc}; the result is on stdout instead") from None
+    print(f"result written to {path}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -150,10 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         result = handler(args)
         json_out = getattr(args, "json_out", None)
         if json_out is not None and result is not None:
-            from core.results import write_json
-
-            write_json(json_out, result)
-            print(f"result written to {json_out}", file=sys.stderr)
+            _write_result(json_out, result)
     except UserError as exc:
         print(f"trainwise: error: {exc}", file=sys.stderr)
         return 2

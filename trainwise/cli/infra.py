@@ -145,13 +145,9 @@ def terraform_outputs_to_config(outputs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _write_config(path: Path, config: dict[str, Any]) -> None:
-    from core.results import check_replaceable
+    from core.atomic import write_text
 
-    check_replaceable(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-    tmp.replace(path)
+    write_text(path, json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 def cmd_output(args: argparse.Namespace) -> dict[str, Any]:

@@ -69,13 +69,14 @@ def register_cluster(isub: argparse._SubParsersAction) -> None:
 
 
 def register_node_agent(isub: argparse._SubParsersAction) -> None:
-    from ingestion.cluster.agent import DEFAULT_PORT, DEFAULT_WORKER_PORTS, TOKEN_ENV
+    from ingestion.cluster.agent import DEFAULT_PORT, DEFAULT_WORKER_PORTS, STALL_S, TOKEN_ENV, TOKEN_PARAMETER_ENV
 
     a = isub.add_parser("node-agent", help="serve an ingestion node: start tf.data service workers on request",
                         description="Run on each ingestion node; `ingest cluster --workers HOST:PORT,...` asks it to "
-                        "start a worker per job, registered with that job's dispatcher (JSON over HTTP). Bind it "
-                        f"to a private address only; set {TOKEN_ENV} here and where trainwise runs to require a "
-                        "shared token as well.")
+                        "start a worker per job, registered with that job's dispatcher (JSON over HTTP). Beyond "
+                        f"loopback it needs a shared token: {TOKEN_ENV}, or {TOKEN_PARAMETER_ENV} naming an SSM "
+                        "parameter that holds it (the same here and where trainwise runs). Bind it to a private "
+                        "address only.")
     a.add_argument("--listen", default=f"127.0.0.1:{DEFAULT_PORT}", metavar="HOST:PORT",
                    help=f"address to bind (default 127.0.0.1:{DEFAULT_PORT}; on a node, its private IP)")
     a.add_argument("--cpus", default=None, help="CPUs the agent offers its workers, e.g. 0-3 or 0,2 (default: all)")
@@ -84,12 +85,18 @@ def register_node_agent(isub: argparse._SubParsersAction) -> None:
     a.add_argument("--advertise", default=None, metavar="HOST",
                    help="address the dispatcher and trainers reach the workers at (default: the address a request "
                    "reached the agent at)")
+    a.add_argument("--dispatchers", default=None, metavar="CIDR,...",
+                   help="the only dispatchers workers may register with, as CIDRs or addresses (default: loopback "
+                   "and this node's own addresses; on AWS the VPC's CIDR)")
+    a.add_argument("--stall-s", type=float, default=STALL_S, metavar="S",
+                   help=f"drop a client that has not completed its request within S seconds (0 < S <= {STALL_S:g})")
     a.set_defaults(handler=node_agent_handler)
 
 
 def node_agent_handler(args: argparse.Namespace) -> None:
     """Serve until interrupted; the workers end with the agent."""
-    from ingestion.cluster.agent import TOKEN_ENV, Agent, agent_cpus, parse_address, parse_range, serve
+    from ingestion.cluster.agent import Agent, agent_cpus, agent_token, parse_address, parse_dispatchers, parse_range
+    from ingestion.cluster.agent_server import serve
 
     try:
         listen = parse_address(args.listen, "--listen")
@@ -101,18 +108,20 @@ def node_agent_handler(args: argparse.Namespace) -> None:
             parse_address(f"{args.advertise}:1", "--advertise")
     except ValueError:
         raise UserError(f"--advertise must be a host name or IPv4 address, got {args.advertise!r}") from None
-    agent = Agent(agent_cpus(args.cpus), ports, args.advertise)
+    from ingestion.cluster.agent import STALL_S
+
+    if not 0 < args.stall_s <= STALL_S:
+        raise UserError(f"--stall-s must be > 0 and <= {STALL_S:g} seconds, got {args.stall_s:g}")
+    token = agent_token()
+    agent = Agent(agent_cpus(args.cpus), ports, args.advertise, parse_dispatchers(args.dispatchers))
     try:
-        server = serve(listen, agent, os.environ.get(TOKEN_ENV) or None)
+        server = serve(listen, agent, token, args.stall_s)
     except OSError as exc:
         raise UserError(f"--listen {args.listen}: cannot bind ({exc.strerror or exc})") from None
-    print(f"node agent on {args.listen}: CPUs {list(agent.cpus)}, worker ports {ports[0]}-{ports[1]}"
-          f"{', token required' if os.environ.get(TOKEN_ENV) else ''}", file=sys.stderr, flush=True)
-    try:
-        server.serve_forever()
-    finally:
-        agent.stop()
-        server.server_close()
+    print(f"node agent on {server.address}: CPUs {list(agent.cpus)}, worker ports {ports[0]}-{ports[1]}, "
+          f"dispatchers {', '.join(map(str, agent.dispatchers))}{', token required' if token else ''}",
+          file=sys.stderr, flush=True)
+    server.run()
 
 
 def _baselines(text: str) -> tuple[str, ...]:

@@ -53,9 +53,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_backend_args(p)
     p.add_argument("--seed", type=int, default=0)
     add_architecture_arg(p)
-    p.add_argument("--checkpoint-dir", type=Path, default=None, help="default .trainwise/checkpoints/<env>-seed<S>")
+    p.add_argument("--checkpoint-dir", type=Path, default=None,
+                   help="default: a new folder per run under .trainwise/checkpoints/<env>-seed<S>/")
     p.add_argument("--checkpoint-every", type=int, default=10, help="iterations between checkpoints (0 = never)")
-    p.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --checkpoint-dir")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from the checkpoint in --checkpoint-dir (default: the newest of this env and seed "
+                        "with the same settings); a checkpoint of other settings is refused, naming what differs")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_inject_faults(p)
     add_json_out(p)

@@ -16,7 +16,8 @@ import pytest
 from core.errors import UserError
 from ingestion.cluster import agent as agent_mod
 from ingestion.cluster.agent import (Agent, AgentClient, AgentError, AgentNodes, WorkerRequest, agent_cpus,
-                                     parse_address, parse_range, serve)
+                                     parse_address, parse_range)
+from ingestion.cluster.agent_server import serve
 from ingestion.cluster.service import _free_port
 
 JOBS = Path(__file__).resolve().parents[3] / "configs" / "cluster-local.yaml"
@@ -73,12 +74,12 @@ def served(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Agent, str, list[t
     low = _free_port()
     agent = Agent((0,), (low, low + 1))
     server = serve(("127.0.0.1", 0), agent, token="s3cret")
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    thread = server.start()
     try:
-        yield agent, f"127.0.0.1:{server.server_address[1]}", calls
+        yield agent, server.address, calls
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stop()
+        thread.join(timeout=30)
         agent.stop()
 
 
@@ -88,19 +89,22 @@ def test_the_agent_starts_reports_and_stops_workers(served: tuple[Agent, str, li
     node, local = client.call("GET", "/v1/node")
     assert node == {"cpus": [0], "workers": {}} and local == "127.0.0.1"
     started, _ = client.call("POST", "/v1/workers", {"dispatcher": "127.0.0.1:5050", "cpus": [0]})
-    port = agent.worker_ports[0]
-    assert started == {"id": "w1", "address": f"127.0.0.1:{port}"}  # the address the request reached
+    port, first = agent.worker_ports[0], started["id"]
+    assert started["address"] == f"127.0.0.1:{port}"  # the address the request reached
     assert calls == [("127.0.0.1:5050", (0,), port, f"127.0.0.1:{port}")]
-    assert client.call("GET", "/v1/workers/w1")[0] == {"alive": True, "returncode": None}
+    assert client.call("GET", f"/v1/workers/{first}")[0] == {"alive": True, "returncode": None}
     second, _ = client.call("POST", "/v1/workers", {"dispatcher": "127.0.0.1:5051", "cpus": [0]})
     assert second["address"].endswith(f":{port + 1}")  # the next free port of the range
     with pytest.raises(AgentError, match="no free port"):
         client.call("POST", "/v1/workers", {"dispatcher": "127.0.0.1:5052", "cpus": [0]})
-    assert client.call("DELETE", "/v1/workers/w1")[0] == {"stopped": ["w1"]}
-    assert client.call("DELETE", "/v1/workers")[0] == {"stopped": ["w2"]}
+    assert client.call("DELETE", f"/v1/workers/{first}")[0] == {"stopped": [first]}
+    assert client.call("GET", f"/v1/workers/{first}")[0] == {"alive": False, "returncode": -9}
+    with pytest.raises(AgentError, match="name the job"):
+        client.call("DELETE", "/v1/workers")
+    assert client.call("DELETE", "/v1/workers?dispatcher=127.0.0.1:5051")[0] == {"stopped": [second["id"]]}
     assert agent.workers == {}
-    with pytest.raises(AgentError, match="no such resource /v1/workers/w1"):
-        client.call("GET", "/v1/workers/w1")
+    with pytest.raises(AgentError, match="no such resource /v1/workers/w-0"):
+        client.call("GET", "/v1/workers/w-0")
 
 
 def test_the_agent_refuses_bad_bodies_and_a_missing_token(served: tuple[Agent, str, list[tuple]]) -> None:
@@ -173,8 +177,8 @@ def test_agent_nodes_start_workers_that_register_with_this_machine(served: tuple
     worker = nodes.start_worker(0, 5055)
     assert calls[-1][:2] == ("127.0.0.1:5055", (0,))  # the address this machine reached the agent from
     assert worker.gone() is None
-    agent.workers[worker.worker_id][2].kill()
-    agent.workers[worker.worker_id][2].wait()
+    agent.workers[worker.worker_id].process.kill()
+    agent.workers[worker.worker_id].process.wait()
     assert "exited (-9) before registering" in (worker.gone() or "")
     worker.stop()
     worker.stop()  # stopping a stopped worker is a no-op

@@ -471,11 +471,12 @@ def test_large_results_are_offloaded_and_fetched_back(deployed: dict[str, Any]) 
     result = handler(event, None)
     inline = s3_payload.maybe_offload_result(result, names["bucket"], names["s3_prefix"])
     assert inline is result  # a normal segment fits the 6 MB response
-    offloaded = s3_payload.maybe_offload_result(result, names["bucket"], names["s3_prefix"], limit_bytes=70_000)
+    backend = make_backend(deployed["config_path"])
+    offloaded = s3_payload.maybe_offload_result(result, names["bucket"], names["s3_prefix"], limit_bytes=70_000,
+                                                run_id=backend.run_id)
     assert "trajectories_npz_b64" not in offloaded
     key = offloaded["trajectories_s3"]["key"]
-    assert key.startswith(f"{names['s3_prefix']}/trajectories/")
-    backend = make_backend(deployed["config_path"])
+    assert key.startswith(f"{names['s3_prefix']}/trajectories/{backend.run_id}/")  # this run's own folder
     decoded = backend.decode_result(json.dumps(offloaded).encode())
     assert decoded["trajectories_npz_b64"] == result["trajectories_npz_b64"]
     listed = boto3.client("s3").list_objects_v2(Bucket=names["bucket"], Prefix=f"{names['s3_prefix']}/trajectories/")
@@ -488,11 +489,37 @@ def test_pickled_trajectories_are_refused(deployed: dict[str, Any]) -> None:
     names = deployed["names"]
     buf = io.BytesIO()
     np.savez(buf, obs=np.array([{"not": "data"}], dtype=object))
-    key = f"{names['s3_prefix']}/trajectories/evil.npz"
-    boto3.client("s3").put_object(Bucket=names["bucket"], Key=key, Body=buf.getvalue())
     backend = make_backend(deployed["config_path"])
+    key = f"{names['s3_prefix']}/trajectories/{backend.run_id}/evil.npz"
+    boto3.client("s3").put_object(Bucket=names["bucket"], Key=key, Body=buf.getvalue())
     with pytest.raises(ValueError, match="pickle-free"):
         backend.decode_result(json.dumps({"trajectories_s3": {"bucket": names["bucket"], "key": key}}).encode())
+
+
+@pytest.mark.parametrize("ref", [
+    {"bucket": "another-bucket", "key": "rollouts/trajectories/{run}/t.npz"},
+    {"bucket": "{bucket}", "key": "rollouts/trajectories/0123456789abcdef0123456789abcdef/t.npz"},  # another run's
+    {"bucket": "{bucket}", "key": "rollouts/trajectories/t.npz"},  # no run
+    {"bucket": "{bucket}", "key": "profiles/seraph-x.json"},
+    {"bucket": "{bucket}", "key": "rollouts/trajectories/../../wheels/trainwise.whl"},
+    {"bucket": "{bucket}", "key": "rollouts/weights/abc.npz"},
+    {"bucket": "{bucket}", "key": "rollouts/trajectories/t.npz", "extra": 1},
+    "rollouts/trajectories/t.npz",
+])
+def test_a_result_naming_an_object_outside_the_runs_trajectories_deletes_nothing(deployed: dict[str, Any], ref: Any) -> None:
+    """The learner reads and deletes what a function's response names: only its own trajectories."""
+    names = deployed["names"]
+    s3 = boto3.client("s3")
+    s3.put_object(Bucket=names["bucket"], Key="profiles/seraph-x.json", Body=b"{}")
+    if isinstance(ref, dict):
+        ref = {k: (v.replace("{bucket}", names["bucket"]) if isinstance(v, str) else v) for k, v in ref.items()}
+        ref = {**ref, "key": ref["key"].replace("rollouts/", f"{names['s3_prefix']}/", 1)} if names["s3_prefix"] != "rollouts" else ref
+    backend = make_backend(deployed["config_path"])
+    if isinstance(ref, dict):
+        ref = {**ref, "key": ref["key"].replace("{run}", backend.run_id)}
+    with pytest.raises(ValueError, match="trajectories_s3"):
+        backend.decode_result(json.dumps({"trajectories_s3": ref}).encode())
+    assert s3.get_object(Bucket=names["bucket"], Key="profiles/seraph-x.json")["Body"].read() == b"{}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -640,7 +667,8 @@ def test_offloaded_result_that_cannot_be_fetched_is_retried(deployed: dict[str, 
     from serverless.rollouts import RolloutsFailed
 
     backend = make_backend(deployed["config_path"])
-    missing = {"trajectories_s3": {"bucket": deployed["names"]["bucket"], "key": "rollouts/trajectories/gone.npz"}}
+    missing = {"trajectories_s3": {"bucket": deployed["names"]["bucket"],
+                                   "key": f"rollouts/trajectories/{backend.run_id}/gone.npz"}}
     calls: list[int] = []
 
     def dangling_reference(request: Any, **_: Any) -> AWSResponse:

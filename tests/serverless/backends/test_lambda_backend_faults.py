@@ -126,8 +126,9 @@ def test_s3_slowdown_when_fetching_an_offloaded_result_is_retried(deployed: dict
                                                                   botocore_sleeps: list[float]) -> None:
     backend = make_backend(deployed["config_path"])
     bucket = deployed["names"]["bucket"]
-    s3_payload.put_bytes(bucket, "rollouts/trajectories/t.npz", _npz_bytes())
-    reply = {"actor_id": 0, "trajectories_s3": {"bucket": bucket, "key": "rollouts/trajectories/t.npz"}}
+    key = f"rollouts/trajectories/{backend.run_id}/t.npz"
+    s3_payload.put_bytes(bucket, key, _npz_bytes())
+    reply = {"actor_id": 0, "trajectories_s3": {"bucket": bucket, "key": key}}
     backend.lambda_client.meta.events.register(
         "before-send.lambda.Invoke",
         lambda request, **_: AWSResponse("https://lambda", 200, HeadersDict({"Content-Type": "application/json"}),

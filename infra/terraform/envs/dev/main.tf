@@ -46,17 +46,19 @@ module "rollout_lambda" {
 }
 
 module "ec2_nodes" {
-  source                = "../../modules/ec2_nodes"
-  name                  = local.name
-  vpc_id                = data.aws_vpc.selected.id
-  subnet_id             = local.subnet_id
-  learner_instance_type = var.learner_instance_type
-  learner_count         = var.learner_count
-  ingest_instance_type  = var.ingest_instance_type
-  ingest_count          = var.ingest_count
-  ingest_pools          = var.ingest_pools
-  admin_cidrs           = var.admin_cidrs
-  caller_policy_arn     = module.rollout_lambda.caller_policy_arn
-  artifacts_bucket_arn  = module.artifacts_bucket.bucket_arn
-  tags                  = local.tags
+  source                 = "../../modules/ec2_nodes"
+  name                   = local.name
+  vpc_id                 = data.aws_vpc.selected.id
+  subnet_id              = local.subnet_id
+  learner_instance_type  = var.learner_instance_type
+  learner_count          = var.learner_count
+  ingest_instance_type   = var.ingest_instance_type
+  ingest_count           = var.ingest_count
+  ingest_pools           = var.ingest_pools
+  admin_cidrs            = var.admin_cidrs
+  dispatcher_cidr        = data.aws_vpc.selected.cidr_block
+  trainwise_wheel_sha256 = var.trainwise_wheel_sha256
+  caller_policy_arn      = module.rollout_lambda.caller_policy_arn
+  artifacts_bucket_arn   = module.artifacts_bucket.bucket_arn
+  tags                   = local.tags
 }

@@ -81,3 +81,8 @@ output "nodes_security_group_id" {
   description = "Security group of the nodes."
   value       = module.ec2_nodes.security_group_id
 }
+
+output "agent_token_parameter" {
+  description = "SSM parameter of the node agents' token: export TRAINWISE_AGENT_TOKEN_PARAMETER=<this> for `ingest cluster --workers`."
+  value       = module.ec2_nodes.agent_token_parameter
+}

@@ -193,3 +193,13 @@ variable "admin_cidrs" {
     error_message = "admin_cidrs must be valid CIDRs of /16 or narrower; a world-open SSH rule is not allowed."
   }
 }
+
+variable "trainwise_wheel_sha256" {
+  description = "SHA-256 of the trainwise wheel the ingestion nodes install from wheels/ in the artifacts bucket (`sha256sum dist/trainwise-*.whl`)."
+  type        = string
+  default     = ""
+  validation {
+    condition     = var.trainwise_wheel_sha256 == "" || can(regex("^[0-9a-f]{64}$", var.trainwise_wheel_sha256))
+    error_message = "trainwise_wheel_sha256 must be 64 lower-case hex digits (sha256sum's output); it is required when there are ingestion nodes."
+  }
+}

@@ -78,6 +78,22 @@ resource "aws_s3_bucket_lifecycle_configuration" "artifacts" {
     }
   }
 
+  # the runs' plots (tasks.plots: plots/<run folder>/...), shared through presigned links that
+  # live a week at most; the run folder keeps its own copy
+  rule {
+    id     = "expire-plots"
+    status = "Enabled"
+    filter {
+      prefix = "plots/"
+    }
+    expiration {
+      days = var.plots_expire_days
+    }
+    noncurrent_version_expiration {
+      noncurrent_days = 1
+    }
+  }
+
   rule {
     id     = "tidy-everything"
     status = "Enabled"

@@ -21,6 +21,16 @@ variable "weights_expire_days" {
   default     = 14
 }
 
+variable "plots_expire_days" {
+  description = "Days before a run's plots under plots/ expire (their presigned links last at most 7 days)."
+  type        = number
+  default     = 14
+  validation {
+    condition     = var.plots_expire_days >= 1 && floor(var.plots_expire_days) == var.plots_expire_days
+    error_message = "plots_expire_days must be a whole number of days, at least 1."
+  }
+}
+
 variable "noncurrent_expire_days" {
   description = "Days before a noncurrent (overwritten or deleted) object version is removed."
   type        = number

@@ -23,9 +23,24 @@ output "security_group_id" {
   value       = aws_security_group.nodes.id
 }
 
-output "instance_role_name" {
-  description = "Instance role of the nodes."
-  value       = aws_iam_role.nodes.name
+output "learner_role_name" {
+  description = "Instance role of the learner nodes."
+  value       = aws_iam_role.learner.name
+}
+
+output "ingest_role_name" {
+  description = "Instance role of the ingestion nodes."
+  value       = aws_iam_role.ingest.name
+}
+
+output "agent_token_parameter" {
+  description = "SSM SecureString holding the node agents' token: export TRAINWISE_AGENT_TOKEN_PARAMETER=<this> where `ingest cluster --workers` runs."
+  value       = aws_ssm_parameter.agent_token.name
+}
+
+output "role_architectures" {
+  description = "Architecture of each node role's AMI (from its instance type)."
+  value       = local.role_architecture
 }
 
 output "launch_template_ids" {

@@ -13,19 +13,32 @@ variable "subnet_id" {
   type        = string
 }
 
-variable "ami_id" {
-  description = "AMI for every node; empty selects the latest Amazon Linux 2023 for the architecture."
-  type        = string
-  default     = ""
+variable "ami_ids" {
+  description = "AMI per architecture (keys x86_64, arm64); an architecture not named gets the latest Amazon Linux 2023 for it."
+  type        = map(string)
+  default     = {}
+  validation {
+    condition     = alltrue([for arch in keys(var.ami_ids) : contains(["x86_64", "arm64"], arch)])
+    error_message = "ami_ids keys must be x86_64 or arm64."
+  }
 }
 
-variable "architecture" {
-  description = "x86_64 or arm64; must match the instance types."
-  type        = string
-  default     = "x86_64"
+variable "architectures" {
+  description = "Architecture of an instance type the family rule (Graviton families are arm64) gets wrong, e.g. { \"a1.large\" = \"arm64\" }."
+  type        = map(string)
+  default     = {}
   validation {
-    condition     = contains(["x86_64", "arm64"], var.architecture)
-    error_message = "architecture must be x86_64 or arm64."
+    condition     = alltrue([for arch in values(var.architectures) : contains(["x86_64", "arm64"], arch)])
+    error_message = "architectures values must be x86_64 or arm64."
+  }
+}
+
+variable "dispatcher_cidr" {
+  description = "The only network whose tf.data dispatchers the node agents start workers for (`node-agent --dispatchers`): the VPC's CIDR."
+  type        = string
+  validation {
+    condition     = can(cidrhost(var.dispatcher_cidr, 0)) && tonumber(split("/", var.dispatcher_cidr)[1]) >= 8
+    error_message = "dispatcher_cidr must be a CIDR of /8 or narrower (the VPC's), such as 10.0.0.0/16."
   }
 }
 
@@ -105,10 +118,24 @@ variable "trainwise_wheel_key" {
   description = "Object key of the trainwise wheel in the artifacts bucket, which the ingestion nodes install (`pip wheel . --no-deps -w dist`, then copy it there)."
   type        = string
   default     = "wheels/trainwise-0.1.0-py3-none-any.whl"
+  validation {
+    condition     = startswith(var.trainwise_wheel_key, "wheels/") && endswith(var.trainwise_wheel_key, ".whl")
+    error_message = "trainwise_wheel_key must be a .whl under wheels/ (the only prefix the ingestion nodes may read)."
+  }
+}
+
+variable "trainwise_wheel_sha256" {
+  description = "SHA-256 of that wheel (`sha256sum dist/trainwise-*.whl`); the ingestion nodes refuse to install a wheel with another hash."
+  type        = string
+  default     = ""
+  validation {
+    condition     = var.trainwise_wheel_sha256 == "" || can(regex("^[0-9a-f]{64}$", var.trainwise_wheel_sha256))
+    error_message = "trainwise_wheel_sha256 must be 64 lower-case hex digits (sha256sum's output); it is required when there are ingestion nodes."
+  }
 }
 
 variable "enable_ssm" {
-  description = "Attach AmazonSSMManagedInstanceCore so operators reach nodes with Session Manager, not SSH."
+  description = "Let operators reach nodes with SSM Session Manager (its channel actions only), not SSH."
   type        = bool
   default     = true
 }

@@ -5,5 +5,9 @@ terraform {
       source  = "hashicorp/aws"
       version = ">= 5.80, < 7.0"
     }
+    random = {
+      source  = "hashicorp/random"
+      version = ">= 3.6, < 4.0"
+    }
   }
 }
