@@ -22,6 +22,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE, CachePolicy
 from prefect.context import TaskRunContext
 
+from tasks import timeouts
 from tasks.measure import one_measurement_at_a_time
 from tasks.progress import Progress, ReportingBackend
 from tasks.report import fmt, md_table, section, table_artifact
@@ -47,6 +48,7 @@ class ProfileKey(CachePolicy):
     cache_policy=ProfileKey(),
     result_serializer="json",
     persist_result=True,
+    timeout_seconds=timeouts.PROFILE_RL_S,
     **EXTERNAL_RETRIES,
 )
 @one_measurement_at_a_time
@@ -82,7 +84,7 @@ def plan_rl_configuration(job: SeraphJob, pilot: PilotOutcome) -> SeraphPlan:
     return planned
 
 
-@task(name="train-rl-on-functions", cache_policy=NO_CACHE, **EXTERNAL_RETRIES)
+@task(name="train-rl-on-functions", cache_policy=NO_CACHE, timeout_seconds=timeouts.TRAIN_RL_S, **EXTERNAL_RETRIES)
 @one_measurement_at_a_time
 def train_rl_on_functions(planned: SeraphPlan, progress_key: str) -> SeraphResult:
     """Train to the target with PPO from exactly the planned shape, rollouts on the
@@ -118,7 +120,7 @@ def train_rl_on_functions(planned: SeraphPlan, progress_key: str) -> SeraphResul
     return result
 
 
-@task(name="train-rl-baseline", **EXTERNAL_RETRIES)
+@task(name="train-rl-baseline", timeout_seconds=timeouts.TRAIN_RL_S, **EXTERNAL_RETRIES)
 @one_measurement_at_a_time
 def train_rl_baseline(baseline: str, job: SeraphJob) -> dict[str, Any]:
     """Train the same workload to the same target at a fixed baseline configuration

@@ -142,6 +142,19 @@ def _check_json_out(path: Path | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except ModuleNotFoundError as exc:  # an engine whose extra is not installed: one line naming it
+        from core.extras import missing_extra
+
+        message = missing_extra(exc)
+        if message is None:
+            raise
+        print(f"trainwise: error: {message}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Handler | None = getattr(args, "handler", None)
