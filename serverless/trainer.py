@@ -322,7 +322,8 @@ class _Training:
         if self.ppo.anneal_steps is None:
             self.ppo.anneal_steps = spec.max_steps
         self.learner = PPOLearner(policy_spec, self.ppo, seed=spec.seed)
-        self.ledger = CostLedger(PriceTable.load(spec.price_table), architecture=spec.architecture)
+        self.ledger = CostLedger(PriceTable.for_run(spec.backend, spec.backend_options, spec.price_table),
+                                 architecture=spec.architecture)
         self.ckpt_dir = spec.resolved_checkpoint_dir()
         self.notes: list[str] = []
         self.records: list[IterationRecord] = []

@@ -162,7 +162,8 @@ def render_seraph_section(
     if phases:
         table_artifact(f"{name}-seraph-phases", [{c: p.get(c) for c in _PHASE_COLUMNS} for p in phases], "Seraph: phases of training (re-tuning): predicted vs measured")
     changes = [d for d in trained.get("decisions") or [] if d.get("changed")]
-    md = _markdown(rl, plan, profile, achieved, profile_cached, len(changes)) + f"""
+    price_warnings = "".join(f"\n> **Price table:** {w}\n" for w in planned.job.prices.warnings)
+    md = _markdown(rl, plan, profile, achieved, profile_cached, len(changes)) + price_warnings + f"""
 {md_table(compare, _COMPARE_COLUMNS)}
 {_versus(achieved, baselines or [])}
 **Phases** (predicted by the model vs measured on the Lambda clock):
