@@ -22,7 +22,7 @@ CHECKOV_VENV    := .venv-checkov
 CHECKOV_VERSION := 3.3.30
 CHECKOV_STAMP   := $(CHECKOV_VENV)/.installed-$(CHECKOV_VERSION)
 
-.PHONY: demo test test-fast venv bench clean-venv checkov lock
+.PHONY: demo test test-fast test-heavy venv bench clean-venv checkov lock
 
 $(STAMP): pyproject.toml $(LOCK)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -60,9 +60,14 @@ checkov: $(VENV)/bin/checkov
 demo: $(STAMP)
 	$(VENV)/bin/trainwise run --config configs/demo.yaml
 
+# Everything but the tests marked heavy (a multi-node Ray cluster, a full training run), which
+# `make test-heavy` runs; .ci/run runs both. The budget: `make test` with the install under 15 min.
 test: $(STAMP) checkov
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -q --durations=25
+	$(PY) -m pytest -q -m "not heavy" --durations=25
+
+test-heavy: $(STAMP)
+	$(PY) -m pytest -q -m heavy --durations=10
 
 # The fast tier for a contributor's loop: no Prefect server, nothing marked slow.
 test-fast: $(STAMP)

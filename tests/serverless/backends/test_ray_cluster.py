@@ -20,7 +20,7 @@ from ray.cluster_utils import Cluster
 from serverless.presets import preset_for
 from serverless.trainer import RunConfig, TrainSpec, train
 
-pytestmark = pytest.mark.slow  # a two-node Ray cluster and a full training run
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]  # a two-node Ray cluster and a full training run
 
 USER_ENV = '''
 import gymnasium as gym

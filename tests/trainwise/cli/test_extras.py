@@ -57,27 +57,30 @@ def test_rl_train_without_the_rl_extra_is_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in out.stderr
 
 
-def test_intune_on_an_ingest_node_names_the_rl_extra(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def lean_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Criteo-format shards written by ``gen-data`` on a node without the RL engines."""
+    root = tmp_path_factory.mktemp("lean-node")
     gen = _trainwise(NOT_ON_AN_INGEST_NODE, "ingest", "gen-data", "--rows", "2000", "--format", "tsv",
-                     "--out", str(tmp_path / "data"), cwd=tmp_path)
+                     "--out", str(root / "data"), cwd=root)
     assert gen.returncode == 0, gen.stderr
-    out = _trainwise(NOT_ON_AN_INGEST_NODE, "ingest", "tune", "--data", str(tmp_path / "data"),
+    return root / "data"
+
+
+def test_intune_on_an_ingest_node_names_the_rl_extra(lean_data: Path, tmp_path: Path) -> None:
+    out = _trainwise(NOT_ON_AN_INGEST_NODE, "ingest", "tune", "--data", str(lean_data),
                      "--optimizer", "intune", "--time-budget-s", "5", cwd=tmp_path)
     assert out.returncode == 2, out.stderr
     last = out.stderr.strip().splitlines()[-1]
     assert last == "trainwise: error: optimizer 'intune': " + missing_extra_message("rl")
 
 
-def test_ingest_bench_runs_without_torch_gymnasium_pygame_or_box2d(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    gen = _trainwise(NOT_ON_AN_INGEST_NODE, "ingest", "gen-data", "--rows", "2000", "--format", "tsv",
-                     "--out", str(data), cwd=tmp_path)
-    assert gen.returncode == 0, gen.stderr
+def test_ingest_bench_runs_without_torch_gymnasium_pygame_or_box2d(lean_data: Path, tmp_path: Path) -> None:
     knobs = {"read_parallelism": 1, "cycle_length": 1, "shuffle_buffer": 256, "batch_size": 256,
              "parse_parallelism": 1, "transform_parallelism": 1, "prefetch_buffer": 1}
     (tmp_path / "knobs.json").write_text(json.dumps(knobs))
     result = tmp_path / "bench.json"
-    out = _trainwise(NOT_ON_AN_INGEST_NODE, "ingest", "bench", "--config", "knobs.json", "--data", str(data),
+    out = _trainwise(NOT_ON_AN_INGEST_NODE, "ingest", "bench", "--config", "knobs.json", "--data", str(lean_data),
                      "--warmup-s", "0.2", "--window-s", "0.5", "--repeats", "1", "--json-out", str(result),
                      cwd=tmp_path)
     assert out.returncode == 0, out.stderr
