@@ -347,8 +347,12 @@ def _read_verdict(key: str) -> EnvVerdict | None:
 
 
 def _write_verdict(key: str, verdict: EnvVerdict) -> EnvVerdict:
-    path = _verdict_path(key)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({k: v for k, v in asdict(verdict).items() if k != "cached"}, indent=1))
-    os.replace(tmp, path)
+    """Cache ``verdict`` (atomically); a home that cannot be written only means checking again."""
+    try:
+        path = _verdict_path(key)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({k: v for k, v in asdict(verdict).items() if k != "cached"}, indent=1))
+        os.replace(tmp, path)
+    except OSError:
+        pass
     return verdict
