@@ -1,14 +1,15 @@
 """Import order between ``triton`` and TensorFlow.
 
-PyPI's torch wheel is the CUDA build; on Python 3.12 pip installs it with ``triton``. Importing
+PyPI's torch wheel for Linux x86_64 is the CUDA build; pip installs it with ``triton`` (Python 3.11
+and 3.12 alike). Importing
 ``triton`` after TensorFlow crashes the process (a segmentation fault in native code), while
 importing it before TensorFlow works. InTune imports TensorFlow for its pipeline and then torch's
 optimizer for its agent, which imports ``triton`` through ``torch._dynamo``; so every trainwise
 module that imports TensorFlow calls :func:`import_triton_before_tensorflow` first (through the
 ``ingestion`` package, and the test suite's ``conftest.py``).
 
-Where ``triton`` is not installed (torch's CPU build, the Python 3.11 install) the call is a
-no-op: nothing is imported.
+Where ``triton`` is not installed (torch's CPU build, which ``requirements.lock`` pins, or a node
+without the ``rl`` extra) the call is a no-op: nothing is imported.
 """
 
 from __future__ import annotations

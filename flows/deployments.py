@@ -6,7 +6,10 @@ and its worker, which runs the file's pull steps before each flow run) and with
 not apply). Loading checks what a typo would otherwise hide until the schedule fires:
 the entrypoint names an existing flow, the parameters fit that flow's signature, the
 config files they name exist and validate (a typed ``workload`` too), every schedule
-parses, a work pool given has a name, and every pull step names an importable function.
+parses, a concurrency limit is a count or ``{limit, collision_strategy}``, a work pool given
+has a name, and every pull step names an importable function. A key the file or a deployment
+may not carry (a typo, or a ``prefect deploy`` feature that ``trainwise serve`` would not apply,
+such as ``triggers``) is an error naming it and the keys allowed, not silently dropped.
 
 :func:`enter_checkout` is the pull step ``prefect.yaml`` gives the worker: it enters the
 trainwise checkout, so entrypoints and relative config paths resolve there.
@@ -28,6 +31,12 @@ from core.errors import UserError
 CHECKOUT = Path(__file__).resolve().parents[1]
 
 _SCHEDULE_KINDS = ("cron", "interval", "rrule")
+#: the keys of prefect.yaml itself (``definitions`` holds the YAML anchors deployments share)
+_FILE_KEYS = {"name", "prefect-version", "build", "push", "pull", "deployments", "definitions"}
+#: the keys of one deployment that serve applies (``work_pool`` and ``pull`` are for ``prefect deploy``'s worker)
+_DEPLOYMENT_KEYS = {"name", "entrypoint", "description", "version", "tags", "parameters", "schedules", "paused",
+                    "concurrency_limit", "work_pool", "pull"}
+_CONCURRENCY_KEYS = {"limit", "collision_strategy", "grace_period_seconds"}
 _SCHEDULE_FIELDS = {*_SCHEDULE_KINDS, "timezone", "active", "parameters", "slug", "day_or", "anchor_date"}
 
 
@@ -42,6 +51,9 @@ class DeploymentEntry:
     tags: list[str] = field(default_factory=list)
     work_pool: str | None = None
     pull: list[dict[str, Any]] = field(default_factory=list)
+    concurrency_limit: Any = None  # prefect.client.schemas.objects.ConcurrencyLimitConfig
+    version: str | None = None
+    paused: bool | None = None
 
     @property
     def schedule_texts(self) -> list[str]:
@@ -51,6 +63,14 @@ class DeploymentEntry:
             out.append(f"{when} ({s.timezone or 'UTC'}){'' if s.active else ' inactive'}")
         return out
 
+    @property
+    def concurrency_text(self) -> str:
+        c = self.concurrency_limit
+        if c is None:
+            return "unlimited"
+        more = "a new one waits" if c.collision_strategy.value == "ENQUEUE" else "a new one is cancelled"
+        return f"at most {c.limit} at a time ({more}, {c.collision_strategy.value})"
+
     def to_runner_deployment(self) -> Any:
         return self.flow.to_deployment(
             name=self.name,
@@ -58,6 +78,9 @@ class DeploymentEntry:
             schedules=self.schedules,
             description=self.description,
             tags=self.tags,
+            concurrency_limit=self.concurrency_limit,
+            version=self.version,
+            paused=self.paused,
         )
 
 
@@ -79,6 +102,38 @@ def _schedule(raw: Any, where: str) -> Any:
         return Schedule(**kwargs)
     except (ValueError, TypeError) as exc:
         raise UserError(f"{where}: invalid schedule {raw}: {exc}") from None
+
+
+def _check_keys(raw: dict[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(map(str, set(raw) - allowed))
+    if unknown:
+        raise UserError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
+
+
+def _concurrency_limit(raw: Any, where: str) -> Any:
+    """``concurrency_limit: N`` or ``{limit: N, collision_strategy: ENQUEUE|CANCEL_NEW}`` (as
+    ``prefect deploy`` reads it): how many runs of the deployment may run at once, and what
+    happens to a run that finds them all taken (queued, or cancelled)."""
+    from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
+
+    if raw is None:
+        return None
+    strategies = [s.value for s in ConcurrencyLimitStrategy]
+    spec = {"limit": raw} if isinstance(raw, int) and not isinstance(raw, bool) else raw
+    if not isinstance(spec, dict):
+        raise UserError(f"{where}.concurrency_limit: a count or {{limit: N, collision_strategy: one of {strategies}}}, "
+                        f"got {raw!r}")
+    _check_keys(spec, _CONCURRENCY_KEYS, f"{where}.concurrency_limit")
+    limit = spec.get("limit")
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise UserError(f"{where}.concurrency_limit.limit: a whole number of runs, at least 1, got {limit!r}")
+    strategy = spec.get("collision_strategy", "ENQUEUE")
+    if strategy not in strategies:
+        raise UserError(f"{where}.concurrency_limit.collision_strategy: one of {strategies}, got {strategy!r}")
+    try:
+        return ConcurrencyLimitConfig(**{**spec, "collision_strategy": strategy})
+    except ValueError as exc:  # grace_period_seconds outside 60..86400
+        raise UserError(f"{where}.concurrency_limit: {str(exc).splitlines()[-1].strip()}") from None
 
 
 def _load_flow(entrypoint: str, root: Path, where: str) -> Any:
@@ -175,6 +230,9 @@ def load_deployments(path: Path, root: Path | None = None) -> list[DeploymentEnt
     if not path.is_file():
         raise UserError(f"{path} does not exist; run from the project root or pass --prefect-file")
     doc = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(doc, dict):
+        raise UserError(f"{path}: a mapping with a 'deployments:' list, got {type(doc).__name__}")
+    _check_keys(doc, _FILE_KEYS, str(path))
     raw = doc.get("deployments")
     if not isinstance(raw, list) or not raw:
         raise UserError(f"{path}: needs a non-empty 'deployments:' list")
@@ -190,6 +248,7 @@ def load_deployments(path: Path, root: Path | None = None) -> list[DeploymentEnt
 
 def _entry(d: dict[str, Any], pull: list[dict[str, Any]], root: Path, where: str) -> DeploymentEntry:
     """One deployment, checked; its own ``pull`` replaces the file's, as in ``prefect deploy``."""
+    _check_keys(d, _DEPLOYMENT_KEYS, where)
     flow = _load_flow(str(d["entrypoint"]), root, where)
     params = dict(d.get("parameters") or {})
     _check_parameters(flow, params, root, where)
@@ -204,4 +263,13 @@ def _entry(d: dict[str, Any], pull: list[dict[str, Any]], root: Path, where: str
         tags=list(d.get("tags") or []),
         work_pool=_work_pool(d.get("work_pool"), where),
         pull=_pull_steps(d["pull"], where) if "pull" in d else pull,
+        concurrency_limit=_concurrency_limit(d.get("concurrency_limit"), where),
+        version=None if d.get("version") is None else str(d["version"]),
+        paused=_optional_bool(d.get("paused"), f"{where}.paused"),
     )
+
+
+def _optional_bool(raw: Any, where: str) -> bool | None:
+    if raw is None or isinstance(raw, bool):
+        return raw
+    raise UserError(f"{where}: true or false, got {raw!r}")

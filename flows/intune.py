@@ -21,6 +21,7 @@ from tasks.ingest import (
     tune_ingestion,
 )
 from tasks.report import render_report
+from tasks.timeouts import tune_timeout_s, verify_timeout_s
 from core.paths import new_run_dir
 from flows.params import workload_spec
 from optimizers.spec import WorkloadSpec
@@ -58,14 +59,15 @@ def intune(config: str = "configs/demo.yaml", workload: WorkloadSpec | None = No
         workload=pipeline_workload_of(ing, data),
     )
     optimizers = [ing.optimizer, *[b for b in ing.baselines if b != ing.optimizer]]
+    tune = tune_ingestion.with_options(timeout_seconds=tune_timeout_s(ing.time_budget_s))  # tasks/timeouts.py
     tuned = [
-        tune_ingestion(
+        tune(
             name, data, profile, ing,
             progress_key=f"{spec.name}-intune-progress", position=(i, len(optimizers)), required=(name == ing.optimizer),
         )
         for i, name in enumerate(optimizers)
     ]
-    verified = measure_configurations(data, tuned, ing)
+    verified = measure_configurations.with_options(timeout_seconds=verify_timeout_s(len(tuned), ing))(data, tuned, ing)
     section = render_intune_section(spec.name, ing, data, tuned, verified, cached, str(out))
 
     if run_dir is not None:  # a branch of optimize: hand the section up

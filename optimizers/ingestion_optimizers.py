@@ -25,6 +25,7 @@ from typing import Any, Callable, Literal
 
 from core.budget import Budget
 from core.errors import UserError
+from core.extras import unavailable
 from core.registry import Registry
 from ingestion.measurement import FINAL_PROTOCOL, SEARCH_PROTOCOL, MeasureProtocol
 from ingestion.node import Node
@@ -130,7 +131,7 @@ def _intune(req: IngestJob) -> Optimizer:
     try:
         from optimizers.intune import make_intune_optimizer
     except ImportError as exc:
-        raise UserError(f"optimizer 'intune' is not available in this build ({exc})") from exc
+        raise UserError(unavailable("optimizer 'intune'", exc)) from None
     return make_intune_optimizer(req.spec, req.node, budget=req.budget, seed=req.seed,
                                  calibration=req.load_calibration(), settings=req.settings)
 
@@ -139,7 +140,7 @@ def _plumber(req: IngestJob) -> Optimizer:
     try:
         from optimizers.baselines.plumber import make_plumber_optimizer
     except ImportError as exc:
-        raise UserError(f"optimizer 'plumber' is not available in this build ({exc})") from exc
+        raise UserError(unavailable("optimizer 'plumber'", exc)) from None
     return make_plumber_optimizer(req.spec.space, req.node, req.load_calibration())
 
 

@@ -9,22 +9,46 @@ imports ``module`` (whose import registers ``EnvId``) and makes the env. The mod
 imported here first, so a missing one is a one-line error that says where Python looked.
 Env kwargs (:func:`parse_env_kwargs`) are a JSON object of plain values, passed to
 ``gymnasium.make(env_id, **kwargs)`` wherever an env is made.
+
+Before any work, :func:`inspect_env` also checks the env itself (:func:`check_env_once`):
+gymnasium's ``check_env`` (spaces, reset and step signatures, seeding) and the determinism
+episode replay needs (two fresh instances reset with one seed and stepped with the same actions
+give the same observations; ``serverless.handler`` rebuilds a slot on another instance that
+way). The rollout functions make envs with gymnasium's passive checker off, so this is where a
+broken env is caught: a failure is one :class:`UserError` line, a warning is an
+:class:`EnvCheckWarning`. The verdict is cached under ``TRAINWISE_HOME/env-checks/``, keyed by
+the env id, its kwargs, gymnasium's version and the source of the env's module, so an env is
+checked once per change, not once per run.
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
 import importlib
 import importlib.util
 import json
+import os
+import re
 import sys
+import warnings
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from serverless.policy import PolicySpec
+from core import paths
 from core.errors import UserError
+
+#: steps the determinism check takes in each of its two instances (fewer if the episode ends)
+DETERMINISM_STEPS = 64
+DETERMINISM_SEED = 12345
+
+
+class EnvCheckWarning(UserWarning):
+    """Something gymnasium's env checker or the determinism check found, short of a failure."""
 
 
 def _registered_ids() -> list[str]:
@@ -144,7 +168,7 @@ def inspect_env(env_id: str, hidden: tuple[int, ...] = (64, 64), env_kwargs: dic
 
     check_env_id(env_id)
     try:
-        env = make_env(env_id, env_kwargs)
+        env = make_env(env_id, env_kwargs, disable_env_checker=True)
     except Exception as exc:  # missing optional dependency (box2d, mujoco...), bad kwargs
         raise UserError(f"env {env_id!r} is registered but cannot be created here: {exc}") from None
     try:
@@ -155,6 +179,7 @@ def inspect_env(env_id: str, hidden: tuple[int, ...] = (64, 64), env_kwargs: dic
         raise UserError(
             f"env {env_id!r} has observation space {obs_space}; supported: a 1-D Box (flat vector observations)"
         )
+    check_env_once(env_id, env_kwargs)
     obs_dim = int(obs_space.shape[0])
     if isinstance(act_space, spaces.Discrete):
         if int(act_space.start) != 0:
@@ -176,3 +201,158 @@ def inspect_env(env_id: str, hidden: tuple[int, ...] = (64, 64), env_kwargs: dic
     raise UserError(
         f"env {env_id!r} has action space {act_space}; supported: Discrete or a 1-D Box (continuous)"
     )
+
+
+@dataclass(frozen=True)
+class EnvVerdict:
+    """What checking one env with its kwargs found: ``failure`` (one line) or None, and the
+    warnings; ``cached`` when read from an earlier check of the same env source."""
+
+    env_id: str
+    kwargs: str
+    source: str
+    failure: str | None
+    warnings: tuple[str, ...] = ()
+    cached: bool = False
+
+
+_CHECKED: dict[str, EnvVerdict] = {}  # this process's verdicts, so warnings show once
+
+
+def check_env_once(env_id: str, env_kwargs: dict[str, Any] | None = None) -> EnvVerdict:
+    """Check ``env_id`` with ``env_kwargs`` (gymnasium's ``check_env`` and seeded determinism)
+    unless a verdict for the same env source is cached; warn each warning once; raise a one-line
+    :class:`UserError` on a failure."""
+    kwargs = json.dumps(env_kwargs or {}, sort_keys=True)
+    source = _env_source_hash(env_id)
+    key = hashlib.sha256(json.dumps([env_id, kwargs, source, _gym_version()]).encode()).hexdigest()[:24]
+    verdict = _CHECKED.get(key)
+    if verdict is None:
+        verdict = _read_verdict(key) or _write_verdict(key, _check(env_id, env_kwargs or {}, kwargs, source))
+        _CHECKED[key] = verdict
+        for text in verdict.warnings if _is_users(env_id) else ():  # gymnasium's own envs: known, not news
+            warnings.warn(f"env {env_id!r}: {text}", EnvCheckWarning, stacklevel=2)
+    if verdict.failure is not None:
+        raise UserError(f"env {env_id!r} fails the env check: {verdict.failure}")
+    return verdict
+
+
+def _registration(env_id: str) -> Any:
+    """gymnasium's EnvSpec of the id (a ``module:EnvId``'s module is imported already)."""
+    import gymnasium as gym
+
+    return gym.spec(env_id.partition(":")[2] if env_module(env_id) else env_id)
+
+
+def _is_users(env_id: str) -> bool:
+    """Whether the env is not one of gymnasium's own (a ``module:EnvId``, or another package's)."""
+    entry = _registration(env_id).entry_point
+    return env_module(env_id) is not None or not (isinstance(entry, str) and entry.startswith("gymnasium."))
+
+
+def _gym_version() -> str:
+    import gymnasium
+
+    return str(gymnasium.__version__)
+
+
+def _env_source_hash(env_id: str) -> str:
+    """A hash of the source of the module that defines the env (its registration's entry point)
+    and of the ``module:`` the id names; "unknown" parts where a module has no source file."""
+    modules = [m for m in (env_module(env_id),) if m]
+    entry = _registration(env_id).entry_point
+    if isinstance(entry, str):
+        modules.append(entry.split(":")[0])
+    digest = hashlib.sha256()
+    for module in dict.fromkeys(modules):
+        spec = importlib.util.find_spec(module)
+        origin = Path(spec.origin) if spec is not None and spec.origin else None
+        digest.update(module.encode())
+        digest.update(origin.read_bytes() if origin is not None and origin.is_file() else b"unknown")
+    return digest.hexdigest()[:24]
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or "(no message)"
+    return f"{type(exc).__name__}: {text}" if not isinstance(exc, AssertionError) else text
+
+
+def _plain(message: Warning | str) -> str:
+    return " ".join(re.sub(r"\x1b\[[0-9;]*m", "", str(message)).split()).removeprefix("WARN: ")
+
+
+def _check(env_id: str, env_kwargs: dict[str, Any], kwargs: str, source: str) -> EnvVerdict:
+    """Run both checks on fresh instances; the first failure, and every warning."""
+    from gymnasium.utils.env_checker import check_env
+
+    found: list[str] = []
+    failure: str | None = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        env = make_env(env_id, env_kwargs, disable_env_checker=True)
+        try:
+            check_env(env.unwrapped, skip_render_check=True)
+        except Exception as exc:  # gymnasium raises AssertionError, TypeError, ... for a broken env
+            failure = f"gymnasium's check_env: {_one_line(exc)}"
+        finally:
+            env.close()
+        if failure is None:
+            failure = _replay_mismatch(env_id, env_kwargs, found)
+    found += [_plain(w.message) for w in caught if issubclass(w.category, UserWarning)]  # not an import's deprecation
+    found = [*dict.fromkeys(found)]
+    return EnvVerdict(env_id, kwargs, source, failure, tuple(found))
+
+
+def _replay_mismatch(env_id: str, env_kwargs: dict[str, Any], found: list[str]) -> str | None:
+    """Two instances reset with one seed and stepped with the same actions: the first step whose
+    observations differ, as a failure line; None when they agree (or the env says it is
+    nondeterministic, which is a warning: replay then restarts a moved slot's episode)."""
+    if getattr(_registration(env_id), "nondeterministic", False):
+        found.append("registered as nondeterministic: a slot rebuilt on another instance restarts its episode")
+        return None
+    envs = [make_env(env_id, env_kwargs, disable_env_checker=True) for _ in range(2)]
+    try:
+        obs = [np.asarray(e.reset(seed=DETERMINISM_SEED)[0]) for e in envs]
+        envs[0].action_space.seed(DETERMINISM_SEED)
+        for step in range(DETERMINISM_STEPS + 1):
+            if not np.array_equal(obs[0], obs[1]):
+                where = "after reset" if step == 0 else f"at step {step}"
+                return (f"not deterministic under a seed: two instances reset with seed {DETERMINISM_SEED} and given "
+                        f"the same actions differ {where} (episode replay needs the same observations; seed the "
+                        "env's randomness from reset(seed=...) through self.np_random)")
+            if step == DETERMINISM_STEPS:
+                break
+            action = envs[0].action_space.sample()
+            outcomes = [e.step(action) for e in envs]
+            obs = [np.asarray(o[0]) for o in outcomes]
+            if outcomes[0][2] or outcomes[0][3]:
+                return None if np.array_equal(obs[0], obs[1]) else (
+                    f"not deterministic under a seed: the two instances' last observations differ at step {step + 1}")
+    finally:
+        for e in envs:
+            e.close()
+    return None
+
+
+def _verdict_path(key: str) -> Path:
+    return paths.cache_dir("env-checks") / f"{key}.json"
+
+
+def _read_verdict(key: str) -> EnvVerdict | None:
+    try:
+        raw = json.loads(_verdict_path(key).read_text())
+        return EnvVerdict(**{**raw, "warnings": tuple(raw.get("warnings", ())), "cached": True})
+    except (OSError, ValueError, TypeError):
+        return None  # no verdict yet, or an unreadable one: check again
+
+
+def _write_verdict(key: str, verdict: EnvVerdict) -> EnvVerdict:
+    """Cache ``verdict`` (atomically); a home that cannot be written only means checking again."""
+    try:
+        path = _verdict_path(key)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({k: v for k, v in asdict(verdict).items() if k != "cached"}, indent=1))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return verdict

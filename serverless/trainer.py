@@ -335,7 +335,7 @@ class _Training:
         if self.ppo.anneal_steps is None:
             self.ppo.anneal_steps = spec.max_steps
         self.learner = PPOLearner(policy_spec, self.ppo, seed=spec.seed)
-        prices = PriceTable.load(spec.price_table)
+        prices = PriceTable.for_run(spec.backend, spec.backend_options, spec.price_table)
         # another learner machine: its price, and on the modelled clock its speed band's low end
         self.learner_slowdown = 1.0
         if spec.learner is not None and spec.learner.instance_type != prices.vm_instance_type:

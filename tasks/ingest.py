@@ -23,6 +23,7 @@ from typing import Any
 from prefect import get_run_logger, task
 
 from tasks.caching import PROFILE_CACHE_POLICY
+from tasks import timeouts
 from tasks.measure import one_measurement_at_a_time
 from tasks.progress import Progress, ReportingWorker
 from tasks.report import fmt, md_table, section, table_artifact
@@ -119,6 +120,7 @@ def _pipeline(data_path: str, cpu_budget: int | None, batch_size: int, shards: t
     cache_policy=PROFILE_CACHE_POLICY,
     result_serializer="json",
     persist_result=True,
+    timeout_seconds=timeouts.PROFILE_PIPELINE_S,
     **EXTERNAL_RETRIES,
 )
 @one_measurement_at_a_time
@@ -165,7 +167,7 @@ def _progress_reporter(progress: Progress, optimizer: str, position: tuple[int, 
     return report
 
 
-@task(name="tune-pipeline")
+@task(name="tune-pipeline", timeout_seconds=timeouts.TUNE_DEFAULT_S)  # the flow passes tune_timeout_s
 @one_measurement_at_a_time
 def tune_ingestion(
     optimizer: str,
@@ -208,7 +210,7 @@ def tune_ingestion(
     return result
 
 
-@task(name="measure-configurations", **EXTERNAL_RETRIES)
+@task(name="measure-configurations", timeout_seconds=timeouts.VERIFY_DEFAULT_S, **EXTERNAL_RETRIES)
 @one_measurement_at_a_time
 def measure_configurations(
     data: IngestData, chosen: list[IngestTuningResult | TuningFailure], ing: IngestSpec

@@ -22,6 +22,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE, CachePolicy
 from prefect.context import TaskRunContext
 
+from tasks import timeouts
 from tasks.measure import one_measurement_at_a_time
 from tasks.progress import Progress, ReportingBackend
 from tasks.report import fmt, md_table, section, table_artifact
@@ -47,6 +48,7 @@ class ProfileKey(CachePolicy):
     cache_policy=ProfileKey(),
     result_serializer="json",
     persist_result=True,
+    timeout_seconds=timeouts.PROFILE_RL_S,
     **EXTERNAL_RETRIES,
 )
 @one_measurement_at_a_time
@@ -82,7 +84,7 @@ def plan_rl_configuration(job: SeraphJob, pilot: PilotOutcome) -> SeraphPlan:
     return planned
 
 
-@task(name="train-rl-on-functions", cache_policy=NO_CACHE, **EXTERNAL_RETRIES)
+@task(name="train-rl-on-functions", cache_policy=NO_CACHE, timeout_seconds=timeouts.TRAIN_RL_S, **EXTERNAL_RETRIES)
 @one_measurement_at_a_time
 def train_rl_on_functions(planned: SeraphPlan, progress_key: str) -> SeraphResult:
     """Train to the target with PPO from exactly the planned shape, rollouts on the
@@ -118,7 +120,7 @@ def train_rl_on_functions(planned: SeraphPlan, progress_key: str) -> SeraphResul
     return result
 
 
-@task(name="train-rl-baseline", **EXTERNAL_RETRIES)
+@task(name="train-rl-baseline", timeout_seconds=timeouts.TRAIN_RL_S, **EXTERNAL_RETRIES)
 @one_measurement_at_a_time
 def train_rl_baseline(baseline: str, job: SeraphJob) -> dict[str, Any]:
     """Train the same workload to the same target at a fixed baseline configuration
@@ -160,7 +162,8 @@ def render_seraph_section(
     if phases:
         table_artifact(f"{name}-seraph-phases", [{c: p.get(c) for c in _PHASE_COLUMNS} for p in phases], "Seraph: phases of training (re-tuning): predicted vs measured")
     changes = [d for d in trained.get("decisions") or [] if d.get("changed")]
-    md = _markdown(rl, plan, profile, achieved, profile_cached, len(changes)) + f"""
+    price_warnings = "".join(f"\n> **Price table:** {w}\n" for w in planned.job.prices.warnings)
+    md = _markdown(rl, plan, profile, achieved, profile_cached, len(changes)) + price_warnings + f"""
 {md_table(compare, _COMPARE_COLUMNS)}
 {_versus(achieved, baselines or [])}
 **Phases** (predicted by the model vs measured on the Lambda clock):

@@ -254,14 +254,20 @@ def _good_prices() -> dict[str, Any]:
     return json.loads(DEFAULT_TABLE.read_text())
 
 
+def _region(d: dict[str, Any]) -> dict[str, Any]:
+    """The default region's table in a price file."""
+    return d["regions"][d["default_region"]]
+
+
 @st.composite
 def damaged_price_tables(draw: st.DrawFn) -> Any:
     d = _good_prices()
-    where = draw(st.sampled_from(["top", "lambda", "gb", "vm", "whole", "delete"]))
+    where = draw(st.sampled_from(["file", "top", "lambda", "gb", "vm", "whole", "delete"]))
     if where == "whole":
         return draw(documents)
-    target = {"top": d, "lambda": d["lambda"], "gb": d["lambda"]["gb_second_usd"], "vm": d["learner_vm"],
-              "delete": d["lambda"]}[where]
+    t = _region(d)
+    target = {"file": d, "top": t, "lambda": t["lambda"], "gb": t["lambda"]["gb_second_usd"], "vm": t["learner_vm"],
+              "delete": t["lambda"]}[where]
     key = draw(st.sampled_from(sorted(target)))
     if where == "delete":
         del target[key]
@@ -291,12 +297,12 @@ def test_a_damaged_price_table_loads_sane_or_is_refused_by_field(content: Any, t
 def test_price_table_errors_name_the_field(tmp_path: Path) -> None:
     path = tmp_path / "prices.json"
     d = _good_prices()
-    d["lambda"]["gb_second_usd"]["arm64"] = "cheap"
+    _region(d)["lambda"]["gb_second_usd"]["arm64"] = "cheap"
     path.write_text(json.dumps(d))
     with pytest.raises(UserError, match=r"lambda\.gb_second_usd\.arm64"):
         PriceTable.load(path)
-    del d["learner_vm"]
-    d["lambda"]["gb_second_usd"]["arm64"] = 1e-5
+    del _region(d)["learner_vm"]
+    _region(d)["lambda"]["gb_second_usd"]["arm64"] = 1e-5
     path.write_text(json.dumps(d))
     with pytest.raises(UserError, match=r"learner_vm"):
         PriceTable.load(path)

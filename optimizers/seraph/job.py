@@ -71,7 +71,7 @@ class SeraphJob:
             pilot=pilot_plan_of(request, layout),
             objective=request.objective_obj(),
             constraints=Constraints(request.deadline_s, request.budget_usd),
-            prices=prices_for(workload.architecture, price_table),
+            prices=prices_for(workload.architecture, price_table, request.backend, request.backend_options),
             reference=reference_for(workload.env_id, workload.max_steps, preset_for(workload.env_id).batch, workload.steps_per_env),
             episode_steps=episode_time_limit(workload.env_id),
             faults=request.faults,
@@ -150,16 +150,19 @@ def search_space_for(workload: Workload, memories: tuple[int, ...], min_actors: 
                        min_steps_per_actor=max(32, workload.steps_per_env))
 
 
-def prices_for(architecture: str, price_table: Path | None = None) -> Prices:
+def prices_for(architecture: str, price_table: Path | None = None, backend: str = "local",
+               backend_options: dict[str, Any] | None = None) -> Prices:
+    """The prices of the region the backend bills in (the Lambda config's; serverless.pricing)."""
     from serverless.pricing import PriceTable
 
-    pt = PriceTable.load(price_table)
+    pt = PriceTable.for_run(backend, backend_options, price_table)
     return Prices(
         gb_second_usd=pt.gb_second_price(architecture),
         request_usd=pt.request_usd,
         learner_usd_per_s=pt.vm_usd_per_hour / 3600.0,
         learner_billing="wall",  # the trainer prices the learner VM for the whole iteration
-        source=f"serverless/data/prices.json v{pt.version} ({architecture}, {pt.vm_instance_type} learner)",
+        source=f"serverless/data/prices.json {pt.region}, read {pt.retrieved} ({architecture}, {pt.vm_instance_type} learner)",
+        warnings=pt.warnings,
     )
 
 

@@ -292,9 +292,10 @@ class Prices:
     learner_usd_per_s: float = 0.0
     learner_billing: str = "wall"  # "wall": the learner VM is paid for the whole iteration; "busy": only while updating
     source: str = "AWS Lambda public price list (x86, us-east-1)"
+    warnings: tuple[str, ...] = ()  # the price table's: a region it has no table for, a stale table
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "warnings": list(self.warnings)}
 
 
 @dataclass

@@ -7,13 +7,16 @@ backend's own actors and calls ``ray.shutdown()`` only when the backend called
 ``ray.init`` itself: a session the user started stays up, and disconnecting from a
 joined cluster leaves the cluster running.
 
-**Actors.** A pool of Ray actors (``num_cpus=1`` each), one per concurrent function:
-``min(concurrency, events, the cluster's CPUs)`` of them run a batch, and the pool is
-kept across ``invoke`` calls. Each actor is one long-lived process, so the handler's
-warm state (its cached envs, mid-episode, keyed by env id, kwargs and slot) survives
-between iterations, as in a warm Lambda container. Events go to actor
-``actor_id % actors``, as on the local emulator, so an actor's env stays on its actor.
-Which actor runs an event never changes what it returns: a slot event's env is
+**Actors.** Ray actors (``num_cpus=1`` each), one per concurrent function:
+``min(concurrency, events, the cluster's CPUs)`` of them run a batch through a
+``ray.util.ActorPool``, and the actors are kept across ``invoke`` calls. Each actor is one
+long-lived process, so the handler's warm state (its cached envs, mid-episode, keyed by env
+id, kwargs and slot) survives between iterations, as in a warm Lambda container. The pool
+hands the events out in order and takes the results back in order, and an actor is free for
+the next event once its result is taken, so event ``i`` of a batch runs on actor ``i % actors``
+in every batch, as on the local emulator, and an actor's envs stay on it (measured: no slot
+replayed, see
+``benchmarks/ray_actor_pool.py``). Which actor runs an event never changes what it returns: a slot event's env is
 continued warm or rebuilt by replay (``serverless.handler``), so a batch on Ray steps
 exactly the trajectories the handler steps in this process for the same events. A new
 memory size resets the actors' warm state (on Lambda: new instances, cold starts), and
@@ -34,14 +37,19 @@ does not limit an actor's CPU; it only prices it.
 Ray is an optional part of the install (the ``ray`` extra); without it this backend says which
 extra to install, and the other backends work as before.
 
-Every actor runs in a ``runtime_env`` (:func:`rollout_runtime_env`) whose PYTHONPATH holds
-the project and the user's directories on the driver's path, so a ``module:EnvId`` env's
-module imports in Ray's worker processes as it does in the driver.
+**Code on the cluster.** Every actor runs in a ``runtime_env`` (:func:`rollout_runtime_env`)
+whose ``py_modules`` ship the code the handler runs: the project's ``serverless`` and ``core``
+packages and, for a ``module:EnvId`` env, the user's module (its file or its top-level
+package, :func:`serverless.envs.env_module_root`). Ray packs them on the driver, keeps them in
+the cluster's object store by content hash and unpacks them onto each node's workers' path, so
+a node that has none of the driver's directories (another machine of the cluster) imports the
+same code; nothing of the driver's ``sys.path`` or ``PYTHONPATH`` travels. A batch whose env
+module is not shipped yet starts new actors with it (cold starts). The nodes need the
+third-party packages themselves (``pip install 'trainwise[rl,ray]'``, or the same image).
 """
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -51,17 +59,46 @@ from serverless.invocation import BillingRecord, Invocation, InvokeBatch
 from serverless.invocation import check_memory_mb
 from serverless.pricing import billed_ms
 
-_PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
+_PROJECT_ROOT = Path(__file__).resolve().parents[2]
+#: the project's packages the handler imports (serverless imports only core below it)
+_PROJECT_PACKAGES = ("serverless", "core")
 _WEIGHTS = "weights_npz_b64"
 
 
-def rollout_runtime_env() -> dict[str, Any]:
-    """The rollout actors' Ray ``runtime_env``: PYTHONPATH = the project, then the user's
-    directories on this process's path (:func:`serverless.envs.user_import_paths`)."""
-    from serverless.envs import user_import_paths
+def rollout_runtime_env(env_modules: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The rollout actors' Ray ``runtime_env``: ``py_modules`` with the project's packages and
+    ``env_modules`` (paths of the users' env modules: a ``.py`` file or a package directory)."""
+    project = [str(_PROJECT_ROOT / name) for name in _PROJECT_PACKAGES]
+    return {"py_modules": [*project, *env_modules], "excludes": ["__pycache__", "*.pyc"]}
 
-    paths = [_PROJECT_ROOT, *(p for p in user_import_paths() if p != _PROJECT_ROOT)]
-    return {"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}}
+
+def _uploaded(runtime_env: dict[str, Any]) -> dict[str, Any]:
+    """``runtime_env`` with its local ``py_modules`` packed into the cluster's object store and
+    replaced by their ``gcs://`` URIs.
+
+    Ray takes local paths only in the job's own ``runtime_env`` (``ray.init``), not in an
+    actor's; but the backend joins sessions it did not start and learns a batch's env module only
+    when it sees the batch. So it packs them itself, with the function ``ray.init`` and Ray
+    Client use for the job's ``py_modules`` (``ray._private.runtime_env.py_modules``: private,
+    hence the pinned Ray in pyproject.toml; ``tests/serverless/backends/test_ray_cluster.py``
+    fails if it changes). A package is uploaded once per content hash."""
+    import tempfile
+
+    from ray._private.runtime_env.py_modules import upload_py_modules_if_needed
+
+    with tempfile.TemporaryDirectory(prefix="trainwise-ray-pack-") as scratch:
+        packed = upload_py_modules_if_needed(dict(runtime_env), include_gitignore=False, scratch_dir=scratch)
+    packed.pop("excludes", None)  # used while packing only
+    return packed
+
+
+def env_modules_of(events: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The users' env modules the events' ``module:EnvId`` ids need (not those installed in
+    site-packages, which the nodes have), as paths, sorted."""
+    from serverless.envs import env_module_root
+
+    roots = {env_module_root(str(e.get("env_id", ""))) for e in events}
+    return tuple(sorted(str(r) for r in roots if r is not None))
 
 
 class RolloutActor:
@@ -78,6 +115,12 @@ class RolloutActor:
             return {"ok": True, "result": handler(event, None)}
         except Exception as exc:  # reported per invocation
             return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+
+    def node(self) -> str:
+        """The id of the Ray node this actor runs on."""
+        import ray
+
+        return str(ray.get_runtime_context().get_node_id())
 
     def reset(self) -> None:
         """Forget the warm state: the next call of every actor id is a cold start."""
@@ -120,11 +163,28 @@ class RayBackend:
             else:
                 ray.init(log_to_driver=False, include_dashboard=False)
         self._ray = ray
-        self._actor_class = ray.remote(num_cpus=1, max_restarts=0, runtime_env=rollout_runtime_env())(RolloutActor)
+        self._shipped: tuple[str, ...] = ()  # the env modules the actors' runtime_env carries
+        self._actor_class = self._remote_class(self._shipped)
         self._actors: list[Any] = []
         self._dead: set[int] = set()
         self._memory_mb: int | None = None
         self._weights: tuple[str, Any] | None = None  # the last weights put, and their reference
+
+    def _remote_class(self, env_modules: tuple[str, ...]) -> Any:
+        runtime_env = _uploaded(rollout_runtime_env(env_modules))
+        return self._ray.remote(num_cpus=1, max_restarts=0, runtime_env=runtime_env)(RolloutActor)
+
+    def _ship(self, events: list[dict[str, Any]]) -> None:
+        """Make sure the actors carry every env module the events need: new actors if not."""
+        needed = env_modules_of(events)
+        if set(needed) <= set(self._shipped):
+            return
+        self._shipped = tuple(sorted({*self._shipped, *needed}))
+        self._actor_class = self._remote_class(self._shipped)
+        for actor in self._actors:
+            self._ray.kill(actor)
+        self._actors, self._memory_mb = [], None
+        self._dead.clear()
 
     @property
     def actors(self) -> tuple[Any, ...]:
@@ -160,11 +220,37 @@ class RayBackend:
         rest = {k: v for k, v in event.items() if k != _WEIGHTS}
         return actor.run.remote(rest, self._weights_ref(weights))
 
-    def _reply(self, ref: Any, actor_index: int) -> dict[str, Any]:
+    def _run_pooled(self, actors: list[Any], events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[int]]:
+        """Each event on the pool's next free actor; the replies in the events' order, and the
+        index of the actor each event ran on.
+
+        ``ray.util.ActorPool`` rather than a hand-made pool: measured side by side
+        (``benchmarks/ray_actor_pool.py``: CartPole, 2 and 4 functions on 2 actors, 6 iterations,
+        2 repeats, three runs) it replayed no slot, gave the same learning, and its rollout time
+        was within the noise of the hand-made pool's (0.61x, 0.63x and 1.17x, at load average 14
+        to 18 on 2 cores): no measured reason to keep a pool of our own.
+        It calls ``submit`` in the events' order, so the order of the calls tells the actors."""
+        from ray.util import ActorPool
+
+        index = {id(actor): i for i, actor in enumerate(actors)}
+        placed: list[int] = []
+
+        def submit(actor: Any, event: dict[str, Any]) -> Any:
+            placed.append(index[id(actor)])
+            return self._submit(actor, event)
+
+        pool = ActorPool(actors[::-1])  # it hands out its free actors from the end: event i to actor i % n
+        for event in events:
+            pool.submit(submit, event)
+        replies = [self._reply(pool, placed, i) for i in range(len(events))]
+        return replies, placed
+
+    def _reply(self, pool: Any, placed: list[int], i: int) -> dict[str, Any]:
+        """The next result of ``pool`` (event ``i``'s); a dead actor or an error as a reply."""
         try:
-            return self._ray.get(ref)
+            return pool.get_next()
         except self._ray.exceptions.RayActorError as exc:  # the process died: replaced next call
-            self._dead.add(actor_index)
+            self._dead.add(placed[i])
             return {"ok": False, "error": f"rollout actor died: {str(exc).splitlines()[0]}"}
         except Exception as exc:
             return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
@@ -179,10 +265,8 @@ class RayBackend:
         cpus = int(self._ray.cluster_resources().get("CPU", 0))
         n_actors = max(1, min(concurrency, len(events), cpus))
         t0 = time.perf_counter()
-        actors = self._ensure_actors(n_actors, memory_mb)
-        placed = [int(event.get("actor_id", i)) % n_actors for i, event in enumerate(events)]
-        refs = [self._submit(actors[a], event) for a, event in zip(placed, events)]
-        replies = [self._reply(ref, a) for ref, a in zip(refs, placed)]
+        self._ship(events)
+        replies, placed = self._run_pooled(self._ensure_actors(n_actors, memory_mb), events)
         for reply, a in zip(replies, placed):
             if reply.get("ok"):
                 reply["result"]["lane"] = a  # the actor: its events run one after another

@@ -141,3 +141,55 @@ def test_bad_pools_pull_steps_and_workloads_are_named(tmp_path: Path, extra: dic
     path = _write(tmp_path, {"name": "x", "entrypoint": "flows/seraph.py:seraph", **extra})
     with pytest.raises(UserError, match=message):
         load_deployments(path, root=ROOT)
+
+
+def test_scheduled_deployments_run_one_at_a_time_and_cancel_a_new_run() -> None:
+    for e in load_deployments(PREFECT_YAML):
+        limit = e.concurrency_limit
+        assert limit is not None and limit.limit == 1, e.name
+        expected = "CANCEL_NEW" if e.schedules else "ENQUEUE"  # scheduled runs must not pile up
+        assert limit.collision_strategy.value == expected, e.name
+        d = e.to_runner_deployment()
+        assert d.concurrency_limit == 1 and d.concurrency_options.collision_strategy.value == expected
+
+
+def test_the_deployment_concurrency_reaches_the_server(prefect_harness: None) -> None:
+    from prefect.client.orchestration import get_client
+
+    entry = {e.name: e for e in load_deployments(PREFECT_YAML)}["nightly-retune"]
+    deployment_id = entry.to_runner_deployment().apply()
+    with get_client(sync_client=True) as client:
+        stored = client.read_deployment(deployment_id)
+    assert stored.global_concurrency_limit is not None and stored.global_concurrency_limit.limit == 1
+    assert stored.concurrency_options is not None and stored.concurrency_options.collision_strategy.value == "CANCEL_NEW"
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"schedual": []}, r"unknown key\(s\) \['schedual'\]; allowed: \["),
+        ({"triggers": [{"expect": ["x"]}]}, r"unknown key\(s\) \['triggers'\]"),
+        ({"concurrency_limit": 0}, "at least 1"),
+        ({"concurrency_limit": {"limit": 1, "collision_strategy": "CANCEL_OLD"}}, "one of \\['ENQUEUE', 'CANCEL_NEW'\\]"),
+        ({"concurrency_limit": {"limit": 1, "strategy": "ENQUEUE"}}, r"concurrency_limit: unknown key\(s\) \['strategy'\]"),
+        ({"concurrency_limit": "one"}, "a count or"),
+        ({"paused": "no"}, "true or false"),
+    ],
+)
+def test_unknown_keys_and_bad_limits_are_named(tmp_path: Path, extra: dict, message: str) -> None:
+    path = _write(tmp_path, {"name": "x", "entrypoint": "flows/intune.py:intune", **extra})
+    with pytest.raises(UserError, match=message):
+        load_deployments(path, root=ROOT)
+
+
+def test_serve_rejects_an_unknown_key_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from trainwise.cli import main
+
+    doc = yaml.safe_load(PREFECT_YAML.read_text())
+    doc["deployment"] = doc.pop("deployments")  # a typo at the top
+    (tmp_path / "prefect.yaml").write_text(yaml.safe_dump(doc))
+    monkeypatch.setenv("PREFECT_API_URL", "")
+    assert main(["serve", "--dry-run", "--prefect-file", str(tmp_path / "prefect.yaml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "unknown key(s) ['deployment']" in err and "Traceback" not in err

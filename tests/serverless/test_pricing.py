@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 
 import pytest
 
 from serverless.ledger import CostLedger
-from serverless.pricing import PriceTable, billed_ms
+from serverless.pricing import DEFAULT_TABLE, PriceTable, billed_ms
 from core.errors import UserError
 
 
@@ -40,11 +41,11 @@ def test_lambda_cost_by_hand() -> None:
 
 
 def test_ledger_lines_and_total_by_hand(tmp_path) -> None:
-    prices = {
-        "version": "test-1",
+    prices = {"default_region": "test-1", "regions": {"test-1": {
+        "retrieved": "2026-11-30",
         "lambda": {"source": "s", "request_usd_per_million": 0.2, "gb_second_usd": {"x86_64": 0.00001, "arm64": 0.000008}},
         "learner_vm": {"source": "v", "instance_type": "vm", "usd_per_hour": 0.36},
-    }
+    }}}
     path = tmp_path / "prices.json"
     path.write_text(json.dumps(prices))
     ledger = CostLedger(PriceTable.load(path), architecture="x86_64")
@@ -58,7 +59,7 @@ def test_ledger_lines_and_total_by_hand(tmp_path) -> None:
     assert lines["requests"]["quantity"] == 2 and lines["requests"]["usd"] == pytest.approx(0.0000004)
     assert lines["learner_vm"]["usd"] == pytest.approx(0.01)
     assert d["total_usd"] == pytest.approx(0.00002 + 0.0000004 + 0.01)
-    assert d["label"] == "modelled from price table" and d["price_table"]["version"] == "test-1"
+    assert d["label"] == "modelled from price table" and d["price_table"]["version"] == "test-1 2026-11-30"
 
 
 def test_bad_price_table_is_a_user_error(tmp_path) -> None:
@@ -68,3 +69,58 @@ def test_bad_price_table_is_a_user_error(tmp_path) -> None:
     bad.write_text("{")
     with pytest.raises(UserError, match="not valid JSON"):
         PriceTable.load(bad)
+
+
+def _two_region_file(tmp_path, retrieved: str = "2026-11-30"):
+    table = json.loads(DEFAULT_TABLE.read_text())
+    eu = json.loads(json.dumps(table["regions"]["us-east-1"]))
+    eu["retrieved"] = retrieved
+    eu["lambda"]["gb_second_usd"]["x86_64"] = 0.00002
+    table["regions"]["eu-west-1"] = eu
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps(table))
+    return path
+
+
+def test_each_region_has_its_table_source_and_date(tmp_path) -> None:
+    path = _two_region_file(tmp_path)
+    today = datetime.date(2026, 12, 5)
+    eu = PriceTable.load(path, region="eu-west-1", today=today)
+    assert eu.region == "eu-west-1" and eu.gb_second_price("x86_64") == 0.00002 and eu.warnings == ()
+    assert eu.version == "eu-west-1 2026-11-30" and eu.sources["lambda"].startswith("https://")
+    default = PriceTable.load(path, today=today)
+    assert default.region == "us-east-1" and default.gb_second_price("x86_64") == 0.0000166667
+    assert default.describe()["retrieved"] == "2026-11-30"
+
+
+def test_a_missing_region_or_a_stale_table_is_a_warning(tmp_path) -> None:
+    path = _two_region_file(tmp_path, retrieved="2026-01-15")
+    missing = PriceTable.load(path, region="ap-south-2", today=datetime.date(2026, 12, 5))
+    assert missing.region == "us-east-1" and len(missing.warnings) == 1
+    assert "no price table for region 'ap-south-2'" in missing.warnings[0]
+    stale = PriceTable.load(path, region="eu-west-1", today=datetime.date(2026, 12, 5))
+    assert len(stale.warnings) == 1 and "324 days ago (more than 90)" in stale.warnings[0]
+    fresh = PriceTable.load(path, region="eu-west-1", today=datetime.date(2026, 4, 15))  # 90 days: not yet stale
+    assert fresh.warnings == ()
+    assert CostLedger(stale).to_dict()["price_table"]["warnings"] == list(stale.warnings)  # the report carries it
+
+
+def test_the_lambda_configs_region_selects_the_table(tmp_path) -> None:
+    from serverless.pricing import price_region
+
+    config = tmp_path / "aws.json"
+    config.write_text(json.dumps({"function_name": "trainwise-rollout", "region": "eu-west-1"}))
+    assert price_region("lambda", {"lambda_config": str(config)}) == "eu-west-1"
+    assert price_region("local", {}) is None and price_region("ray", {}) is None
+    table = PriceTable.for_run("lambda", {"lambda_config": str(config)}, _two_region_file(tmp_path))
+    assert table.region == "eu-west-1"
+
+
+def test_the_plan_carries_the_price_warnings(tmp_path) -> None:
+    from optimizers.seraph.job import prices_for
+
+    config = tmp_path / "aws.json"
+    config.write_text(json.dumps({"function_name": "trainwise-rollout", "region": "sa-east-1"}))
+    prices = prices_for("x86_64", None, "lambda", {"lambda_config": str(config)})
+    assert prices.as_dict()["warnings"] and "sa-east-1" in prices.warnings[0]
+    assert "us-east-1" in prices.source

@@ -157,12 +157,15 @@ def test_user_import_paths_name_the_module_directory(user_env: str, tmp_path: Pa
     assert env_module_root("CartPole-v1") is None
 
 
-def test_ray_runtime_env_puts_the_module_directory_on_the_path(user_env: str, tmp_path: Path) -> None:
-    from serverless.backends.ray_backend import rollout_runtime_env
+def test_ray_runtime_env_ships_the_module_and_the_project(user_env: str, tmp_path: Path) -> None:
+    """The actors' runtime_env carries code, not the driver's paths (py_modules, no PYTHONPATH)."""
+    from serverless.backends.ray_backend import env_modules_of, rollout_runtime_env
 
-    path = rollout_runtime_env()["env_vars"]["PYTHONPATH"].split(os.pathsep)
-    assert str(tmp_path.resolve()) in path
-    assert str(Path(__file__).resolve().parents[2]) == path[0]
+    root = Path(__file__).resolve().parents[2]
+    shipped = rollout_runtime_env(env_modules_of([{"env_id": user_env}, {"env_id": "CartPole-v1"}]))
+    assert shipped["py_modules"] == [str(root / "serverless"), str(root / "core"),
+                                     str(tmp_path.resolve() / f"{user_env.split(':')[0]}.py")]
+    assert "env_vars" not in shipped and "working_dir" not in shipped
 
 
 def test_the_lambda_zip_ships_the_user_module(user_env: str, tmp_path: Path) -> None:

@@ -119,3 +119,62 @@ def test_every_measuring_task_takes_the_nodes_slot() -> None:
     assert all(getattr(t.fn, "takes_measure_slot", False) for t in measuring_tasks)
     simulated = [intunex.cluster_profile, intunex.plan_cluster, ingest.locate_or_generate_data, rl.plan_rl_configuration]
     assert not any(getattr(t.fn, "takes_measure_slot", False) for t in simulated)
+
+
+HANG_TIMEOUT_S = 2.0
+_hang_started = threading.Event()
+
+
+@task(name="test-hanging-measurement", timeout_seconds=HANG_TIMEOUT_S)
+@measure.one_measurement_at_a_time
+def hanging_measurement() -> None:
+    _hang_started.set()
+    while True:  # a measurement that never finishes (nothing it waits for ever comes)
+        time.sleep(0.05)
+
+
+@task(name="test-next-measurement", timeout_seconds=60)
+@measure.one_measurement_at_a_time
+def next_measurement() -> str:
+    return "measured"
+
+
+@flow(name="test-hung-measurement-run")
+def hung_run() -> str:
+    return hanging_measurement(return_state=True).name
+
+
+@flow(name="test-next-measurement-run")
+def next_run() -> str:
+    return next_measurement()
+
+
+def test_a_hung_measurement_times_out_and_frees_the_nodes_slot(fresh_node: str) -> None:
+    """The hung task's run ends TimedOut; its slot is free at once (not when its lease lapses),
+    so the next flow run measures."""
+    from prefect.client.orchestration import get_client
+
+    _hang_started.clear()
+    assert hung_run() == "TimedOut"
+    assert _hang_started.is_set()
+    with get_client(sync_client=True) as client:
+        limit = client.read_global_concurrency_limit_by_name(measure.limit_name())
+    assert limit.limit == 1 and limit.active_slots == 0
+    assert next_run() == "measured"
+
+
+def test_every_measuring_and_training_task_has_a_timeout() -> None:
+    from tasks import ingest, rl
+
+    timed = [ingest.profile_pipeline, ingest.tune_ingestion, ingest.measure_configurations,
+             rl.profile_rl_workload, rl.train_rl_on_functions, rl.train_rl_baseline]
+    assert all(t.timeout_seconds is not None and t.timeout_seconds > 0 for t in timed)
+
+
+def test_the_tuning_and_verifying_timeouts_grow_with_the_spec() -> None:
+    from optimizers.spec import IngestSpec
+    from tasks import timeouts
+
+    assert timeouts.tune_timeout_s(3600) > 3600 and timeouts.tune_timeout_s(30) < timeouts.tune_timeout_s(3600)
+    short, long = IngestSpec(), IngestSpec(verify_window_s=600, verify_repeats=20)
+    assert timeouts.verify_timeout_s(3, long) > 3 * 600 * 20 > timeouts.verify_timeout_s(3, short)

@@ -152,6 +152,19 @@ def _write_result(path: Path, result: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except ModuleNotFoundError as exc:  # an engine whose extra is not installed: one line naming it
+        from core.extras import missing_extra
+
+        message = missing_extra(exc)
+        if message is None:
+            raise
+        print(f"trainwise: error: {message}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Handler | None = getattr(args, "handler", None)

@@ -122,6 +122,7 @@ def _summary(result: dict[str, Any]) -> str:
         lines.append(f"  {line['component']:<14} {line['quantity']:>12.4f} {line['unit']:<20} ${line['usd']:.6f}")
     lines.append(f"  {'total':<14} {'':>12} {'':<20} ${ledger['total_usd']:.6f}")
     lines += _fault_lines(result)
+    lines += [f"warning: prices: {w}" for w in ledger["price_table"].get("warnings", ())]
     lines += [f"note: {n}" for n in result["notes"]]
     return "\n".join(lines)
 

@@ -89,6 +89,8 @@ def _print_plan(planned: Any) -> None:
     if layout.references == "none":
         print("  references: none (no measured reference runs for this env: planning from the pilot alone)", file=out)
     print(f"  layout: {layout.reason}", file=out)
+    for warning in planned.job.prices.warnings:
+        print(f"  warning: prices: {warning}", file=out)
     if plan.verdict is not None:
         print(f"  baseline: {plan.verdict.chosen} ({plan.verdict.reason})", file=out)
     if planned.learner is not None:

@@ -155,11 +155,13 @@ def _serve(args: argparse.Namespace) -> dict[str, Any]:
     summary = {
         "prefect_file": str(path),
         "deployments": [
-            {"name": e.name, "flow": e.flow.name, "schedules": e.schedule_texts, "parameters": e.parameters} for e in entries
+            {"name": e.name, "flow": e.flow.name, "schedules": e.schedule_texts, "concurrency": e.concurrency_text,
+             "parameters": e.parameters} for e in entries
         ],
     }
     for d in summary["deployments"]:
-        print(f"{d['flow']}/{d['name']}: schedules {d['schedules'] or 'none'}; parameters {d['parameters']}")
+        print(f"{d['flow']}/{d['name']}: schedules {d['schedules'] or 'none'}; runs {d['concurrency']}; "
+              f"parameters {d['parameters']}")
     if args.dry_run:
         return summary
     if not os.environ.get("PREFECT_API_URL"):

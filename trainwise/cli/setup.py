@@ -3,7 +3,9 @@
 - the node's measurement limit, ``trainwise-measure-<node>`` (``tasks.measure``), with
   ``--measure-slots`` slots (default 1: one measurement at a time on this node, across flow runs);
 - with ``TRAINWISE_STATE=s3://BUCKET/PREFIX`` (``core.state``), the prefect-aws ``S3Bucket`` block
-  Prefect's cached results go to, saved on the server (``tasks.caching.state_block``).
+  Prefect's cached results go to, saved on the server (``tasks.caching.state_block``);
+- with ``--notify-webhook URL`` or ``--notify-block TYPE/NAME``, the automation that notifies when
+  a flow run of trainwise's flows fails or crashes (``tasks.alerts``).
 
 Run it once per node against the server the flows use (``PREFECT_API_URL``); the flows also
 create a missing limit on first use, and ``trainwise serve`` creates it before serving.
@@ -28,6 +30,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     setup.add_argument("--measure-slots", type=_slots, default=1,
                        help="measurements this node runs at once, across flow runs (default 1)")
+    notify = setup.add_mutually_exclusive_group()
+    notify.add_argument("--notify-webhook", metavar="URL", default=None,
+                        help="notify this webhook (POST, JSON {\"text\": ...}) when a flow run fails or crashes")
+    notify.add_argument("--notify-block", metavar="TYPE/NAME", default=None,
+                        help="notify through this saved notification block (e.g. slack-webhook/alerts) when a flow "
+                        "run fails or crashes")
     add_json_out(setup)
     setup.set_defaults(handler=setup_handler)
 
@@ -53,6 +61,23 @@ def setup_handler(args: argparse.Namespace) -> dict[str, Any]:
 
         block = state_block(s3) if s3 else None
         limit = set_measure_limit(args.measure_slots)
+        alert = _failure_automation(args)
     print(f"measurement limit: {limit} ({args.measure_slots} slot(s))", file=sys.stderr)
     print(f"state: {state.describe()}" + (f"; Prefect results block {block}" if block else ""), file=sys.stderr)
-    return {"measure_limit": limit, "measure_slots": args.measure_slots, "state": state.describe(), "results_block": block}
+    if alert is None:
+        print("failure notifications: not set up (give --notify-webhook URL or --notify-block TYPE/NAME)", file=sys.stderr)
+    else:
+        print(f"failure notifications: automation {alert.name} sends to {alert.block}", file=sys.stderr)
+    return {"measure_limit": limit, "measure_slots": args.measure_slots, "state": state.describe(), "results_block": block,
+            "failure_automation": None if alert is None else {"id": str(alert.id), "name": alert.name, "block": alert.block}}
+
+
+def _failure_automation(args: argparse.Namespace) -> Any:
+    """The failure automation for the target given, or None when none is given."""
+    from tasks.alerts import ensure_failure_automation, named_block, webhook_block
+
+    if args.notify_webhook:
+        return ensure_failure_automation(*webhook_block(args.notify_webhook))
+    if args.notify_block:
+        return ensure_failure_automation(*named_block(args.notify_block))
+    return None

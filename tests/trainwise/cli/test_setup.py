@@ -63,3 +63,39 @@ def test_the_ray_backend_without_ray_names_the_extra(monkeypatch: pytest.MonkeyP
     err = _one_line_error(["rl", "tune", "--env", "CartPole-v1", "--target-reward", "100", "--objective", "cost",
                            "--backend", "ray", "--max-steps", "2000"], capsys)
     assert "the ray backend needs Ray: pip install 'trainwise[ray]'" in err
+
+
+def test_setup_creates_the_failure_automation_once(prefect_harness: None, monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path: Path) -> None:
+    """After setup the server holds one automation that sends a notification through the saved
+    webhook block when a run of trainwise's flows fails or crashes; setup again updates it."""
+    from prefect.blocks.notifications import CustomWebhookNotificationBlock
+    from prefect.client.orchestration import get_client
+
+    from tasks.alerts import AUTOMATION_NAME, FAILED_EVENTS, FLOW_NAMES, WEBHOOK_BLOCK
+
+    monkeypatch.setenv("TRAINWISE_NODE", "setup-alert-test")
+    monkeypatch.delenv("TRAINWISE_STATE", raising=False)
+    out = tmp_path / "setup.json"
+    for url in ("http://127.0.0.1:9/first", "http://127.0.0.1:9/second"):
+        assert main(["setup", "--notify-webhook", url, "--json-out", str(out)]) == 0
+    result = json.loads(out.read_text())["failure_automation"]
+    with get_client(sync_client=True) as client:
+        found = client.read_automations_by_name(AUTOMATION_NAME)
+    assert len(found) == 1 and str(found[0].id) == result["id"] and found[0].enabled
+    trigger, (action,) = found[0].trigger, found[0].actions
+    assert set(trigger.expect) == set(FAILED_EVENTS)
+    related = trigger.match_related
+    assert set(related["prefect.resource.name"]) == set(FLOW_NAMES)
+    assert action.type == "send-notification"
+    block = CustomWebhookNotificationBlock.load(WEBHOOK_BLOCK)
+    assert block._block_document_id == action.block_document_id and block.url == "http://127.0.0.1:9/second"
+
+
+def test_setup_refuses_a_missing_notification_block(prefect_harness: None, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("TRAINWISE_STATE", raising=False)
+    err = _one_line_error(["setup", "--notify-block", "slack-webhook/nobody"], capsys)
+    assert "no block of type 'slack-webhook' named 'nobody'" in err
+    err = _one_line_error(["setup", "--notify-block", "alerts"], capsys)
+    assert "--notify-block must be TYPE/NAME" in err
