@@ -152,6 +152,16 @@ def read_checkpoint(directory: Path) -> tuple[dict[str, Any], Any]:
     return meta, arrays
 
 
+def _policy_shape(data: Any) -> Any:
+    """A policy spec as compared across checkpoints (an older one has no activation: it was tanh)."""
+    from serverless.policy import PolicySpec
+
+    try:
+        return PolicySpec.from_dict(data)
+    except (KeyError, TypeError, ValueError, UserError):
+        return data
+
+
 def load_checkpoint(directory: Path, *, env_id: str, policy_spec: dict[str, Any], learner: Any) -> dict[str, Any]:
     """Check the checkpoint against this run, restore the learner and torch's RNG; return the run state."""
     import torch
@@ -160,7 +170,7 @@ def load_checkpoint(directory: Path, *, env_id: str, policy_spec: dict[str, Any]
     meta, arrays = read_checkpoint(directory)
     if meta["env_id"] != env_id:
         raise _bad(path, f"it is for {meta['env_id']}, not {env_id}")
-    if meta["policy_spec"] != policy_spec:
+    if _policy_shape(meta["policy_spec"]) != _policy_shape(policy_spec):
         raise _bad(path, f"its policy shape {meta['policy_spec']} differs from this run's {policy_spec}")
     try:
         learner.load_state_dict(_unflatten(meta["learner"], arrays))

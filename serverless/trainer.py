@@ -324,7 +324,7 @@ class _Training:
         self.learner = PPOLearner(policy_spec, self.ppo, seed=spec.seed)
         self.ledger = CostLedger(PriceTable.load(spec.price_table), architecture=spec.architecture)
         self.ckpt_dir = spec.resolved_checkpoint_dir()
-        self.notes: list[str] = []
+        self.notes: list[str] = list(self.learner.notes)  # e.g. the update engine, when not the one asked for
         self.records: list[IterationRecord] = []
         self.probe_noise_every = probe_noise_every
         self.state = self._resume() if spec.resume else RunState(run=spec.run, reach_window=spec.reach_window)

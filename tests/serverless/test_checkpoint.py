@@ -15,6 +15,7 @@ from core.errors import UserError
 from serverless import checkpoint as ckpt_module
 from serverless import handler as handler_module
 from serverless.checkpoint import CHECKPOINT_FILE, read_checkpoint
+from serverless.network import NetworkSpec
 from serverless.ppo import PPOConfig
 from serverless.trainer import RunConfig, TrainSpec, train
 from tests.serverless.test_rollouts import Crash, CrashAt, InProcess
@@ -141,7 +142,7 @@ def test_a_checkpoint_of_another_env_or_policy_shape_is_refused(tmp_path: Path) 
     with pytest.raises(UserError, match="it is for CartPole-v1, not Acrobot-v1"):
         train(_spec(ckpt, env_id="Acrobot-v1", resume=True), backend=InProcess(), progress=False)
     with pytest.raises(UserError, match="policy shape .* differs"):
-        train(_spec(ckpt, ppo=PPOConfig(epochs=2, minibatch_size=64, hidden=(32, 32)), resume=True),
+        train(_spec(ckpt, ppo=PPOConfig(epochs=2, minibatch_size=64, network=NetworkSpec((32, 32))), resume=True),
               backend=InProcess(), progress=False)
 
 
