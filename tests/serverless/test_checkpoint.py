@@ -146,6 +146,23 @@ def test_a_checkpoint_of_another_env_or_policy_shape_is_refused(tmp_path: Path) 
               backend=InProcess(), progress=False)
 
 
+def test_a_checkpoint_of_another_activation_is_refused_and_an_older_one_means_tanh(tmp_path: Path) -> None:
+    ckpt = tmp_path / "c"
+    train(_spec(ckpt, max_steps=256), backend=InProcess(), progress=False)
+    with pytest.raises(UserError, match="policy shape .*'tanh'.* differs from this run's .*'relu'"):
+        train(_spec(ckpt, max_steps=512, ppo=PPOConfig(epochs=2, minibatch_size=64, network=NetworkSpec((64, 64), "relu")),
+                    resume=True), backend=InProcess(), progress=False)
+    # a checkpoint written before the activation was part of the policy spec: it was tanh, and resumes
+    with np.load(ckpt / CHECKPOINT_FILE, allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    meta = json.loads(arrays["meta"].tobytes())
+    del meta["policy_spec"]["activation"]
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez(ckpt / CHECKPOINT_FILE, **arrays)
+    result = train(_spec(ckpt, max_steps=512, resume=True), backend=InProcess(), progress=False)
+    assert result.env_steps == 512
+
+
 def test_the_older_two_file_layout_gets_a_hint(tmp_path: Path) -> None:
     ckpt = tmp_path / "c"
     ckpt.mkdir()
