@@ -103,9 +103,8 @@ class NetworkSpec:
 
     def __post_init__(self) -> None:
         hidden = self.hidden
-        ok = not isinstance(hidden, (str, bytes)) and all(isinstance(h, (int, np.integer)) and not isinstance(h, bool)
-                                                         for h in _iterable(hidden))
-        if not ok or not hidden or any(int(h) < 1 for h in hidden):
+        whole = lambda h: isinstance(h, (int, np.integer)) and not isinstance(h, bool) and h >= 1  # noqa: E731
+        if not isinstance(hidden, (tuple, list)) or not hidden or not all(whole(h) for h in hidden):
             raise UserError(f"network: hidden must be one or more whole widths >= 1 (e.g. 64,64), got {hidden!r}")
         object.__setattr__(self, "hidden", tuple(int(h) for h in hidden))
         if self.activation not in ACTIVATIONS:
@@ -146,9 +145,3 @@ class NetworkSpec:
             raise UserError(f"--activation must be one of {', '.join(ACTIVATIONS)}, got {activation!r}")
         return NetworkSpec(widths, self.activation if activation is None else activation)
 
-
-def _iterable(value: Any) -> Any:
-    try:
-        return iter(value)
-    except TypeError:
-        return iter([value, 0])  # not a sequence: fails the check
