@@ -268,6 +268,7 @@ def measure_rllib(env_id: str, hp: SharedPPO, iterations: int, seed: int) -> Mea
 
 def measure_trainwise(env_id: str, hp: SharedPPO, iterations: int, seed: int) -> Measurement:
     from serverless.backends.local import LocalBackend
+    from serverless.network import NetworkSpec
     from serverless.ppo import PPOConfig
     from serverless.trainer import IterationRecord, RunConfig, TrainSpec, train
 
@@ -292,7 +293,7 @@ def measure_trainwise(env_id: str, hp: SharedPPO, iterations: int, seed: int) ->
         ppo = PPOConfig(
             learning_rate=hp.lr, anneal_lr=False, gamma=hp.gamma, gae_lambda=hp.gae_lambda, clip_coef=hp.clip,
             clip_vloss=False, ent_coef=hp.ent_coef, vf_coef=hp.vf_coef, max_grad_norm=hp.max_grad_norm,
-            epochs=hp.epochs, minibatch_size=hp.minibatch, norm_adv=True, target_kl=None, hidden=hp.hidden,
+            epochs=hp.epochs, minibatch_size=hp.minibatch, norm_adv=True, target_kl=None, network=NetworkSpec(hp.hidden),
             torch_threads=None,  # keep the process setting (--torch-threads), as for RLlib and SB3
         )
         run = RunConfig(actors=hp.parallel_envs, memory_mb=1769, batch=hp.batch)

@@ -190,6 +190,16 @@ def read_checkpoint(directory: Path) -> tuple[dict[str, Any], Any]:
     return meta, arrays
 
 
+def _policy_shape(data: Any) -> Any:
+    """A policy spec as compared across checkpoints (an older one has no activation: it was tanh)."""
+    from serverless.policy import PolicySpec
+
+    try:
+        return PolicySpec.from_dict(data)
+    except (KeyError, TypeError, ValueError, UserError):
+        return data
+
+
 def load_checkpoint(directory: Path, *, identity: dict[str, Any], policy_spec: dict[str, Any], learner: Any,
                     ignore: tuple[str, ...] = ()) -> dict[str, Any]:
     """Check the checkpoint against this run's identity (but the fields in ``ignore``), restore
@@ -202,7 +212,7 @@ def load_checkpoint(directory: Path, *, identity: dict[str, Any], policy_spec: d
     diff = identity_differences(saved, {k: v for k, v in identity.items() if k not in ignore})
     if diff:
         raise _bad(path, "it is another run's (" + "; ".join(diff) + ")")
-    if meta["policy_spec"] != policy_spec:
+    if _policy_shape(meta["policy_spec"]) != _policy_shape(policy_spec):
         raise _bad(path, f"its policy shape {meta['policy_spec']} differs from this run's {policy_spec}")
     try:
         learner.load_state_dict(_unflatten(meta["learner"], arrays))

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from serverless.network import NetworkSpec
 from serverless.policy import PolicySpec
 from core import paths
 from core.errors import UserError
@@ -184,7 +185,7 @@ def inspect_env(env_id: str, hidden: tuple[int, ...] = (64, 64), env_kwargs: dic
     if isinstance(act_space, spaces.Discrete):
         if int(act_space.start) != 0:
             raise UserError(f"env {env_id!r} has Discrete action space starting at {act_space.start}; supported: start 0")
-        return PolicySpec(obs_dim=obs_dim, action_kind="discrete", act_dim=int(act_space.n), hidden=hidden)
+        return PolicySpec(obs_dim=obs_dim, action_kind="discrete", act_dim=int(act_space.n), network=NetworkSpec(hidden))
     if isinstance(act_space, spaces.Box) and len(act_space.shape) == 1:
         low = np.asarray(act_space.low, dtype=np.float64)
         high = np.asarray(act_space.high, dtype=np.float64)
@@ -194,7 +195,7 @@ def inspect_env(env_id: str, hidden: tuple[int, ...] = (64, 64), env_kwargs: dic
             obs_dim=obs_dim,
             action_kind="continuous",
             act_dim=int(act_space.shape[0]),
-            hidden=hidden,
+            network=NetworkSpec(hidden),
             action_low=tuple(float(x) for x in low),
             action_high=tuple(float(x) for x in high),
         )

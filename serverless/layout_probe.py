@@ -20,7 +20,10 @@ collected, at the learner's pre-update parameters, without another rollout:
 
 The loss is PPO's at ratio 1 (the pre-update parameters): the policy term with
 advantages normalised over the batch, plus ``vf_coef`` times the value term; the
-entropy bonus is left out (it does not depend on the advantages). Finer chunk counts
+entropy bonus is left out (it does not depend on the advantages). It is the learner's own
+loss in that form (:meth:`serverless.ppo.LossForm.at_ratio_one`), differentiated by the
+learner's engine (:meth:`serverless.ppo.PPOLearner.loss_gradient`): the probe has no loss or
+forward pass of its own. Finer chunk counts
 are computed once: a coarse chunk's gradient is the sample-weighted mean of its fine
 chunks', so the cost is one backward pass per fine chunk plus one per env and chunk
 count for the bias.
@@ -34,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from serverless.ppo import PPOLearner, compute_gae, learner_arrays
+from serverless.ppo import LossForm, PPOLearner, compute_gae, learner_arrays
 from serverless.rollout_batch import Segment
 
 
@@ -76,39 +79,12 @@ def _normalised(adv: np.ndarray) -> np.ndarray:
     return (adv - adv.mean()) / (adv.std() + 1e-8)
 
 
-def _sample_losses(learner: PPOLearner, tr: dict[str, np.ndarray], adv_n: np.ndarray, ret: np.ndarray) -> Any:
-    """Per-sample PPO loss at ratio 1: ``-A·ratio + vf_coef·½(V − R)²``."""
-    import torch
-
-    act_dtype = torch.int64 if learner.spec.action_kind == "discrete" else torch.float32
-    obs = torch.as_tensor(tr["obs"], dtype=torch.float32)
-    actions = torch.as_tensor(tr["actions"], dtype=act_dtype)
-    logp, _, value = learner.model.evaluate(obs, actions, with_entropy=False)
-    ratio = (logp - torch.as_tensor(tr["logprobs"], dtype=torch.float32)).exp()
-    v_term = 0.5 * (value - torch.as_tensor(ret, dtype=torch.float32)).pow(2)
-    return -torch.as_tensor(adv_n, dtype=torch.float32) * ratio + learner.config.vf_coef * v_term
-
-
 def _mean_grad(learner: PPOLearner, tr: dict[str, np.ndarray], adv_n: np.ndarray, ret: np.ndarray) -> Any:
-    """The gradient of the mean of :func:`_sample_losses` over ``tr``'s samples (a flat torch tensor)."""
-    import torch
-
-    step = learner.numpy_step
-    if step is None:
-        return _grad(learner, _sample_losses(learner, tr, adv_n, ret).mean())
+    """The gradient, at the learner's parameters and on its engine, of the PPO loss at ratio 1
+    (:meth:`serverless.ppo.LossForm.at_ratio_one`) over ``tr``'s samples (a flat torch tensor)."""
     mb = learner_arrays({"obs": tr["obs"], "actions": tr["actions"], "logprobs": tr["logprobs"], "advantages": adv_n,
                          "returns": ret}, learner.spec.action_kind)
-    # at the pre-update parameters the ratio is 1: no clipping (an infinite range), the loss above
-    step.gradient(mb, np.inf, norm_adv=False, entropy_bonus=False, clip_vloss=False)
-    return torch.from_numpy(step.grad.copy())
-
-
-def _grad(learner: PPOLearner, loss: Any) -> Any:
-    import torch
-
-    params = [p for p in learner.model.parameters() if p.requires_grad]
-    grads = torch.autograd.grad(loss, params, allow_unused=True)
-    return torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, params)])
+    return learner.loss_gradient(mb, LossForm.at_ratio_one(learner.config))
 
 
 def _env_grads(
@@ -165,7 +141,6 @@ def probe_layouts(
     c0 = time.thread_time()
     with learner.learner_threads():
         rows, lengths, count = _probe(learner, segments, data, chunk_counts)
-    learner.model.zero_grad(set_to_none=True)
     # the probe's own CPU time, so that a tuner can compare iterations with and without it
     return {"segment_steps": lengths, "envs": count, "layouts": rows, "cpu_s": time.thread_time() - c0}
 

@@ -1,5 +1,11 @@
 """The PPO minibatch step in numpy: a hand-written forward, backward and Adam step.
 
+It computes the networks it declares (:func:`supports`): the learner's stacked actor-critic
+(:class:`serverless.torch_policy.ActorCritic`) of any widths, with an activation whose
+derivative is a function of its output (tanh, ReLU, ELU: the backward pass reads the layers'
+outputs only). Any other network runs on torch (:func:`serverless.ppo.choose_engine`, with a
+note); a model it cannot compute is refused here, with the reason, rather than mis-differentiated.
+
 For the learner's small actor-critic (two tanh MLPs of 64x64) on minibatches of 64, one PPO
 step is about two million floating-point operations, tens of microseconds of one core's
 arithmetic; what costs is the framework around it. torch spends about 0.5-1 ms per minibatch
@@ -33,7 +39,38 @@ from typing import Any
 
 import numpy as np
 
+from serverless.network import ACTIVATIONS, NetworkSpec, forward
+
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+#: the activations whose derivative the backward pass can take from their output
+SUPPORTED_ACTIVATIONS = tuple(name for name, a in ACTIVATIONS.items() if a.grad_from_output is not None)
+
+
+def supports(network: NetworkSpec) -> str | None:
+    """``None`` when this engine computes ``network``'s PPO update; else why not (one line).
+
+    Every :class:`NetworkSpec` has the layer structure it computes (stacked actor and critic MLPs
+    of one or more hidden layers); the activation is what can rule it out."""
+    if network.activation not in SUPPORTED_ACTIVATIONS:
+        return (f"the numpy engine's backward takes the activation's derivative from its output: "
+                f"{', '.join(SUPPORTED_ACTIVATIONS)}, not {network.activation}")
+    return None
+
+
+def _check_model(model: Any) -> None:
+    """``model`` is the stacked actor-critic of its spec's network, and a network this engine computes."""
+    from serverless.torch_policy import ActorCritic
+
+    if not isinstance(model, ActorCritic):
+        raise ValueError(f"the numpy engine computes serverless.torch_policy.ActorCritic, not {type(model).__name__}")
+    spec = model.spec
+    reason = supports(spec.network)
+    if reason is not None:
+        raise ValueError(reason)
+    sizes = [spec.obs_dim, *spec.network.hidden, spec.act_dim]
+    expected = [(2, n_in, n_out) for n_in, n_out in zip(sizes[:-1], sizes[1:])]
+    if [tuple(w.shape) for w in model.weights] != expected:
+        raise ValueError(f"the model's layers {[tuple(w.shape) for w in model.weights]} are not its spec's {expected}")
 
 
 class NumpyPPOStep:
@@ -41,12 +78,17 @@ class NumpyPPOStep:
 
     ``config`` is the learner's :class:`serverless.ppo.PPOConfig`; ``optimizer`` its torch
     Adam, whose hyperparameters (betas, eps) it follows and whose state it keeps as views.
+    Raises ``ValueError`` naming why for a model it does not compute (:func:`supports`).
     """
 
     def __init__(self, model: Any, optimizer: Any, config: Any) -> None:
         import torch
         from threadpoolctl import ThreadpoolController
 
+        _check_model(model)
+        network = model.spec.network
+        self._act = network.act.numpy
+        self._act_grad = network.act.grad_from_output
         self.model = model
         self._blas = ThreadpoolController()
         self.optimizer = optimizer
@@ -86,6 +128,7 @@ class NumpyPPOStep:
         self.gW = [gv[i] for i in w_idx]
         self.gb = [gv[i] for i in b_idx]
         self.layers = layers
+        self._layers = list(zip(self.W, self.b))
         if not self.discrete:
             k = by_param[id(model.log_std)]
             self.log_std, self.g_log_std = pv[k], gv[k]
@@ -128,58 +171,37 @@ class NumpyPPOStep:
         return self._blas.limit(limits=threads, user_api="blas")
 
     # ------------------------------------------------------------ the step
-    def step(self, mb: dict[str, np.ndarray], clip: float, lr: float) -> tuple[float, ...]:
+    def step(self, mb: dict[str, np.ndarray], form: Any, lr: float) -> tuple[float, ...]:
         """Loss and gradient on one minibatch, gradient-norm clipping, one Adam step.
 
         Returns the minibatch's statistics in the order of :data:`serverless.ppo.STAT_NAMES`
         (the entropy NaN when the bonus is off)."""
-        stats = self.gradient(mb, clip)
+        stats = self.gradient(mb, form)
         self._clip_grad_norm(self.config.max_grad_norm)
         self._adam(lr)
         return stats
 
-    def gradient(self, mb: dict[str, np.ndarray], clip: float, *, norm_adv: bool | None = None,
-                 entropy_bonus: bool = True, clip_vloss: bool | None = None) -> tuple[float, ...]:
-        """The PPO loss's gradient on ``mb`` into ``self.grad``; returns the statistics.
-
-        The keywords override the config for a caller that wants another form of the loss
-        (the layout probe: advantages normalised over the batch, no bonus, a plain value term)."""
-        cfg = self.config
-        hidden, out = self._forward(mb["obs"])
+    def gradient(self, mb: dict[str, np.ndarray], form: Any) -> tuple[float, ...]:
+        """The gradient of the loss ``form`` (a :class:`serverless.ppo.LossForm`: the update's,
+        or the layout probe's at ratio 1) on ``mb`` into ``self.grad``; returns the statistics."""
+        hidden = [mb["obs"]]
+        out = forward(mb["obs"], self._layers, self._act, keep=hidden)
         d_out = np.zeros_like(out)
-        stats = self._loss_grads(
-            mb, out, d_out, clip,
-            norm_adv=cfg.norm_adv if norm_adv is None else norm_adv,
-            clip_vloss=cfg.clip_vloss if clip_vloss is None else clip_vloss,
-            ent_coef=cfg.ent_coef if entropy_bonus else 0.0,
-        )
+        stats = self._loss_grads(mb, out, d_out, form)
         self._backward(hidden, d_out)
         return stats
 
-    def _forward(self, obs: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
-        """Both networks at once: the hidden activations ([2, n, width] each, after ``obs``)
-        and the output layer ([2, n, out]: the actor's head, the critic's value in column 0)."""
-        hidden = [obs]
-        h = obs
-        for i in range(self.layers - 1):
-            z = np.matmul(h, self.W[i])
-            z += self.b[i]
-            np.tanh(z, out=z)
-            hidden.append(z)
-            h = z
-        out = np.matmul(h, self.W[-1])
-        out += self.b[-1]
-        return hidden, out
-
-    def _loss_grads(self, mb: dict[str, np.ndarray], out: np.ndarray, d_out: np.ndarray, clip: float, *,
-                    norm_adv: bool, clip_vloss: bool, ent_coef: float) -> tuple[float, ...]:
+    def _loss_grads(self, mb: dict[str, np.ndarray], out: np.ndarray, d_out: np.ndarray, form: Any) -> tuple[float, ...]:
         """The loss's gradient with respect to the output layer into ``d_out`` (and, for a
-        Gaussian policy, to ``log_std``); returns the minibatch's statistics."""
+        Gaussian policy, to ``log_std``); returns the minibatch's statistics.
+
+        The hand-written derivative of :func:`serverless.ppo.ppo_loss`, term by term."""
+        clip, ent_coef = form.clip, form.ent_coef
         n = len(out[0])
         head, value = out[0], out[1, :, 0]
         mean_w = self._mean_weights(n)  # means as one BLAS dot each: a fraction of np.mean's overhead
         adv = mb["advantages"]
-        if norm_adv and n > 1:
+        if form.norm_adv and n > 1:
             centred = adv - np.dot(adv, mean_w)
             adv = centred / np.float32(math.sqrt(float(np.dot(centred, centred)) / (n - 1)) + 1e-8)  # unbiased std
         if self.discrete:
@@ -200,7 +222,7 @@ class NumpyPPOStep:
         # half to each, and the clamp passes its half, so the unclipped term gets it all
         g_logp = np.multiply(surr, surr >= surr_clipped)
         g_logp *= np.float32(1 / n)
-        v_loss = self._value_grad(mb, value, d_out, clip, clip_vloss, mean_w)
+        v_loss = self._value_grad(mb, value, d_out, form, mean_w)
 
         entropy = math.nan
         d_head = d_out[0]
@@ -224,12 +246,12 @@ class NumpyPPOStep:
         clipfrac = np.count_nonzero(np.abs(ratio - 1) > clip) / n
         return float(pg_loss), float(v_loss), entropy, approx_kl, clipfrac
 
-    def _value_grad(self, mb: dict[str, np.ndarray], value: np.ndarray, d_out: np.ndarray, clip: float,
-                    clip_vloss: bool, mean_w: np.ndarray) -> float:
+    def _value_grad(self, mb: dict[str, np.ndarray], value: np.ndarray, d_out: np.ndarray, form: Any,
+                    mean_w: np.ndarray) -> float:
         """The value term's gradient into the critic's column of ``d_out``; returns the value loss."""
-        n = len(value)
+        n, clip = len(value), form.clip
         v_err = value - mb["returns"]
-        if clip_vloss:
+        if form.clip_vloss:
             v_clipped = mb["values"] + np.clip(value - mb["values"], -clip, clip)
             c_err = v_clipped - mb["returns"]
             use_plain = v_err * v_err >= c_err * c_err
@@ -239,20 +261,19 @@ class NumpyPPOStep:
         else:
             v_loss = 0.5 * np.dot(v_err, v_err) / n
             g_value = v_err
-        d_out[1, :, 0] = g_value * np.float32(self.config.vf_coef / n)
+        d_out[1, :, 0] = g_value * np.float32(form.vf_coef / n)
         return float(v_loss)
 
     def _backward(self, hidden: list[np.ndarray], d_out: np.ndarray) -> None:
         """Back through the layers from ``d_out``: the weights' and biases' gradients into ``self.grad``."""
-        gW, gb, W = self.gW, self.gb, self.W
+        gW, gb, W, act_grad = self.gW, self.gb, self.W, self._act_grad
         last = self.layers - 1
         ones = self._ones(d_out.shape[1])  # bias gradients: sums over the minibatch as a matmul
         np.matmul(hidden[last].transpose(0, 2, 1), d_out, out=gW[last])
         np.matmul(ones, d_out, out=gb[last])
         d_h = np.matmul(d_out, W[last].transpose(0, 2, 1))
         for i in range(last - 1, -1, -1):
-            a = hidden[i + 1]
-            d_z = d_h * (1 - a * a)
+            d_z = d_h * act_grad(hidden[i + 1])
             below = hidden[i]
             np.matmul(below.T if i == 0 else below.transpose(0, 2, 1), d_z, out=gW[i])
             np.matmul(ones, d_z, out=gb[i])

@@ -7,7 +7,8 @@ exports the parameters with :func:`export_numpy` and ships them as an ``.npz`` b
 Lambda zip, and fast for single observations, where torch's per-call overhead
 dominates).
 
-Network: separate actor and critic MLPs (tanh, ``hidden`` widths), orthogonal
+Network: separate actor and critic MLPs of the same widths and activation
+(:class:`serverless.network.NetworkSpec`, 64x64 tanh by default), orthogonal
 initialisation with a small gain on the policy head (as in CleanRL and SB3). Discrete
 actions use a categorical over logits; continuous actions a diagonal Gaussian with a
 state-independent learned log-std. Continuous actions are clipped to the action
@@ -22,10 +23,12 @@ from __future__ import annotations
 
 import base64
 import io
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
+
+from serverless.network import NetworkSpec, forward
 
 ActionKind = Literal["discrete", "continuous"]
 
@@ -37,21 +40,21 @@ class PolicySpec:
     obs_dim: int
     action_kind: ActionKind
     act_dim: int
-    hidden: tuple[int, ...] = (64, 64)
+    network: NetworkSpec = NetworkSpec()
     action_low: tuple[float, ...] | None = None
     action_high: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.action_kind not in ("discrete", "continuous"):
             raise ValueError(f"action_kind must be 'discrete' or 'continuous', got {self.action_kind!r}")
-        object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON (the rollout event's ``policy_spec``); the network's keys inline."""
         return {
             "obs_dim": self.obs_dim,
             "action_kind": self.action_kind,
             "act_dim": self.act_dim,
-            "hidden": list(self.hidden),
+            **self.network.to_dict(),
             "action_low": None if self.action_low is None else list(self.action_low),
             "action_high": None if self.action_high is None else list(self.action_high),
         }
@@ -64,13 +67,13 @@ class PolicySpec:
             obs_dim=int(data["obs_dim"]),
             action_kind=data["action_kind"],
             act_dim=int(data["act_dim"]),
-            hidden=tuple(int(h) for h in data.get("hidden", (64, 64))),
+            network=NetworkSpec.from_dict({k: data[k] for k in ("hidden", "activation") if k in data}),
             action_low=None if low is None else tuple(float(x) for x in low),
             action_high=None if high is None else tuple(float(x) for x in high),
         )
 
-    def with_hidden(self, hidden: tuple[int, ...]) -> "PolicySpec":
-        return PolicySpec(self.obs_dim, self.action_kind, self.act_dim, tuple(hidden), self.action_low, self.action_high)
+    def with_network(self, network: NetworkSpec) -> "PolicySpec":
+        return replace(self, network=network)
 
 
 
@@ -131,7 +134,7 @@ class NumpyPolicy:
     _layers: list[tuple[np.ndarray, np.ndarray]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        layers = len(self.spec.hidden) + 1
+        layers = len(self.spec.network.hidden) + 1
         try:
             actor = [(self.arrays[f"actor.{i}.w"], self.arrays[f"actor.{i}.b"]) for i in range(layers)]
             critic = [(self.arrays[f"critic.{i}.w"], self.arrays[f"critic.{i}.b"]) for i in range(layers)]
@@ -150,19 +153,14 @@ class NumpyPolicy:
             fused.append((w, np.concatenate([ab, cb]).astype(np.float32)))
         self._layers = [(w.astype(np.float32), b.astype(np.float32)) for w, b in fused]
         self._buffers = [np.empty(w.shape[1], dtype=np.float32) for w, _ in self._layers]
+        self._act = self.spec.network.act.numpy
         self._std = np.exp(self.arrays["log_std"]) if self.spec.action_kind == "continuous" else None
         self._log_std_sum = float(np.sum(self.arrays["log_std"])) if self._std is not None else 0.0
 
     def _forward(self, obs: np.ndarray) -> np.ndarray:
         """[actor output..., value] for one observation, in a buffer the next call overwrites."""
-        x = np.asarray(obs, dtype=np.float32)
-        for (w, b), out in zip(self._layers, self._buffers):
-            np.dot(x, w, out=out)  # np.dot: the same sums as matmul, with less dispatch per call
-            np.add(out, b, out=out)
-            if out is not self._buffers[-1]:
-                np.tanh(out, out=out)
-            x = out
-        return x
+        # np.dot: the same sums as matmul, with less dispatch per call
+        return forward(np.asarray(obs, dtype=np.float32), self._layers, self._act, outs=self._buffers, product=np.dot)
 
     def value(self, obs: np.ndarray) -> float:
         return float(self._forward(obs)[-1])

@@ -13,6 +13,7 @@ of their mean, all at the current (pre-update) parameters.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -20,7 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from serverless.network import NetworkSpec
 from serverless.policy import PolicySpec
+
+log = logging.getLogger(__name__)
 
 
 UPDATE_ENGINES = ("numpy", "torch")
@@ -47,7 +51,8 @@ class PPOConfig:
     minibatch_size: int = 64
     norm_adv: bool = True
     target_kl: float | None = None
-    hidden: tuple[int, ...] = (64, 64)
+    # the actor's and the critic's widths and activation (serverless.network)
+    network: NetworkSpec = NetworkSpec()
     adam_eps: float = 1e-5
     # torch intra-op threads for the learner; None leaves the process setting alone.
     # 1 by default: for a 64x64 MLP, threads cost more than they give.
@@ -55,7 +60,8 @@ class PPOConfig:
     # What runs the minibatch steps. "numpy": a hand-written forward, backward and Adam
     # (serverless.numpy_update), several times faster for this model size; "torch": autograd
     # and torch's fused Adam. The same maths; the floats differ in rounding, so a seed's
-    # trajectory is its own under each engine.
+    # trajectory is its own under each engine. A network the numpy engine does not support
+    # (serverless.numpy_update.supports) runs on torch, with a note (choose_engine).
     update_engine: str = "numpy"
     # How a batch is split into env streams. 0: one env per actor function, stepped
     # batch/actors steps (so the actor count changes the rollout length and the number
@@ -66,19 +72,34 @@ class PPOConfig:
     steps_per_env: int = 0
 
     def __post_init__(self) -> None:
-        self.hidden = tuple(int(h) for h in self.hidden)
+        self.network = NetworkSpec.from_dict(self.network)
         if isinstance(self.steps_per_env, bool) or not isinstance(self.steps_per_env, int) or self.steps_per_env < 0:
             from core.errors import UserError
 
             raise UserError(f"steps_per_env must be a whole number >= 0 (0 = one env per actor), got {self.steps_per_env!r}")
 
+    @property
+    def hidden(self) -> tuple[int, ...]:
+        """The network's hidden widths (``network.hidden``)."""
+        return self.network.hidden
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["hidden"] = list(self.hidden)
+        data["network"] = self.network.to_dict()
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PPOConfig":
+        """From :meth:`to_dict`'s JSON; an older file's top-level ``hidden`` (and ``activation``)
+        are read as the network."""
+        data = dict(data)
+        legacy = {k: data.pop(k) for k in ("hidden", "activation") if k in data}
+        if legacy:
+            from core.errors import UserError
+
+            if "network" in data:
+                raise UserError(f"PPO config: give the network once, as 'network', not also {sorted(legacy)}")
+            data["network"] = legacy
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -97,13 +118,87 @@ class PPOConfig:
             (self.clip_coef > 0, "clip_coef must be > 0"),
             (self.epochs >= 1, "epochs must be >= 1"),
             (self.minibatch_size >= 1, "minibatch_size must be >= 1"),
-            (all(h >= 1 for h in self.hidden) and len(self.hidden) >= 1, "hidden must be one or more positive widths"),
             (self.torch_threads is None or self.torch_threads >= 1, "torch_threads must be >= 1 or None"),
             (self.update_engine in UPDATE_ENGINES, f"update_engine must be one of {list(UPDATE_ENGINES)}, got {self.update_engine!r}"),
         ]
         for ok, message in checks:
             if not ok:
                 raise UserError(f"PPO config: {message}")
+
+
+@dataclass(frozen=True)
+class LossForm:
+    """Which PPO loss a gradient is taken of; both engines and the layout probe take one.
+
+    The update's (:meth:`update`: the config's options at the iteration's clip range) or the
+    layout probe's (:meth:`at_ratio_one`: the policy term with the advantages as given, no
+    clipping, no bonus, the plain value term)."""
+
+    clip: float
+    norm_adv: bool
+    clip_vloss: bool
+    ent_coef: float
+    vf_coef: float
+
+    @classmethod
+    def update(cls, config: PPOConfig, clip: float) -> "LossForm":
+        return cls(clip, config.norm_adv, config.clip_vloss, config.ent_coef, config.vf_coef)
+
+    @classmethod
+    def at_ratio_one(cls, config: PPOConfig) -> "LossForm":
+        """``mean(-A·ratio) + vf_coef·½·mean((V − R)²)``: at the pre-update parameters the
+        ratio is 1 and no clip range binds (an infinite one)."""
+        return cls(math.inf, False, False, 0.0, config.vf_coef)
+
+
+def ppo_loss(model: Any, mb: dict[str, Any], form: LossForm) -> tuple[Any, Any]:
+    """The PPO loss on one minibatch of torch tensors (the one definition: the torch engine
+    backpropagates it, the numpy engine is its hand-written gradient, checked against it in the
+    tests), and its statistics as one detached tensor in :data:`STAT_NAMES`' order (the
+    entropy NaN when the bonus is off and it was not computed)."""
+    import torch
+
+    clip = form.clip
+    logp, entropy, value = model.evaluate(mb["obs"], mb["actions"], with_entropy=bool(form.ent_coef))
+    log_ratio = logp - mb["logprobs"]
+    ratio = log_ratio.exp()
+    adv = mb["advantages"]
+    if form.norm_adv and adv.numel() > 1:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - clip, 1 + clip)).mean()
+    if form.clip_vloss:
+        v_clipped = mb["values"] + (value - mb["values"]).clamp(-clip, clip)
+        v_loss = 0.5 * torch.max((value - mb["returns"]).pow(2), (v_clipped - mb["returns"]).pow(2)).mean()
+    else:
+        v_loss = 0.5 * (value - mb["returns"]).pow(2).mean()
+    loss = pg_loss + form.vf_coef * v_loss
+    if entropy is not None:
+        ent = entropy.mean()
+        loss = loss - form.ent_coef * ent
+    with torch.no_grad():
+        info = torch.stack(
+            [
+                pg_loss,
+                v_loss,
+                ent if entropy is not None else torch.tensor(float("nan")),
+                ((ratio - 1) - log_ratio).mean(),
+                ((ratio - 1.0).abs() > clip).float().mean(),
+            ]
+        )
+    return loss, info
+
+
+def choose_engine(config: PPOConfig) -> tuple[str, str | None]:
+    """The engine that runs ``config``'s updates, and a one-line note when it is not the one
+    asked for (a network the numpy engine does not support runs on torch)."""
+    if config.update_engine != "numpy":
+        return config.update_engine, None
+    from serverless.numpy_update import supports
+
+    reason = supports(config.network)
+    if reason is None:
+        return "numpy", None
+    return "torch", f"update engine: torch instead of numpy for the {config.network.describe()} network ({reason})"
 
 
 def compute_gae(
@@ -194,7 +289,7 @@ class PPOLearner:
             torch.set_num_threads(self.config.torch_threads)
         torch.manual_seed(self.seed)
         self.config.validate()
-        self.spec = self.spec.with_hidden(self.config.hidden)
+        self.spec = self.spec.with_network(self.config.network)
         self.model = ActorCritic(self.spec)
         self.optimizer = torch.optim.Adam(
             self.model.parameters(), lr=self.config.learning_rate, eps=self.config.adam_eps, fused=True
@@ -203,7 +298,12 @@ class PPOLearner:
         self.env_steps_seen = 0
         self.updates = 0
         self.numpy_step = None
-        if self.config.update_engine == "numpy":
+        #: the engine that runs the updates, and why it is not the one asked for (if it is not)
+        self.engine, note = choose_engine(self.config)
+        self.notes = [] if note is None else [note]
+        if note is not None:
+            log.warning(note)
+        if self.engine == "numpy":
             from serverless.numpy_update import NumpyPPOStep
 
             self.numpy_step = NumpyPPOStep(self.model, self.optimizer, self.config)
@@ -217,67 +317,26 @@ class PPOLearner:
         return max(0.0, 1.0 - self.env_steps_seen / horizon)
 
     # ----------------------------------------------------------------- loss
-    def _loss(self, mb: dict[str, Any], clip: float) -> tuple[Any, Any]:
-        """The PPO loss on one minibatch, and its statistics as one detached tensor
-        (policy loss, value loss, entropy, approx KL, clip fraction; entropy is NaN
-        when the bonus is off and it was not computed)."""
-        import torch
-
-        cfg = self.config
-        logp, entropy, value = self.model.evaluate(mb["obs"], mb["actions"], with_entropy=bool(cfg.ent_coef))
-        log_ratio = logp - mb["logprobs"]
-        ratio = log_ratio.exp()
-        adv = mb["advantages"]
-        if cfg.norm_adv and adv.numel() > 1:
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        pg_loss = torch.max(-adv * ratio, -adv * ratio.clamp(1 - clip, 1 + clip)).mean()
-        if cfg.clip_vloss:
-            v_clipped = mb["values"] + (value - mb["values"]).clamp(-clip, clip)
-            v_loss = 0.5 * torch.max((value - mb["returns"]).pow(2), (v_clipped - mb["returns"]).pow(2)).mean()
-        else:
-            v_loss = 0.5 * (value - mb["returns"]).pow(2).mean()
-        loss = pg_loss + cfg.vf_coef * v_loss
-        if entropy is not None:
-            ent = entropy.mean()
-            loss = loss - cfg.ent_coef * ent
-        with torch.no_grad():
-            info = torch.stack(
-                [
-                    pg_loss,
-                    v_loss,
-                    ent if entropy is not None else torch.tensor(float("nan")),
-                    ((ratio - 1) - log_ratio).mean(),
-                    ((ratio - 1.0).abs() > clip).float().mean(),
-                ]
-            )
-        return loss, info
-
-    def _flat_grad(self) -> Any:
-        import torch
-
-        return torch.cat([p.grad.reshape(-1) for p in self.model.parameters() if p.grad is not None])
-
-    def _minibatch_gradient(self, mb: dict[str, np.ndarray], clip: float) -> Any:
-        """The PPO loss's flat gradient on one minibatch at the current parameters, as a torch tensor."""
+    def loss_gradient(self, mb: dict[str, np.ndarray], form: LossForm) -> Any:
+        """The flat gradient of the loss ``form`` on ``mb`` at the current parameters (a torch
+        tensor, in ``model.parameters()`` order), from the learner's engine; nothing updated."""
         import torch
 
         if self.numpy_step is not None:
-            self.numpy_step.gradient(mb, clip)
+            self.numpy_step.gradient(mb, form)
             return torch.from_numpy(self.numpy_step.grad.copy())
-        self.optimizer.zero_grad(set_to_none=True)
-        loss, _ = self._loss(_as_tensors(mb), clip)
-        loss.backward()
-        grad = self._flat_grad().clone()
-        self.optimizer.zero_grad(set_to_none=True)
-        return grad
+        params = list(self.model.parameters())
+        loss, _ = ppo_loss(self.model, _as_tensors(mb), form)
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
+        return torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, params)])
 
-    def _probe_grad_noise(self, data: dict[str, np.ndarray], chunks: list[np.ndarray], clip: float) -> dict[str, Any]:
+    def _probe_grad_noise(self, data: dict[str, np.ndarray], chunks: list[np.ndarray], form: LossForm) -> dict[str, Any]:
         """Per-minibatch PPO-loss gradients at the current parameters (no update)."""
         import torch
 
         size = min(self.config.minibatch_size, len(chunks[0]))
         full = [c[:size] for c in chunks if len(c) >= size]
-        stacked = torch.stack([self._minibatch_gradient({k: v[idx] for k, v in data.items()}, clip) for idx in full])
+        stacked = torch.stack([self.loss_gradient({k: v[idx] for k, v in data.items()}, form) for idx in full])
         small = stacked.pow(2).sum(1)
         big = stacked.mean(0).pow(2).sum()
         return {
@@ -287,12 +346,12 @@ class PPOLearner:
             "big_sqnorm": float(big),
         }
 
-    def _epoch_numpy(self, minibatches: list[dict[str, np.ndarray]], clip: float, lr: float) -> np.ndarray:
+    def _epoch_numpy(self, minibatches: list[dict[str, np.ndarray]], form: LossForm, lr: float) -> np.ndarray:
         """One epoch of numpy minibatch steps; the sums of their statistics."""
         step = self.numpy_step.step
-        return np.sum([step(mb, clip, lr) for mb in minibatches], axis=0)
+        return np.sum([step(mb, form, lr) for mb in minibatches], axis=0)
 
-    def _epoch_torch(self, minibatches: list[dict[str, np.ndarray]], clip: float) -> np.ndarray:
+    def _epoch_torch(self, minibatches: list[dict[str, np.ndarray]], form: LossForm) -> np.ndarray:
         """One epoch of torch (autograd, fused Adam) minibatch steps; the sums of their statistics."""
         import torch
 
@@ -303,7 +362,7 @@ class PPOLearner:
         step = getattr(self.optimizer.step, "__wrapped__", None)
         sums = torch.zeros(5)
         for mb in minibatches:
-            loss, info = self._loss(_as_tensors(mb), clip)
+            loss, info = ppo_loss(self.model, _as_tensors(mb), form)
             for p in params:
                 p.grad = None
             loss.backward()
@@ -325,20 +384,20 @@ class PPOLearner:
             return contextlib.nullcontext()
         return self.numpy_step.blas_threads(self.config.torch_threads or torch.get_num_threads())
 
-    def _epoch(self, epoch: int, data: dict[str, np.ndarray], clip: float, lr: float, probe_noise: bool,
+    def _epoch(self, epoch: int, data: dict[str, np.ndarray], form: LossForm, lr: float, probe_noise: bool,
                stats: dict[str, Any]) -> tuple[np.ndarray, int]:
         """One epoch over ``data`` in fresh minibatches: the sums of their statistics, and how many."""
         chunks = _minibatches(len(data["obs"]), self.config.minibatch_size, self.rng)
         if epoch == 0 and probe_noise:
-            stats["grad_noise"] = self._probe_grad_noise(data, chunks, clip)
+            stats["grad_noise"] = self._probe_grad_noise(data, chunks, form)
         # shuffle once per epoch, then take contiguous slices (views, no copies)
         order = np.concatenate(chunks)
         shuffled = {k: v[order] for k, v in data.items()}
         bounds = np.cumsum([0, *map(len, chunks)])
         minibatches = [{k: v[a:b] for k, v in shuffled.items()} for a, b in zip(bounds[:-1], bounds[1:])]
         if self.numpy_step is not None:
-            return self._epoch_numpy(minibatches, clip, lr), len(chunks)
-        return self._epoch_torch(minibatches, clip), len(chunks)
+            return self._epoch_numpy(minibatches, form, lr), len(chunks)
+        return self._epoch_torch(minibatches, form), len(chunks)
 
     # ----------------------------------------------------------------- update
     def update(self, batch: dict[str, np.ndarray], probe_noise: bool = False) -> dict[str, Any]:
@@ -353,7 +412,7 @@ class PPOLearner:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         clip = cfg.clip_coef * (self.progress_fraction() if cfg.anneal_clip else 1.0)
-        clip = max(clip, 1e-3)
+        form = LossForm.update(cfg, max(clip, 1e-3))
 
         n = len(batch["obs"])
         keys = ("obs", "actions", "logprobs", "values", "advantages", "returns")
@@ -364,7 +423,7 @@ class PPOLearner:
         stopped_early = False
         for epoch in range(cfg.epochs):
             with self.learner_threads():
-                epoch_sums, minibatches = self._epoch(epoch, data, clip, lr, probe_noise, stats)
+                epoch_sums, minibatches = self._epoch(epoch, data, form, lr, probe_noise, stats)
             sums += epoch_sums
             count += minibatches
             if cfg.target_kl is not None and float(epoch_sums[3]) / minibatches > cfg.target_kl:
@@ -387,7 +446,7 @@ class PPOLearner:
             {
                 "explained_variance": float("nan") if var_y == 0 else 1.0 - float(np.var(returns - values)) / var_y,
                 "learning_rate": lr,
-                "clip_coef": clip,
+                "clip_coef": form.clip,
                 "minibatch_updates": count,
                 "stopped_early": stopped_early,
                 "batch_size": n,

@@ -3,7 +3,9 @@
 Adapted from rl-baselines3-zoo's tuned PPO settings (CartPole-v1, Acrobot-v1,
 Pendulum-v1; LunarLander-v3 re-tuned, see below), expressed in our terms: ``batch`` = env steps
 per iteration (their n_envs x n_steps), split over ``actors`` functions. Any env without a preset gets
-CleanRL's general defaults. ``--batch``, ``--actors`` and ``--memory-mb`` override.
+CleanRL's general defaults. ``--batch``, ``--actors`` and ``--memory-mb`` override; every preset
+trains the default network (``PPOConfig.network``, 64x64 tanh), which ``--hidden`` and
+``--activation`` override.
 """
 
 from __future__ import annotations

@@ -34,12 +34,14 @@ def _orthogonal(n_in: int, n_out: int, gain: float) -> torch.Tensor:
 
 
 class ActorCritic(nn.Module):
-    """Separate actor and critic MLPs (tanh); orthogonal init, 0.01 gain on the policy head."""
+    """Separate actor and critic MLPs (``spec.network``: widths and activation); orthogonal
+    init, 0.01 gain on the policy head."""
 
     def __init__(self, spec: PolicySpec) -> None:
         super().__init__()
         self.spec = spec
-        sizes = [spec.obs_dim, *spec.hidden]
+        sizes = [spec.obs_dim, *spec.network.hidden]
+        self._act = spec.network.act.torch()
         self.out_dim = spec.act_dim
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()
@@ -60,7 +62,7 @@ class ActorCritic(nn.Module):
         h = obs.unsqueeze(0).expand(2, *obs.shape)
         n = len(self.weights)
         for i in range(n - 1):
-            h = torch.tanh(torch.baddbmm(self.biases[i], h, self.weights[i]))
+            h = self._act(torch.baddbmm(self.biases[i], h, self.weights[i]))
         out = torch.baddbmm(self.biases[n - 1], h, self.weights[n - 1])
         return out[ACTOR], out[CRITIC, :, 0]
 

@@ -343,7 +343,7 @@ class _Training:
             self.learner_slowdown = 1.0 / spec.learner.robust_speed
         self.ledger = CostLedger(prices, architecture=spec.architecture)
         self.ckpt_dir = spec.resolved_checkpoint_dir() if spec.checkpoint_every or spec.resume else None
-        self.notes: list[str] = []
+        self.notes: list[str] = list(self.learner.notes)  # e.g. the update engine, when not the one asked for
         self.records: list[IterationRecord] = []
         self.probe_noise_every = probe_noise_every
         self.state = self._resume() if spec.resume else RunState(run=spec.run, reach_window=spec.reach_window)

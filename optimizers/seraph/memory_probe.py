@@ -146,13 +146,14 @@ def probe_memory_sizes(
     """
     from serverless.envs import inspect_env
     from serverless.ledger import CostLedger
+    from serverless.network import NetworkSpec
     from serverless.ppo import PPOConfig, PPOLearner
     from serverless.pricing import PriceTable
     from serverless.trainer import RunConfig, rollout_events
 
     if not memory_sizes:
         raise ValueError("the memory probe needs at least one memory size")
-    learner = PPOLearner(inspect_env(env_id, hidden=hidden, env_kwargs=env_kwargs), PPOConfig(hidden=hidden), seed=seed)
+    learner = PPOLearner(inspect_env(env_id, hidden=hidden, env_kwargs=env_kwargs), PPOConfig(network=NetworkSpec(hidden)), seed=seed)
     ledger = CostLedger(PriceTable.load(), architecture=architecture)
     rows: list[ProbeRow] = []
     labels: set[str] = set()

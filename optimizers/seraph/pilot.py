@@ -317,7 +317,7 @@ def _pilot_spec(workload: Workload, backend_name: str, schedule: list[RunShape],
     from serverless.ppo import PPOConfig
     from serverless.trainer import TrainSpec
 
-    ppo = PPOConfig.from_dict({**workload.ppo, "hidden": tuple(workload.ppo.get("hidden", (64, 64)))})
+    ppo = PPOConfig.from_dict(dict(workload.ppo))
     ppo.anneal_steps = workload.max_steps  # the same learning-rate schedule as the real run
     return TrainSpec(
         env_id=workload.env_id,

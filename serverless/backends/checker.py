@@ -27,6 +27,7 @@ import numpy as np
 from core.errors import UserError
 from serverless.backends import BACKENDS, BackendEntry
 from serverless.invocation import BillingRecord, FunctionBackend, InvokeBatch
+from serverless.network import NetworkSpec
 from serverless.policy import PolicySpec, encode_b64
 
 #: The malformed probe event's actor id (a stand-in for Lambda's data plane can answer it with an error).
@@ -52,7 +53,7 @@ class BackendCheck:
 def probe_events(good: int = 2, num_steps: int = 16, env_id: str = "CartPole-v1") -> list[dict[str, Any]]:
     """``good`` small CartPole rollout events with random policy weights, then one malformed
     event (``num_steps`` 0, which the handler rejects) with actor id :data:`BAD_ACTOR_ID`."""
-    spec = PolicySpec(obs_dim=4, action_kind="discrete", act_dim=2, hidden=(8,))
+    spec = PolicySpec(obs_dim=4, action_kind="discrete", act_dim=2, network=NetworkSpec((8,)))
     rng = np.random.default_rng(0)
     arrays: dict[str, np.ndarray] = {}
     for head, out in (("actor", 2), ("critic", 1)):

@@ -17,6 +17,7 @@ from core.errors import UserError
 from serverless import checkpoint as ckpt_module
 from serverless import handler as handler_module
 from serverless.checkpoint import CHECKPOINT_FILE, read_checkpoint
+from serverless.network import NetworkSpec
 from serverless.ppo import PPOConfig
 from serverless.trainer import RunConfig, TrainSpec, train
 from tests.serverless.test_rollouts import Crash, CrashAt, InProcess
@@ -147,7 +148,7 @@ def test_a_checkpoint_of_another_run_is_refused_naming_what_differs(tmp_path: Pa
     before = (ckpt / CHECKPOINT_FILE).read_bytes()
     cases = [
         (dict(env_id="Acrobot-v1"), r'env_id: checkpoint "CartPole-v1", this run "Acrobot-v1"'),
-        (dict(ppo=PPOConfig(epochs=2, minibatch_size=64, hidden=(32, 32))), r"ppo.hidden: checkpoint \[64, 64\], this run \[32, 32\]"),
+        (dict(ppo=PPOConfig(epochs=2, minibatch_size=64, network=NetworkSpec((32, 32)))), r"ppo.network.hidden: checkpoint \[64, 64\], this run \[32, 32\]"),
         (dict(seed=12), "seed: checkpoint 11, this run 12"),
         (dict(env_kwargs={"sutton_barto_reward": True}), "env_kwargs.sutton_barto_reward: checkpoint null, this run true"),
         (dict(run=RunConfig(actors=4, memory_mb=1769, batch=256)), "run.actors: checkpoint 2, this run 4"),
@@ -161,6 +162,23 @@ def test_a_checkpoint_of_another_run_is_refused_naming_what_differs(tmp_path: Pa
     train(_spec(ckpt, resume=True, max_steps=512, run=RunConfig(actors=4, memory_mb=1769, batch=256),
                 resume_run=RunConfig(actors=4, memory_mb=1769, batch=256)), backend=InProcess(), progress=False)
     assert _iteration(ckpt) == 2
+
+
+def test_a_checkpoint_of_another_activation_is_refused_and_an_older_one_means_tanh(tmp_path: Path) -> None:
+    ckpt = tmp_path / "c"
+    train(_spec(ckpt, max_steps=256), backend=InProcess(), progress=False)
+    with pytest.raises(UserError, match='ppo.network.activation: checkpoint "tanh", this run "relu"'):
+        train(_spec(ckpt, max_steps=512, ppo=PPOConfig(epochs=2, minibatch_size=64, network=NetworkSpec((64, 64), "relu")),
+                    resume=True), backend=InProcess(), progress=False)
+    # a checkpoint written before the activation was part of the policy spec: it was tanh, and resumes
+    with np.load(ckpt / CHECKPOINT_FILE, allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}
+    meta = json.loads(arrays["meta"].tobytes())
+    del meta["policy_spec"]["activation"]
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez(ckpt / CHECKPOINT_FILE, **arrays)
+    result = train(_spec(ckpt, max_steps=512, resume=True), backend=InProcess(), progress=False)
+    assert result.env_steps == 512
 
 
 def test_the_older_two_file_layout_gets_a_hint(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""The numpy PPO step computes torch's update: the same gradients, the same Adam, to float32 rounding."""
+"""The numpy PPO step computes torch's update: the same gradients, the same Adam, to float32 rounding,
+at every network it declares it supports; any other network runs on torch, with a note."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import torch
 
 from core.errors import UserError
 from serverless.envs import inspect_env
-from serverless.ppo import PPOConfig, PPOLearner
+from serverless.network import ACTIVATIONS, NetworkSpec
+from serverless.numpy_update import SUPPORTED_ACTIVATIONS, NumpyPPOStep, supports
+from serverless.ppo import LossForm, PPOConfig, PPOLearner
 
 ENVS = ["CartPole-v1", "Acrobot-v1", "Pendulum-v1"]  # 2 and 3 discrete actions, a Gaussian policy
 
@@ -52,10 +55,11 @@ def test_minibatch_gradient_is_autograds(env_id: str, options: dict) -> None:
     fast, plain = _pair(env_id, **options)
     assert torch.equal(_flat(fast), _flat(plain))  # the same initial weights
     mb = {k: v[:64] for k, v in _batch(fast.spec).items()}
-    g_fast, g_plain = fast._minibatch_gradient(mb, 0.2), plain._minibatch_gradient(mb, 0.2)
+    form = LossForm.update(fast.config, 0.2)
+    g_fast, g_plain = fast.loss_gradient(mb, form), plain.loss_gradient(mb, form)
     assert _rel(g_fast, g_plain) < 1e-5
     # the clip range matters to the gradient: a narrow one moves it
-    assert _rel(plain._minibatch_gradient(mb, 0.01), g_plain) > 1e-3
+    assert _rel(plain.loss_gradient(mb, LossForm.update(fast.config, 0.01)), g_plain) > 1e-3
 
 
 @pytest.mark.parametrize("env_id", ENVS)
@@ -78,7 +82,7 @@ def test_whole_updates_follow_torchs_and_report_the_same_statistics(env_id: str)
 def test_gradient_norm_clipping_scales_to_the_limit() -> None:
     fast, _ = _pair("CartPole-v1", max_grad_norm=1e-3)
     mb = {k: v[:64] for k, v in _batch(fast.spec).items()}
-    fast.numpy_step.gradient(mb, 0.2)
+    fast.numpy_step.gradient(mb, LossForm.update(fast.config, 0.2))
     assert float(np.linalg.norm(fast.numpy_step.grad)) > 1e-3
     fast.numpy_step._clip_grad_norm(1e-3)
     assert float(np.linalg.norm(fast.numpy_step.grad)) == pytest.approx(1e-3, rel=1e-3)
@@ -125,3 +129,96 @@ def test_the_same_seed_gives_the_same_parameters() -> None:
 def test_an_unknown_engine_is_named() -> None:
     with pytest.raises(UserError, match="update_engine must be one of \\['numpy', 'torch'\\]"):
         PPOConfig(update_engine="jax").validate()
+
+
+# --------------------------------------------------------------------------- other networks
+
+NETWORKS = [(32,), (64, 64), (128, 64, 32)]
+FORMS = {
+    "update": lambda cfg: LossForm.update(cfg, 0.2),
+    "update, bonus and clipped value": lambda cfg: LossForm(0.2, True, True, 0.01, cfg.vf_coef),
+    "layout probe (ratio 1)": LossForm.at_ratio_one,
+}
+
+
+@pytest.mark.parametrize("activation", SUPPORTED_ACTIVATIONS)
+@pytest.mark.parametrize("hidden", NETWORKS, ids=lambda h: "x".join(map(str, h)))
+@pytest.mark.parametrize("env_id", ["Acrobot-v1", "Pendulum-v1"])  # 3 discrete actions; a Gaussian policy
+def test_gradients_are_autograds_at_every_supported_network(env_id: str, hidden: tuple, activation: str) -> None:
+    network = NetworkSpec(hidden, activation)
+    assert supports(network) is None
+    fast, plain = _pair(env_id, network=network)
+    assert fast.engine == "numpy" and plain.engine == "torch" and fast.notes == []
+    assert [tuple(w.shape[1:]) for w in fast.model.weights][:-1] == list(zip((fast.spec.obs_dim, *hidden), hidden))
+    mb = {k: v[:96] for k, v in _batch(fast.spec, seed=len(hidden)).items()}
+    for name, form_of in FORMS.items():
+        form = form_of(fast.config)
+        g_fast, g_plain = fast.loss_gradient(mb, form), plain.loss_gradient(mb, form)
+        assert float(g_plain.norm()) > 0, name
+        assert _rel(g_fast, g_plain) < 2e-5, name
+
+
+@pytest.mark.parametrize("activation", SUPPORTED_ACTIVATIONS)
+def test_a_whole_update_at_another_network_follows_torchs(activation: str) -> None:
+    fast, plain = _pair("CartPole-v1", network=NetworkSpec((48, 24, 12), activation), epochs=2)
+    start = _flat(fast)
+    for k in range(2):
+        s_fast, s_plain = fast.update(_batch(fast.spec, seed=k)), plain.update(_batch(fast.spec, seed=k))
+        assert s_fast["policy_loss"] == pytest.approx(s_plain["policy_loss"], rel=1e-4, abs=1e-6)
+        assert s_fast["value_loss"] == pytest.approx(s_plain["value_loss"], rel=1e-4, abs=1e-6)
+    moved = _flat(plain) - start
+    assert float(moved.norm()) > 0
+    assert float((_flat(fast) - _flat(plain)).norm() / moved.norm()) < 1e-3
+
+
+def test_the_activation_changes_the_gradient() -> None:
+    """The engines do read the activation: the same weights under tanh and relu differ."""
+    spec = inspect_env("CartPole-v1")
+    grads = {}
+    for activation in ("tanh", "relu"):
+        learner = PPOLearner(spec, PPOConfig(network=NetworkSpec((32,), activation)), seed=4)
+        mb = {k: v[:64] for k, v in _batch(learner.spec).items()}
+        grads[activation] = learner.loss_gradient(mb, LossForm.update(learner.config, 0.2))
+    assert _rel(grads["tanh"], grads["relu"]) > 1e-2
+
+
+UNSUPPORTED = [name for name in ACTIVATIONS if name not in SUPPORTED_ACTIVATIONS]
+
+
+def test_the_numpy_engine_declares_what_it_leaves_out() -> None:
+    assert set(SUPPORTED_ACTIVATIONS) == {"tanh", "relu", "elu"}
+    assert UNSUPPORTED == ["silu"]
+    reason = supports(NetworkSpec((32,), "silu"))
+    assert reason is not None and "silu" in reason and "tanh, relu, elu" in reason and "\n" not in reason
+
+
+@pytest.mark.parametrize("activation", UNSUPPORTED)
+def test_an_unsupported_network_runs_on_torch_with_a_note(activation: str, caplog: pytest.LogCaptureFixture) -> None:
+    spec = inspect_env("Pendulum-v1")
+    network = NetworkSpec((32, 16), activation)
+    with caplog.at_level("WARNING", logger="serverless.ppo"):
+        learner = PPOLearner(spec, PPOConfig(network=network, epochs=2), seed=4)
+    assert learner.engine == "torch" and learner.numpy_step is None
+    assert learner.config.update_engine == "numpy"  # what was asked stays recorded
+    (note,) = learner.notes
+    assert note.startswith("update engine: torch instead of numpy for the 32x16 silu network") and "\n" not in note
+    assert [r.getMessage() for r in caplog.records] == [note]
+    # it trains, on the right gradients (torch's own: the same as a learner that asked for torch)
+    asked_torch = PPOLearner(spec, PPOConfig(network=network, epochs=2, update_engine="torch"), seed=4)
+    assert asked_torch.notes == []
+    batch = _batch(spec)
+    learner.update(batch)
+    asked_torch.update(batch)
+    assert torch.equal(_flat(learner), _flat(asked_torch))
+
+
+def test_the_numpy_step_refuses_a_model_it_does_not_compute() -> None:
+    from serverless.torch_policy import ActorCritic
+
+    spec = inspect_env("CartPole-v1").with_network(NetworkSpec((16,), "silu"))
+    model = ActorCritic(spec)
+    optimizer = torch.optim.Adam(model.parameters())
+    with pytest.raises(ValueError, match="not silu"):
+        NumpyPPOStep(model, optimizer, PPOConfig(network=spec.network))
+    with pytest.raises(ValueError, match="computes serverless.torch_policy.ActorCritic, not Linear"):
+        NumpyPPOStep(torch.nn.Linear(4, 2), optimizer, PPOConfig())

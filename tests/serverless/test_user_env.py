@@ -127,12 +127,13 @@ def test_env_kwargs_reach_the_env_in_the_handler(user_env: str) -> None:
     """The rollout event carries the kwargs as JSON; a cached env of other kwargs is not reused."""
     from serverless import handler
     from serverless.policy import decode_b64
+    from serverless.network import NetworkSpec
     from serverless.ppo import PPOConfig, PPOLearner
     from serverless.envs import inspect_env
     from serverless.run_config import RunConfig
     from serverless.rollout_batch import rollout_events
 
-    learner = PPOLearner(inspect_env(user_env, hidden=(8,)), PPOConfig(hidden=(8,)), seed=0)
+    learner = PPOLearner(inspect_env(user_env, hidden=(8,)), PPOConfig(network=NetworkSpec((8,))), seed=0)
     run = RunConfig(actors=1, memory_mb=1769, batch=8)
     handler.reset_warm_state()
     try:

@@ -29,6 +29,17 @@ def add_architecture_arg(p: argparse.ArgumentParser) -> None:
                                                                   for a in ARCHITECTURES.entries()))
 
 
+def add_network_args(p: argparse.ArgumentParser) -> None:
+    """``--hidden`` and ``--activation``: the policy network (serverless.network.NetworkSpec)."""
+    from serverless.network import ACTIVATIONS
+    from serverless.numpy_update import SUPPORTED_ACTIVATIONS
+
+    p.add_argument("--hidden", default=None, help="the actor's and critic's hidden widths, comma-separated (default 64,64)")
+    p.add_argument("--activation", default=None,
+                   help=f"the hidden layers' activation: {', '.join(ACTIVATIONS)} (default tanh; the numpy update engine "
+                        f"computes {', '.join(SUPPORTED_ACTIVATIONS)}, any other runs on torch, with a note)")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     from trainwise.cli import add_inject_faults, add_json_out
 
@@ -48,6 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--actors", type=int, default=None, help="concurrent rollout functions (default 4)")
     p.add_argument("--memory-mb", type=int, default=None, help="function memory, 128-10240 MB (default 1769 = 1 vCPU)")
     p.add_argument("--batch", type=int, default=None, help="env steps per iteration, split over actors (default: preset)")
+    add_network_args(p)
     p.add_argument("--steps-per-env", type=int, default=0,
                    help="split each batch into envs of about N steps, whatever the actor count (default 0: one env per actor)")
     add_backend_args(p)
@@ -90,7 +102,8 @@ def build_train_spec(args: argparse.Namespace) -> Any:
             memory_mb=preset.memory_mb if args.memory_mb is None else args.memory_mb,
             batch=preset.batch if args.batch is None else args.batch,
         ),
-        ppo=replace(preset.ppo, steps_per_env=args.steps_per_env),
+        ppo=replace(preset.ppo, steps_per_env=args.steps_per_env,
+                    network=preset.ppo.network.with_text(args.hidden, args.activation)),
         seed=args.seed,
         backend=args.backend,
         backend_options=backend_options,
@@ -163,6 +176,9 @@ def run_train(args: argparse.Namespace) -> dict[str, Any]:
     from trainwise.cli import parse_inject_faults
 
     parse_inject_faults(args)
+    from serverless.network import NetworkSpec
+
+    NetworkSpec().with_text(args.hidden, args.activation)  # a bad --hidden or --activation: one line, before any work
     from serverless.envs import inspect_env, parse_env_kwargs
 
     inspect_env(args.env, env_kwargs=parse_env_kwargs(args.env_kwargs))  # unknown id / unsupported space: a clear error now

@@ -16,6 +16,7 @@ import pytest
 import ray  # make test installs the bench extra: a missing Ray fails this test, never skips it
 
 from serverless import handler as handler_module
+from serverless.network import NetworkSpec
 from serverless.ppo import PPOConfig
 from serverless.trainer import RunConfig, TrainSpec, train
 from tests.serverless.test_trainer import InProcessBackend
@@ -121,7 +122,7 @@ def test_a_user_module_env_and_its_kwargs_reach_the_actors(users_ray: Any, tmp_p
     env_id = _write_env_module(tmp_path, "ray_user_envs")
     monkeypatch.syspath_prepend(str(tmp_path))  # the driver's path: the actors' runtime_env takes it
     try:
-        learner = PPOLearner(inspect_env(env_id, hidden=(8,)), PPOConfig(hidden=(8,)), seed=0)
+        learner = PPOLearner(inspect_env(env_id, hidden=(8,)), PPOConfig(network=NetworkSpec((8,))), seed=0)
         events = rollout_events(env_id, 0, 0, learner, RunConfig(actors=2, memory_mb=1769, batch=16),
                                 env_kwargs={"speed": 0.25})
         backend = RayBackend()
