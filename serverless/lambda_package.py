@@ -60,6 +60,13 @@ LEARNER_ONLY = frozenset({
     "serverless.backends.lambda_backend",
     "serverless.torch_policy",
 })
+#: Third-party packages that modules in the function's closure import only inside functions the
+#: handler never calls, each with the function; the layer leaves them out (torch alone is larger
+#: than Lambda's 250 MB unzipped limit). The awslambdaric test runs the zip without them.
+NOT_IN_LAYER = {
+    "torch": "serverless.network.Activation.torch: the learner's torch model",
+    "psutil": "core.paths.hardware: a profile's hardware key, taken on the learner",
+}
 LAYER_REQUIREMENTS = ("numpy>=1.26,<3", "gymnasium==1.2.2")
 # gymnasium's Box2D envs (LunarLander) also import Box2D and pygame: pins from pyproject.toml.
 BOX2D_REQUIREMENTS = ("box2d==2.3.10", "pygame==2.6.1")
@@ -84,7 +91,8 @@ def handler_closure(entry: str = HANDLER_MODULE, root: Path = PROJECT_ROOT) -> t
     ``s3_payload`` lazily). Its search path is ``root`` alone, so it reads only the project's
     files; everything else it cannot find there is a stdlib or third-party name, told apart with
     ``sys.stdlib_module_names``. The one exclusion is :data:`LEARNER_ONLY`: modules reached only
-    through the backend factory or the torch policy, which the function never calls. Missing a
+    through the backend factory or the torch policy, which the function never calls; and the
+    third-party packages of :data:`NOT_IN_LAYER`, imported only by functions it never calls. Missing a
     module breaks the function at run time, while packing an unneeded one only costs bytes, so
     the rule errs on the side of packing (an import under ``if TYPE_CHECKING:`` is packed too).
     Package ``__init__`` files along each module's path are included, since Python runs them on
@@ -102,7 +110,7 @@ def handler_closure(entry: str = HANDLER_MODULE, root: Path = PROJECT_ROOT) -> t
                    if name.split(".")[0] in FIRST_PARTY and module.__file__ is not None}
     third_party = {name.split(".")[0] for name in finder.badmodules} - set(FIRST_PARTY)
     third_party = {top for top in third_party if top not in sys.stdlib_module_names and top != "__future__"}
-    return sorted(first_party), sorted(third_party - PROVIDED_BY_RUNTIME)
+    return sorted(first_party), sorted(third_party - PROVIDED_BY_RUNTIME - set(NOT_IN_LAYER))
 
 
 def _write_zip(out: Path, files: dict[str, bytes]) -> None:

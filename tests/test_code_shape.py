@@ -153,12 +153,12 @@ def test_the_rl_yaml_section_is_the_request_plus_the_flows_baselines() -> None:
     from optimizers.spec import RLSpec
 
     assert issubclass(RLSpec, SeraphRequest)
-    assert set(RLSpec.model_fields) == set(SeraphRequest.model_fields) | {"baselines"}
+    assert set(RLSpec.model_fields) == set(SeraphRequest.model_fields) | {"baselines", "seeds"}
     for name, field in SeraphRequest.model_fields.items():  # inherited, not written again
         mine = RLSpec.model_fields[name]
         assert (mine.annotation, mine.description, mine.alias) == (field.annotation, field.description, field.alias), name
         assert (mine.alias or name) == RENAMES.key(name), name
-    assert {name for name in RLSpec.__annotations__} == {"baselines"}  # the one field the section adds
+    assert {name for name in RLSpec.__annotations__} == {"baselines", "seeds"}  # the fields the section adds
 
 
 @pytest.mark.parametrize("flow", ["seraph", "optimize"])
@@ -170,7 +170,7 @@ def test_the_flows_rl_parameter_is_the_request_model(flow: str) -> None:
 
     schema = parameter_schema(get_flow(flow).fn).model_dump()
     rl = schema["definitions"]["RLSpec"]["properties"]
-    assert set(rl) == {RENAMES.key(name) for name in SeraphRequest.model_fields} | {"baselines"}
+    assert set(rl) == {RENAMES.key(name) for name in SeraphRequest.model_fields} | {"baselines", "seeds"}
     for name, field in SeraphRequest.model_fields.items():
         assert rl[RENAMES.key(name)].get("description") == field.description, name
     for name, names in SeraphRequest.choices.items():  # a registry's names, as the form's drop-down

@@ -57,7 +57,7 @@ def probe_events(good: int = 2, num_steps: int = 16, env_id: str = "CartPole-v1"
     rng = np.random.default_rng(0)
     arrays: dict[str, np.ndarray] = {}
     for head, out in (("actor", 2), ("critic", 1)):
-        sizes = (4, *spec.hidden, out)
+        sizes = (4, *spec.network.hidden, out)
         for i in range(len(sizes) - 1):
             arrays[f"{head}.{i}.w"] = (rng.standard_normal((sizes[i], sizes[i + 1])) * 0.1).astype(np.float32)
             arrays[f"{head}.{i}.b"] = np.zeros(sizes[i + 1], dtype=np.float32)

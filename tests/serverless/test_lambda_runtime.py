@@ -98,7 +98,7 @@ class RuntimeDataPlane(FakeLambdaDataPlane):
 
 def test_the_backend_gets_the_runtimes_results_and_its_function_errors(runtime: LambdaRuntime,
                                                                        deployed: dict[str, Any]) -> None:  # noqa: F811
-    backend = make_backend(deployed["config_path"], max_attempts=1)
+    backend = make_backend(deployed["config_path"])
     backend.lambda_client._trainwise_function = backend.config.function_name
     RuntimeDataPlane(backend.lambda_client, runtime).install()
     good, bad = make_events(2)

@@ -30,14 +30,13 @@ def add_architecture_arg(p: argparse.ArgumentParser) -> None:
 
 
 def add_network_args(p: argparse.ArgumentParser) -> None:
-    """``--hidden`` and ``--activation``: the policy network (serverless.network.NetworkSpec)."""
-    from serverless.network import ACTIVATIONS
-    from serverless.numpy_update import SUPPORTED_ACTIVATIONS
-
+    """``--hidden`` and ``--activation``: the policy network (serverless.network.NetworkSpec).
+    The activations are not listed here: building the parser loads no numpy (a wrong name is a
+    one-line error naming the allowed ones, from serverless.network, when the command runs)."""
     p.add_argument("--hidden", default=None, help="the actor's and critic's hidden widths, comma-separated (default 64,64)")
     p.add_argument("--activation", default=None,
-                   help=f"the hidden layers' activation: {', '.join(ACTIVATIONS)} (default tanh; the numpy update engine "
-                        f"computes {', '.join(SUPPORTED_ACTIVATIONS)}, any other runs on torch, with a note)")
+                   help="the hidden layers' activation (default tanh); one the numpy update engine does not "
+                        "compute runs on torch, with a note (docs/rl.md, 'The network and the update engines')")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
