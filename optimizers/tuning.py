@@ -204,11 +204,19 @@ def tune_pipeline(job: IngestJob, optimizer: str | Optimizer, options: TuningOpt
         label=final_m.label,
         oom=final_m.failed,
         final_measurement={"protocol": (job.final or job.search).as_kwargs(), **dict(final_m.extra)},
-        search=_search_summary(result, job, measurements.controls_info()),
+        search={**_search_summary(result, job, measurements.controls_info()), **_race(opt)},
         node={"name": job.node.name, "vcpus": job.node.vcpus, "ram_gib": job.node.ram_gib,
               "hourly_usd": job.node.hourly_usd},
         vs_autotune=versus,
     )
+
+
+def _race(opt: Any) -> dict[str, Any]:
+    """How an optimizer that races its finalists at the end (InTune) decided its pick, under
+    ``race`` (rounds, who left and why, buffer knobs memory held down); nothing for the others."""
+    report = getattr(opt, "report", None)
+    race = report().get("race") if callable(report) else None
+    return {"race": race} if race else {}
 
 
 def _versus_autotune(job: IngestJob, name: str, chosen: Config, measurements: "_Measurements", rounds: int) -> Any:

@@ -88,3 +88,18 @@ def test_paired_ratio_interval_widens_with_disagreeing_pairs_and_rejects_unequal
     assert paired_ratio([1.1, 0.9, 1.0], [1.0, 1.0, 1.0]).excludes(1.0) is False
     with pytest.raises(ValueError, match="equally long"):
         paired_ratio([1.0], [1.0, 2.0])
+
+
+def test_a_racing_optimizer_s_race_is_kept_in_the_result_and_others_have_none():
+    from optimizers.baselines._fixed import FixedConfigs
+
+    class Racing(FixedConfigs):
+        def report(self):
+            return {"race": {"rounds": 3, "entrants": 2, "decided_by": "median of the rounds",
+                             "buffers_memory_bound": {"prefetch_buffer": 1}}}
+
+    job = lambda: IngestJob.create(SPEC, NODE, time_budget_s=600, final=None)  # noqa: E731
+    out = tune_pipeline(job(), Racing("racing", [SPACE.initial()]), TuningOptions(worker=DriftingWorker(1.0), progress=False))
+    assert out.search["race"]["buffers_memory_bound"] == {"prefetch_buffer": 1}
+    plain = tune_pipeline(job(), "naive", TuningOptions(worker=DriftingWorker(1.0), progress=False))
+    assert "race" not in plain.search

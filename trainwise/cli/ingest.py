@@ -162,8 +162,17 @@ def tune_handler(args: argparse.Namespace) -> dict[str, Any]:
                   on_bad_row=args.on_bad_row)
     print(f"{args.optimizer}: {result['rows_per_s']:,.0f} rows/s (measured), peak RSS {result['peak_rss_mb']:,.0f} MB, "
           f"found in {result['tuning_s']:.0f} s: {result['config']}", file=sys.stderr)
+    _print_race(result["search"].get("race"))
     _print_versus(result.get("vs_autotune"))
     return result
+
+
+def _print_race(race: dict[str, Any] | None) -> None:
+    if not race:
+        return
+    bound = race.get("buffers_memory_bound") or {}
+    print(f"final race: {race['entrants']} finalists, {race['rounds']} side-by-side round(s), decided by "
+          f"{race['decided_by']}" + (f"; memory holds these buffers down: {bound}" if bound else ""), file=sys.stderr)
 
 
 def _print_versus(versus: dict[str, Any] | None) -> None:
