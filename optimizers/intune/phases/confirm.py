@@ -36,12 +36,16 @@ def confirm_candidates(setup: SearchSetup, state: SearchState, best_x: float) ->
     that measured within ``confirm_band`` of ``best_x``; if those share one CPU split, also the
     best configuration of another split that measured within ``confirm_split_band`` (which split
     wins is the decision that moves throughput most; a split that measured 10-25% lower in one
-    search measurement may still be the better one: a measurement moves about 10%); then the
-    leader's buffer variants (:func:`buffer_variants`)."""
+    search measurement may still be the better one: a measurement moves about 10%). When only
+    the best passes ``confirm_band`` (one lucky high measurement), the second best races too if
+    within ``confirm_split_band``. Then the leader's buffer variants (:func:`buffer_variants`)."""
     s = setup.settings
     ranked = state.ranked()
     floor = best_x * (1.0 - s.confirm_band)
     keys = [k for k, m in ranked[: s.confirm_top] if m.rows_per_s >= floor]
+    wide = best_x * (1.0 - (s.confirm_split_band or s.confirm_band))
+    if len(keys) == 1 and len(ranked) > 1 and ranked[1][1].rows_per_s >= wide:
+        keys.append(ranked[1][0])  # a lucky high measurement must not race alone
     splits = {cpu_split(setup.space, dict(k)) for k in keys}
     if s.confirm_split_band and len(splits) == 1:
         other = next((k for k, m in ranked if cpu_split(setup.space, dict(k)) not in splits), None)
@@ -97,12 +101,15 @@ def recommendation(setup: SearchSetup, state: SearchState) -> tuple[Config, Meas
     """Once two or more configurations raced: the one the race left (the best by the median of
     its rounds when more than one is left); before that, the best by the mean of all of a
     configuration's measurements. Never a configuration that failed, and never one whose mean is
-    more than ``confirm_band`` below the best mean measured: then that best is it."""
+    more than ``confirm_band`` below the best mean measured among those that raced (before a
+    race: among all): then that best is it."""
     ran = {k: m for k, m in state.visited.items() if not m.failed}
     if not ran:
         return None
-    top_key = max(ran, key=lambda k: ran[k].rows_per_s)
     ranked = paired_ranking(state) if sum(1 for v in state.paired.values() if v) >= 2 else []
+    if ranked:  # after a race, only what raced side by side: never one a single search measurement put on top
+        ran = {k: m for k, m in ran.items() if state.paired.get(k)}
+    top_key = max(ran, key=lambda k: ran[k].rows_per_s)
     key = ranked[0][0] if ranked else top_key
     if ran[key].rows_per_s < ran[top_key].rows_per_s * (1.0 - setup.settings.confirm_band):
         key = top_key

@@ -199,3 +199,20 @@ def test_no_other_split_is_added_when_the_confirmation_holds_two_or_it_is_off():
         a, b, c = _split_searched(opt, 120.0, c_search)
         expected = {Masker.key(b), Masker.key(c)} if c_search > 120.0 else {Masker.key(b)}
         assert {Masker.key(x) for x in opt.state.confirm_queue} == expected
+
+
+def test_a_lucky_high_measurement_never_races_alone_nor_does_an_unraced_one_win():
+    opt = _opt(confirm_buffers=False)
+    opt.state.start_queue = []
+    opt.tell(opt.ask(), _m(100.0))
+    a, b, c = within_moves(opt.state.masker, opt.start, 1)[:3]
+    for config, x in ((a, 200.0), (b, 165.0), (c, 120.0)):  # only a within confirm_band of a's lucky 200
+        opt.tell(config, _m(x))
+    assert opt.confirm_or_finish("scripted") == a
+    assert Masker.key(b) in [Masker.key(x) for x in opt.state.confirm_queue]  # b (within 25%) races too
+    opt.tell(a, _m(110.0))
+    _race(opt, {Masker.key(b): [150.0] * 5, **{Masker.key(x): [100.0] * 5 for x in opt.state.confirm_queue if x != b}})
+    assert opt.best[0] == b  # side by side b beats a by more than race_band: a left after one round
+    # a configuration that did not race is never the pick, however high its one measurement
+    opt.state.visited[Masker.key(opt.start)] = _m(400.0)
+    assert opt.best[0] == b
