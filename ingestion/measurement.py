@@ -7,8 +7,9 @@ or a model, and says which in its ``label``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, Sequence
 
 Config = dict[str, int]
 MeasurementLabel = Literal["measured", "simulated", "modelled"]
@@ -40,6 +41,42 @@ class Measurement:
         return {k: float(self.extra[k]) for k in ("cores_busy", "other_cores_busy") if self.extra.get(k) is not None}
 
 
+@dataclass(frozen=True)
+class PairedRatio:
+    """How much faster ``a`` ran than ``b`` over measurements taken in pairs (each pair side by
+    side in time, so a drift of the machine's speed hits both alike): ``ratio`` is the geometric
+    mean of the pairs' ratios, ``low`` and ``high`` its ``confidence`` interval (a percentile
+    bootstrap over the pairs; with one pair, or pairs that all agree, the interval is that
+    ratio), ``pairs`` how many pairs it rests on."""
+
+    ratio: float
+    low: float
+    high: float
+    confidence: float
+    pairs: int
+
+    def excludes(self, value: float = 1.0) -> bool:
+        """Whether the interval lies wholly on one side of ``value`` (1.0: a tie)."""
+        return self.low > value or self.high < value
+
+
+def paired_ratio(a: Sequence[float], b: Sequence[float], *, confidence: float = 0.9, seed: int = 0,
+                 resamples: int = 2000) -> PairedRatio:
+    """The :class:`PairedRatio` of ``a`` over ``b`` (equal lengths, every value positive)."""
+    if len(a) != len(b) or not a:
+        raise ValueError(f"paired_ratio needs two equally long, non-empty samples, got {len(a)} and {len(b)}")
+    import numpy as np
+
+    logs = np.log(np.maximum(np.asarray(a, float), 1e-12)) - np.log(np.maximum(np.asarray(b, float), 1e-12))
+    centre = float(np.mean(logs))
+    if len(logs) < 2 or float(np.ptp(logs)) == 0.0:
+        return PairedRatio(math.exp(centre), math.exp(centre), math.exp(centre), confidence, len(logs))
+    from scipy.stats import bootstrap
+
+    res = bootstrap((logs,), np.mean, confidence_level=confidence, n_resamples=resamples, method="percentile",
+                    random_state=np.random.default_rng(seed))
+    low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return PairedRatio(math.exp(centre), math.exp(min(low, centre)), math.exp(max(high, centre)), confidence, len(logs))
 
 
 @dataclass(frozen=True)

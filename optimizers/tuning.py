@@ -17,6 +17,13 @@ Everything a run needs travels in one :class:`~optimizers.ingestion_optimizers.I
 ``tuning_s`` is wall time from the start of the job's budget to the end of step 2 (the final
 measurement is verification, not tuning).
 
+**Against AUTOTUNE** (:class:`TuningOptions`' ``autotune_rounds``, what ``ingest tune`` sets): after
+the final measurement, the pick and tf.data AUTOTUNE are measured in the same worker, interleaved,
+``autotune_rounds`` rounds (:func:`optimizers.baselines.autotune.compare_with_autotune`); the
+result's ``vs_autotune`` is their paired ratio with its interval. Two separate ``tune`` runs would
+compare two processes at two times, where the machine's own drift decides the ratio as much as
+the tuner does. Verification too: not in ``tuning_s``.
+
 **Control measurements** (:class:`TuningOptions`' ``control``, used by the benchmark's grid): a fixed configuration
 measured in the same worker with the same protocol before every ``control_every``-th trial and
 once after the last, so a drift of the machine's speed during a long search is measured. They
@@ -74,6 +81,7 @@ class IngestTuningResult:
     final_measurement: dict[str, Any]
     search: dict[str, Any]
     node: dict[str, Any]
+    vs_autotune: Any = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -106,14 +114,16 @@ def build_optimizer(job: IngestJob, optimizer: str | Optimizer) -> Optimizer:
 class TuningOptions:
     """How a tuning run is watched, not what it tunes: ``worker`` (a measurement worker to use;
     None: one is made and closed here for a portable pipeline, else trials run in this process),
-    ``progress`` (one line per trial on stderr), and the benchmark's control measurements:
+    ``progress`` (one line per trial on stderr), the benchmark's control measurements:
     ``control`` (a configuration measured before every ``control_every``-th trial and after the
-    last; None: none)."""
+    last; None: none), and ``autotune_rounds`` (rounds of the pick against AUTOTUNE side by side
+    after the final measurement; 0: none)."""
 
     worker: Any = None
     progress: bool = True
     control: Config | None = None
     control_every: int = 10
+    autotune_rounds: int = 0
 
 
 class _Measurements:
@@ -180,6 +190,7 @@ def tune_pipeline(job: IngestJob, optimizer: str | Optimizer, options: TuningOpt
         chosen, final_m = recommendation(opt, result)
         if job.final is not None:
             final_m = measurements.measure(chosen, job.final)
+        versus = _versus_autotune(job, name, chosen, measurements, options.autotune_rounds)
     finally:
         if own_worker and worker is not None:
             worker.close()
@@ -193,10 +204,29 @@ def tune_pipeline(job: IngestJob, optimizer: str | Optimizer, options: TuningOpt
         label=final_m.label,
         oom=final_m.failed,
         final_measurement={"protocol": (job.final or job.search).as_kwargs(), **dict(final_m.extra)},
-        search=_search_summary(result, job, measurements.controls_info()),
+        search={**_search_summary(result, job, measurements.controls_info()), **_race(opt)},
         node={"name": job.node.name, "vcpus": job.node.vcpus, "ram_gib": job.node.ram_gib,
               "hourly_usd": job.node.hourly_usd},
+        vs_autotune=versus,
     )
+
+
+def _race(opt: Any) -> dict[str, Any]:
+    """How an optimizer that races its finalists at the end (InTune) decided its pick, under
+    ``race`` (rounds, who left and why, buffer knobs memory held down); nothing for the others."""
+    report = getattr(opt, "report", None)
+    race = report().get("race") if callable(report) else None
+    return {"race": race} if race else {}
+
+
+def _versus_autotune(job: IngestJob, name: str, chosen: Config, measurements: "_Measurements", rounds: int) -> Any:
+    """The pick against AUTOTUNE side by side (None when not asked for, or when the pick is
+    AUTOTUNE's own configuration)."""
+    from optimizers.baselines.autotune import autotune_config, compare_with_autotune
+
+    if rounds < 1 or name == "autotune" or dict(chosen) == autotune_config(job.spec):
+        return None
+    return compare_with_autotune(measurements.measure, chosen, job.spec, rounds)
 
 
 def _search(job: IngestJob, opt: Optimizer, evaluate: Callable[[Config], Measurement], progress: bool) -> SearchResult:

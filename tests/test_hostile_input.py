@@ -392,7 +392,7 @@ COMMANDS: dict[tuple[str, ...], tuple[list[str], dict[str, str]]] = {
     ("ingest", "tune"): (["--data", "{data}", "--optimizer", "grid"], {
         "--data": PATH, "--format": TEXT, "--optimizer": TEXT, "--time-budget-s": FLOAT, "--max-trials": INT,
         "--batch-size": INT, "--seed": INT, "--vcpus": INT, "--ram-gib": FLOAT, "--hourly-usd": FLOAT,
-        "--on-bad-row": TEXT}),
+        "--on-bad-row": TEXT, "--autotune-rounds": INT}),
     ("ingest", "bench"): (["--config", "{knobs}"], {
         "--config": PATH, "--data": PATH, "--format": TEXT, "--warmup-s": FLOAT, "--window-s": FLOAT,
         "--repeats": INT, "--vcpus": INT, "--ram-gib": FLOAT, "--hourly-usd": FLOAT}),

@@ -163,6 +163,12 @@ class Masker:
             return False
         if self.predicts_failure is not None and self.predicts_failure(config):
             return False
+        return self.memory_safe(config)
+
+    def memory_safe(self, config: Mapping[str, int]) -> bool:
+        """Whether memory allows ``config``: it holds less than every configuration that ran out
+        of memory in some knob, and the memory model (scaled by what was measured) keeps it under
+        ``memory_margin`` of the node's RAM budget."""
         if any(all(config[k] >= v for k, v in failed.items()) for failed in self.memory_failed):
             return False
         mem, _ = memory_mb(self.belief, config)

@@ -7,7 +7,7 @@ one :class:`~optimizers.intune.state.SearchState`. Every number they use is an
 1. the start (:mod:`.phases.start`): the model's best memory-safe configuration, then the model's
    best of each other CPU split it predicts within ``start_band`` of its best (near-ties the model
    cannot rank are settled by measurement before the local search);
-2. while the confirmation runs, its next candidate or settle measurement (:mod:`.phases.confirm`);
+2. while the final race runs, its next measurement (:mod:`.phases.confirm`);
 3. if the search must stop (:mod:`.phases.budget`: time, ``max_steps``, ``patience``): on a stall
    an escape or an exploration (:mod:`.phases.escape`), else the confirmation, else nothing;
 4. a model jump, when the re-fitted model predicts a gain (:mod:`.phases.jump`);
@@ -138,6 +138,12 @@ class InTuneOptimizer:
         self._learn_failure(config, measurement)
         state.history.append({"config": dict(config), "rows_per_s": measurement.rows_per_s, "oom": measurement.failed,
                               **({"failure": str(measurement.extra.get("failure"))} if measurement.failed else {})})
+        if state.confirm_queue is not None:  # a new entrant of the race (a buffer variant): a round's measurement
+            state.steps += 1
+            if not measurement.failed:
+                state.paired.setdefault(key, []).append(measurement.rows_per_s)
+            refit(self.setup, state)
+            return
         if state.current is None:
             if measurement.failed:  # the start failed: the next start candidate is tried (``next_start``)
                 return
@@ -165,7 +171,7 @@ class InTuneOptimizer:
             state.no_improve += 1
 
     def _tell_repeat(self, config: Config, measurement: Measurement) -> None:
-        """A configuration measured again (the confirmation): its estimate becomes the mean of its
+        """A configuration measured again (the race): its estimate becomes the mean of its
         measurements; the search state (current, patience) is left alone."""
         state = self.state
         key = Masker.key(config)
@@ -201,16 +207,15 @@ class InTuneOptimizer:
 
     # -- the end ------------------------------------------------------------------------------
     def _confirming(self) -> Config | None:
-        """The confirmation's next candidate while it fits, then settle pairs while the top two
-        are near-tied (up to ``settle_rounds``; a pair is budgeted as a whole), then the end."""
+        """The race's current round while it fits; once it is over (or cut short by the budget),
+        the next round (:func:`~optimizers.intune.phases.confirm.next_round`), else the end."""
         state = self.state
         assert state.confirm_queue is not None
         if state.confirm_queue and budget.fits(self.setup, state):
             return state.confirm_queue.pop(0)
-        if not state.settle and state.settle_rounds < self.settings.settle_rounds:
-            state.settle = confirm.settle_queue(self.setup, state, lambda n: budget.room_for(self.setup, state, n))
-            state.settle_rounds += 1
-        return state.settle.pop(0) if state.settle else self._finish(state.confirm_reason)
+        state.race_rounds += 1
+        state.confirm_queue = confirm.next_round(self.setup, state, lambda n: budget.room_for(self.setup, state, n))
+        return state.confirm_queue.pop(0) if state.confirm_queue else self._finish(state.confirm_reason)
 
     def _escape_or_finish(self, reason: str) -> Config | None:
         """On a stall, an escape or an exploration if there is one; otherwise confirm and finish."""
@@ -225,9 +230,9 @@ class InTuneOptimizer:
         return self.confirm_or_finish(reason)
 
     def confirm_or_finish(self, reason: str) -> Config | None:
-        """Before finishing, measure once more the candidates of the confirmation
-        (:func:`~optimizers.intune.phases.confirm.confirm_candidates`), as many as fit in the time
-        budget, so the recommendation is the best by the mean of its measurements."""
+        """Before finishing, race the finalists
+        (:func:`~optimizers.intune.phases.confirm.confirm_candidates`, as many as fit in the time
+        budget) side by side, so the recommendation is decided by paired measurements."""
         state = self.state
         state.pending = None
         best = self.best
@@ -262,8 +267,7 @@ class InTuneOptimizer:
             "failure_rules": state.failures.report(),
             "confirmed": [{"config": dict(k), "rows_per_s_samples": v, "paired_samples": state.paired.get(k, [])}
                           for k, v in state.samples.items() if len(v) > 1],
-            "settled": bool(state.settle_rounds and any(len(v) > 1 for v in state.paired.values())),
-            "settle_rounds": state.settle_rounds,
+            "race": confirm.race_report(self.setup, state),
             "refit_factors": state.refit_factors,
             "stopped_by": state.finished,
             "best_config": None if best is None else best[0],

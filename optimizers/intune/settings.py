@@ -41,10 +41,14 @@ class InTuneSettings:
     search stops when the next step would end past ``finish_share`` of the budget; the
     confirmation must end within ``confirm_share``; the next measurement is expected to take as
     long as the longest of the last ``duration_window``; once ``reserve_after`` configurations ran,
-    the time the confirmation needs is kept. End: ``confirm_top`` configurations within
-    ``confirm_band`` measured again (with the best of another CPU split within
-    ``confirm_split_band`` when they share one; ``None``: off), a near-tie within
-    ``settle_band`` settled by up to ``settle_rounds`` more paired measurements of the top two.
+    the time the confirmation needs is kept. End: a race of the ``confirm_top`` configurations
+    within ``confirm_band`` (with the best of another CPU split within ``confirm_split_band`` when
+    they share one, ``None``: off; and, with ``confirm_buffers``, the leader with each buffer at
+    its largest memory-safe value), measured side by side for at most ``race_rounds`` rounds; a
+    finalist leaves when the leader beats it by more than ``race_band`` (``None``: off) or, from
+    ``race_min_rounds`` rounds on, when the ``race_confidence`` interval of their paired ratio
+    excludes a tie; the search keeps time for the race's first round and ``race_min_rounds - 1``
+    more rounds of the top two, within ``race_share`` of the budget.
     """
 
     calibrate_share: float = 0.35
@@ -88,23 +92,27 @@ class InTuneSettings:
     confirm_top: int = 3
     confirm_band: float = 0.10
     confirm_split_band: float | None = 0.25
-    settle_band: float | None = 0.10
-    settle_rounds: int = 3
+    confirm_buffers: bool = True
+    race_rounds: int = 5
+    race_min_rounds: int = 3
+    race_band: float | None = 0.2
+    race_confidence: float = 0.9
+    race_share: float = 0.35
     finetune_steps: int = 4
     finetune_min_replay: int = 8
     memory_margin: float = 0.85
 
     def __post_init__(self) -> None:
         for name in ("finish_share", "confirm_share", "memory_margin", "failure_penalty", "calibrate_share",
-                     "train_share", "agent_stop_share"):
+                     "train_share", "agent_stop_share", "race_confidence", "race_share"):
             value = getattr(self, name)
             if not 0 < value <= 1:
                 raise UserError(f"InTune setting {name} must be in (0, 1], got {value}")
-        for name in ("confirm_split_band", "settle_band"):
+        for name in ("confirm_split_band", "race_band"):
             value = getattr(self, name)
             if value is not None and not 0 < value < 1:
                 raise UserError(f"InTune setting {name} must be in (0, 1) or None (off), got {value}")
-        for name in ("max_steps", "patience", "branch", "settle_rounds", "start_splits", "fit_points",
+        for name in ("max_steps", "patience", "branch", "race_rounds", "race_min_rounds", "start_splits", "fit_points",
                      "duration_window", "refit_passes"):
             if getattr(self, name) < 1:
                 raise UserError(f"InTune setting {name} must be at least 1, got {getattr(self, name)}")

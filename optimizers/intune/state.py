@@ -43,7 +43,10 @@ class SearchState:
 
     ``belief`` is the model re-fitted to the live measurements; ``visited`` the estimate of
     every measured configuration (the mean of its measurements), ``samples`` all its
-    measurements and ``paired`` those of the confirmation and settle (taken back to back).
+    measurements and ``paired`` those of the final race's rounds (taken back to back, one per
+    round); ``race_order`` is the order of the last round, ``race_rounds`` the rounds done,
+    ``race_entrants`` how many configurations the first round measured and ``race_out`` those
+    that left the race (:mod:`optimizers.intune.phases.confirm`).
     """
 
     belief: PipelineModel
@@ -71,9 +74,10 @@ class SearchState:
     explorations: int = 0
     confirm_queue: list[Config] | None = None
     confirm_reason: str = ""
-    confirm_order: list[tuple] = field(default_factory=list)
-    settle: list[Config] = field(default_factory=list)
-    settle_rounds: int = 0
+    race_order: list[tuple] = field(default_factory=list)
+    race_rounds: int = 0
+    race_entrants: int = 0
+    race_out: list[dict[str, Any]] = field(default_factory=list)
     t0: float | None = None
     last_ask: float | None = None
     finished: str | None = None

@@ -58,6 +58,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--max-trials", type=int, default=None, help="stop after this many measured trials")
     t.add_argument("--batch-size", type=int, default=4096, help="the trainer's batch size (default 4096)")
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--autotune-rounds", type=int, default=5,
+                   help="after tuning, measure the pick against tf.data AUTOTUNE in the same worker, interleaved, "
+                   "this many rounds (reported as vs_autotune with its interval; 0: skip; default 5)")
     _node_args(t)
     add_json_out(t)
     t.set_defaults(handler=tune_handler)
@@ -142,22 +145,45 @@ def tune_handler(args: argparse.Namespace) -> dict[str, Any]:
         raise UserError(f"--max-trials must be at least 1, got {args.max_trials}")
     if args.batch_size < 1:
         raise UserError(f"--batch-size must be at least 1, got {args.batch_size}")
+    if args.autotune_rounds < 0:
+        raise UserError(f"--autotune-rounds must be 0 (skip) or more, got {args.autotune_rounds}")
     node = _node(args)
     data, fmt, shards = _validate_common(args)
     bad = _check_bad_rows(data, fmt, shards, args.on_bad_row)
     from ingestion.dlrm import dlrm_spec
-    from optimizers.tuning import IngestJob, tune_pipeline
+    from optimizers.tuning import IngestJob, TuningOptions, tune_pipeline
 
     spec = dlrm_spec(str(data), fmt, node, [args.batch_size], args.on_bad_row, shards=shards)
     print(f"tuning {spec.name} on {node.vcpus} vCPUs with {args.optimizer} (budget {args.time_budget_s:.0f} s)",
           file=sys.stderr)
     job = IngestJob.create(spec, node, time_budget_s=args.time_budget_s, seed=args.seed, max_trials=args.max_trials)
-    result = tune_pipeline(job, args.optimizer).to_json()
+    result = tune_pipeline(job, args.optimizer, TuningOptions(autotune_rounds=args.autotune_rounds)).to_json()
     result.update(data=str(data), format=fmt, rows_checked=bad["rows"], bad_rows=bad["bad_rows"],
                   on_bad_row=args.on_bad_row)
     print(f"{args.optimizer}: {result['rows_per_s']:,.0f} rows/s (measured), peak RSS {result['peak_rss_mb']:,.0f} MB, "
           f"found in {result['tuning_s']:.0f} s: {result['config']}", file=sys.stderr)
+    _print_race(result["search"].get("race"))
+    _print_versus(result.get("vs_autotune"))
     return result
+
+
+def _print_race(race: dict[str, Any] | None) -> None:
+    if not race:
+        return
+    bound = race.get("buffers_memory_bound") or {}
+    print(f"final race: {race['entrants']} finalists, {race['rounds']} side-by-side round(s), decided by "
+          f"{race['decided_by']}" + (f"; memory holds these buffers down: {bound}" if bound else ""), file=sys.stderr)
+
+
+def _print_versus(versus: dict[str, Any] | None) -> None:
+    if not versus:
+        return
+    if versus["vs_autotune"] is None:
+        print(f"vs AUTOTUNE: not measured ({versus['error']})", file=sys.stderr)
+        return
+    print(f"vs AUTOTUNE (same worker, {len(versus['pick_rows_per_s'])} interleaved rounds, measured): "
+          f"{versus['vs_autotune']:.2f}x, {versus['confidence']:.0%} interval {versus['low']:.2f}-{versus['high']:.2f}x",
+          file=sys.stderr)
 
 
 def _load_config_file(path: Path) -> tuple[dict[str, int], dict[str, Any]]:

@@ -5,6 +5,6 @@
 * :mod:`.step`: one best-first step ranked by the agent plus the model, and the agent's fine-tuning;
 * :mod:`.jump`: a jump to where the re-fitted model says the best is;
 * :mod:`.escape`: on a stall, an escape several moves away, or an exploration while not sure;
-* :mod:`.confirm`: the confirmation, the split confirmation, the settle of a near-tie, the pick;
+* :mod:`.confirm`: the final race of the finalists (best configurations, another CPU split, larger buffers), the pick;
 * :mod:`.budget`: when the search stops and what the time budget still holds.
 """

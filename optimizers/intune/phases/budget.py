@@ -8,7 +8,7 @@ within its budget.
 
 from __future__ import annotations
 
-from optimizers.intune.phases.confirm import SETTLE_PAIR, confirm_candidates
+from optimizers.intune.phases.confirm import RACE_PAIR, confirm_candidates
 from optimizers.intune.state import SearchSetup, SearchState
 
 #: Stop reasons after which the search first tries an escape or an exploration.
@@ -65,15 +65,23 @@ def fits(setup: SearchSetup, state: SearchState, measurements: int = 1) -> bool:
 
 
 def confirm_reserve(setup: SearchSetup, state: SearchState, best_x: float | None) -> int:
-    """Measurements to keep for the end: the confirmation of what would be confirmed now and, if
-    that is two or more, a settle pair. None while fewer than ``reserve_after`` configurations ran
-    (search on). Kept to what is needed, so a short budget is not spent waiting on a confirmation
-    of near-ties that do not exist."""
+    """Measurements to keep for the end: the race's first round over what would be confirmed now
+    and, if that is two or more, ``race_min_rounds - 1`` more rounds of the top two, as far as
+    ``race_share`` of the budget holds them (one more round at least). None while
+    fewer than ``reserve_after`` configurations ran (search on). Kept to what is needed, so a
+    short budget is not spent waiting on a race of near-ties that do not exist."""
     s = setup.settings
     if best_x is None or sum(1 for m in state.visited.values() if not m.failed) < s.reserve_after:
         return 0
     confirm = len(confirm_candidates(setup, state, best_x))
-    return confirm + (SETTLE_PAIR if s.settle_band and confirm >= 2 else 0)
+    if confirm < 2 or s.race_rounds < 2:
+        return confirm
+    more = RACE_PAIR * (min(s.race_min_rounds, s.race_rounds) - 1)
+    if timed(setup, state):  # a short budget keeps one more round of the top two, not the search's time
+        assert setup.time_budget_s is not None
+        fit = int(s.race_share * setup.time_budget_s // expected_s(state, s.duration_window)) - confirm
+        more = max(min(more, fit), RACE_PAIR)
+    return confirm + more
 
 
 def stop_reason(setup: SearchSetup, state: SearchState, now: float, best_x: float | None) -> str | None:

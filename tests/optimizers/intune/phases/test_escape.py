@@ -16,7 +16,6 @@ from optimizers.intune.settings import InTuneSettings
 from optimizers.intune.env import Masker, perturbed
 from optimizers.intune.pretrain import PRETRAINED
 from optimizers.intune.optimizer import InTuneOptimizer
-from optimizers.intune.phases.confirm import SETTLE_PAIR
 from optimizers.intune.phases.escape import escape as escape_from, within_moves
 
 
@@ -89,8 +88,9 @@ def test_escapes_are_new_safe_configurations_within_budget():
     searched = [Masker.key(h["config"]) for h in opt.history if not h.get("repeat")]
     assert len(searched) == len(set(searched))  # the search never proposes a configuration twice
     repeats = [h for h in opt.history if h.get("repeat")]
-    # only the confirmation (its top configurations and one of another CPU split) and the settle rounds measure again
-    assert len(repeats) <= opt.settings.confirm_top + 1 + SETTLE_PAIR * opt.settings.settle_rounds
+    # only the final race measures again: its entrants, once per round at most
+    race = opt.report()["race"]
+    assert len(repeats) <= race["entrants"] * race["rounds"] <= race["entrants"] * opt.settings.race_rounds
     assert not any(t.measurement.failed for t in result.trials)
     assert all(opt.space.is_valid(t.config) for t in result.trials)
     assert opt.state.escapes <= 6 and opt.report()["escapes"] == opt.state.escapes
