@@ -176,11 +176,26 @@ def _start(placements: Sequence[Placement], nodes: Nodes, jobs: dict[str, _Job])
         jobs[p.job].workers.append(nodes.start_worker(p.node, jobs[p.job].service.bound_port))
 
 
+def paces(capacity: Mapping[str, float], demand: Mapping[str, float], owner: Mapping[str, str]) -> dict[str, float]:
+    """The rows/s a trainer asks of each dataset: its job's demand split over the job's datasets in
+    proportion to their measured capacity (equally when none delivered)."""
+    total: dict[str, float] = {}
+    count: dict[str, int] = {}
+    for name, job in owner.items():
+        total[job] = total.get(job, 0.0) + capacity.get(name, 0.0)
+        count[job] = count.get(job, 0) + 1
+    return {name: demand[job] * (capacity.get(name, 0.0) / total[job] if total[job] > 0 else 1.0 / count[job])
+            for name, job in owner.items()}
+
+
 def run_on_nodes(datasets: Mapping[str, Any], placements: Sequence[Placement], nodes: Nodes,
-                 demand: Mapping[str, float], *, seconds: float,
+                 demand: Mapping[str, float], *, seconds: float, owner: Mapping[str, str] | None = None,
                  ready_timeout_s: float = READY_TIMEOUT_S) -> dict[str, JobReading]:
-    """Start each placed job's dispatcher and workers, read capacity then delivered rows/s, stop them.
-    Jobs of ``datasets`` without a placement read nothing (0 rows/s)."""
+    """Start each placed dataset's dispatcher and workers, read capacity then delivered rows/s, stop
+    them. ``owner`` maps datasets to the job whose trainer reads them (default: each its own job,
+    keyed as in ``demand``); the trainer paces a job's datasets by :func:`paces`. Datasets without a
+    placement read nothing (0 rows/s)."""
+    owner = owner or {name: name for name in datasets}
     jobs: dict[str, _Job] = {}
     try:
         _start(placements, nodes, jobs)
@@ -191,7 +206,7 @@ def run_on_nodes(datasets: Mapping[str, Any], placements: Sequence[Placement], n
                 raise UserError(f"tf.data service workers are not reachable: {exc}") from None
         services = {name: job.service for name, job in jobs.items()}
         capacity = _read_all(datasets, services, "capacity", seconds, None)
-        delivered = _read_all(datasets, services, "trainer", seconds, demand)
+        delivered = _read_all(datasets, services, "trainer", seconds, paces(capacity, demand, owner))
     finally:
         for job in jobs.values():
             job.close()

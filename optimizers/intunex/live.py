@@ -38,14 +38,18 @@ from ingestion.cluster.instances import LOCAL_OF, by_name, local_type
 from ingestion.cluster.jobs import JobsFile
 from ingestion.cluster.live import JobReading, Nodes
 from ingestion.cluster.model import ClusterModel, from_jobs_file
+from ingestion.knobs import Config
 from optimizers.intunex.baselines import run_baselines
 from optimizers.intunex.cluster_agent import LinearPolicy
 from optimizers.intunex.node_agent import NodeTable
-from optimizers.intunex.planner import Plan, plan_intunex, refit_and_replan, slot_json
+from optimizers.intunex.planner import Plan, check_objective, plan_intunex, refit_and_replan, slot_json
 
 FED_SHARE = 0.95
 MAX_ROUNDS = 4
+#: The baselines a live run measures unless ``--baselines`` names others (any of ``names.BASELINES`` runs live).
 LIVE_BASELINES = ("static", "cachew")
+#: Baselines whose nodes run tf.data AUTOTUNE itself live; the others run their assignment's configurations.
+AUTOTUNE_BASELINES = ("static", "cachew")
 #: Runs a plan and returns each job's readings; ``autotune`` runs tf.data AUTOTUNE's configuration.
 Runner = Callable[[Plan, bool], Mapping[str, JobReading]]
 
@@ -83,17 +87,17 @@ def measured(plan: Plan, readings: Mapping[str, JobReading]) -> dict[str, Any]:
 
 
 def live_loop(cluster: ClusterModel, runner: Runner, policy: LinearPolicy, *, max_rounds: int = MAX_ROUNDS,
-              seed: int = 0, baselines: tuple[str, ...] = LIVE_BASELINES,
+              seed: int = 0, baselines: tuple[str, ...] = LIVE_BASELINES, objective: str = "throughput-per-usd",
               progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """Plan, run, refit and re-plan until the plan is stable; then run the baselines (module docstring)."""
-    plan = plan_intunex(cluster, NodeTable(cluster), policy, seed=seed)
+    plan = plan_intunex(cluster, NodeTable(cluster), policy, seed=seed, objective=objective)
     rounds: list[dict[str, Any]] = []
     previous, stable = None, False
     for k in range(max_rounds):
         progress(f"round {k + 1}: running the plan")
         rounds.append(measured(plan, runner(plan, False)))
         capacity = {j: v["capacity_rows_per_s"] for j, v in rounds[-1]["jobs"].items() if plan.assignment.get(j)}
-        cluster, new = refit_and_replan(cluster, policy, plan, capacity, seed=seed)
+        cluster, new = refit_and_replan(cluster, policy, plan, capacity, seed=seed, objective=objective)
         rounds[-1]["refit"] = new.info.get("refit", {})
         key = plan_key(plan)
         rounds[-1]["replan_same"] = plan_key(new) == key
@@ -103,11 +107,14 @@ def live_loop(cluster: ClusterModel, runner: Runner, policy: LinearPolicy, *, ma
         previous, plan = key, new
     out = {field: rounds[-1][field] for field in ("label", "all_fed", "planned_fed_delivered", "throughput_per_usd",
                                                    "usd_per_h", "delivered_rows_per_s", "jobs", "assignment")}
-    out.update(rounds=rounds, stable=stable, baselines={})
+    out.update(rounds=rounds, stable=stable, objective=objective, baselines={})
     for name, other in run_baselines(cluster, NodeTable(cluster), baselines).items():
         progress(f"baseline {name}: running its plan")
-        out["baselines"][name] = {**measured(other, runner(other, True)), "info": {
-            **other.info, "live_config": "tf.data AUTOTUNE (the assignment's configs are the model's version of it)"}}
+        autotune = name in AUTOTUNE_BASELINES
+        live_config = ("tf.data AUTOTUNE (the assignment's configs are the model's version of it)" if autotune
+                       else "each unit's configuration in the assignment")
+        out["baselines"][name] = {**measured(other, runner(other, autotune)),
+                                  "info": {**other.info, "live_config": live_config}}
     return out
 
 
@@ -132,8 +139,25 @@ def local_cpus(nodes: int) -> list[list[int]]:
     return [[c] for c in cpus[:nodes]]
 
 
+def config_groups(plan: Plan) -> dict[str, list[tuple[str, Config, list[float]]]]:
+    """Per job, its units grouped by configuration: (group name, configuration, unit shares). Each
+    group runs as its own tf.data service, so every unit runs its own configuration; the job's
+    trainer reads from all of its groups at once."""
+    out: dict[str, list[tuple[str, Config, list[float]]]] = {}
+    for job, slots in plan.assignment.items():
+        groups: dict[tuple, list[float]] = {}
+        for slot in slots:
+            groups.setdefault(tuple(sorted(slot.config.items())), []).append(slot.unit.fraction)
+        out[job] = [(job if len(groups) == 1 else f"{job}#{i}", dict(key), fractions)
+                    for i, (key, fractions) in enumerate(groups.items())]
+    return out
+
+
 def node_runner(spec: JobsFile, nodes: Nodes, seconds: float) -> Runner:
-    """Runs plans on ``nodes`` with the jobs' real pipelines (``ingestion.cluster.live``)."""
+    """Runs plans on ``nodes`` with the jobs' real pipelines (``ingestion.cluster.live``): each group of
+    a job's units with one configuration is a tf.data service of its own (:func:`config_groups`); the
+    trainer paces each group at its share of the measured capacity of the job's demand, and a job's
+    readings are the sums over its groups."""
     from ingestion.cluster.live import place, run_on_nodes
     from ingestion.cluster.pipelines import real_pipeline
     from optimizers.baselines.autotune import autotune_config
@@ -142,15 +166,20 @@ def node_runner(spec: JobsFile, nodes: Nodes, seconds: float) -> Runner:
     demand = {job.name: job.demand_rows_per_s for job in spec.jobs}
 
     def run(plan: Plan, autotune: bool) -> Mapping[str, JobReading]:
-        datasets = {}
-        for job, slots in plan.assignment.items():
-            if slots:  # every worker of a job runs one graph: its largest unit's configuration
-                config = autotune_config(specs[job]) if autotune else max(slots, key=lambda s: s.unit.fraction).config
-                datasets[job] = specs[job].build(config).repeat()
-        placements = place({j: [s.unit.fraction for s in slots] for j, slots in plan.assignment.items()},
-                           nodes.count)
-        readings = run_on_nodes(datasets, placements, nodes, demand, seconds=seconds)
-        return {job: readings.get(job, JobReading(0.0, 0.0)) for job in demand}
+        datasets, shares, owner = {}, {}, {}
+        for job, groups in config_groups(plan).items():
+            if autotune and groups:  # tf.data AUTOTUNE on every unit: one graph, one service
+                groups = [(job, autotune_config(specs[job]), [f for g in groups for f in g[2]])]
+            for name, config, fractions in groups:
+                datasets[name] = specs[job].build(config).repeat()
+                shares[name], owner[name] = fractions, job
+        readings = run_on_nodes(datasets, place(shares, nodes.count), nodes, demand, seconds=seconds, owner=owner)
+        out = {job: JobReading(0.0, 0.0) for job in demand}
+        for name, r in readings.items():
+            before = out[owner[name]]
+            out[owner[name]] = JobReading(before.capacity_rows_per_s + r.capacity_rows_per_s,
+                                          before.delivered_rows_per_s + r.delivered_rows_per_s)
+        return out
 
     return run
 
@@ -165,16 +194,21 @@ def node_size(cpus: Sequence[Sequence[int]]) -> int:
 
 
 def run_live(spec: JobsFile, nodes: Nodes, *, seconds: float, max_rounds: int = MAX_ROUNDS, seed: int = 0,
-             base_dir: Any = None, progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+             base_dir: Any = None, objective: str = "throughput-per-usd", baselines: tuple[str, ...] = LIVE_BASELINES,
+             budget_usd_per_h: float | None = None,
+             progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """The live loop on ``nodes`` (local or node agents) for the jobs file; the result dict ``--json-out`` writes."""
     from optimizers.intunex.policies import cluster_policy
 
     started = time.monotonic()
     cpus = node_size(nodes.describe()["cpus"])
     cluster = local_cluster(spec, nodes.count, base_dir, cpus)
+    if budget_usd_per_h is not None:
+        cluster = replace(cluster, budget_usd_per_h=budget_usd_per_h)
+    check_objective(cluster, objective)
     unit = local_type(cpus)
     out = live_loop(cluster, node_runner(spec, nodes, seconds), cluster_policy(), max_rounds=max_rounds,
-                    seed=seed, progress=progress)
+                    seed=seed, objective=objective, baselines=baselines, progress=progress)
     out.update(nodes={**nodes.describe(), "instance_type": unit.name,
                       "stands_for": f"{unit.vcpus} of the {by_name(LOCAL_OF).vcpus} vCPUs of a {LOCAL_OF}",
                       "usd_per_h": unit.usd_per_hour, "price_label": "modelled"},
