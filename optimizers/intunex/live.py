@@ -11,15 +11,18 @@ nodes or halves (two worker processes time-sharing the node's CPUs).
 
 1. InTuneX plans on the cluster model of the jobs' real pipelines (calibrated on one CPU).
 2. **Round**: the plan runs (``ingestion.cluster.live``): each job's rows/s is measured where its
-   trainer reads, as fast as it goes (capacity) and at its demand (delivered). The round's
-   ``model_error`` is the mean over the plan's jobs of |predicted - measured| / measured capacity.
-3. The model is refitted to what was measured (``refit_and_replan``: each job's pipeline
-   re-levelled so the plan predicts its measured capacity) and InTuneX re-plans from the plan.
+   trainer reads, as fast as it goes (capacity, in three windows whose spread is reported as
+   ``capacity_spread``) and at its demand (delivered). The round's ``model_error`` is the mean over
+   the plan's jobs of |predicted - measured| / measured capacity.
+3. The model is refitted (:class:`Levels`): each job's pipeline is re-levelled to the
+   inverse-variance weighted mean of what every round that ran it on the same units measured,
+   each round weighted by its spread; InTuneX re-plans from the plan.
 4. The loop stops when the same plan ran in two rounds in a row (so the last round measured the
    prediction of the model refitted to that very plan) and the re-plan keeps it, or after
    ``max_rounds``.
-5. The baselines (``static``, ``cachew``: tf.data AUTOTUNE inside, as ``baselines.py`` defines
-   them) are planned on the refitted model and run on the same nodes, measured the same way.
+5. The baselines (``static`` and ``cachew`` unless named otherwise: tf.data AUTOTUNE inside, as
+   ``baselines.py`` defines them; any other baseline runs its assignment's configurations) are
+   planned on the refitted model and run on the same nodes, measured the same way.
 
 Throughput per dollar is the measured delivered rows/s (each job's at most its demand) x 3,600
 over the plan's modelled $/h. A job counts as fed when it is delivered >= ``FED_SHARE`` of its
@@ -42,7 +45,7 @@ from ingestion.knobs import Config
 from optimizers.intunex.baselines import run_baselines
 from optimizers.intunex.cluster_agent import LinearPolicy
 from optimizers.intunex.node_agent import NodeTable
-from optimizers.intunex.planner import Plan, check_objective, plan_intunex, refit_and_replan, slot_json
+from optimizers.intunex.planner import Plan, check_objective, plan_intunex, relevel, replan, slot_json
 
 FED_SHARE = 0.95
 MAX_ROUNDS = 4
@@ -75,9 +78,12 @@ def measured(plan: Plan, readings: Mapping[str, JobReading]) -> dict[str, Any]:
                      "delivered_share": r.delivered_rows_per_s / demand,
                      "fed": r.delivered_rows_per_s >= FED_SHARE * demand, "planned_fed": plan.result.fed[job],
                      "capacity_rows_per_s": r.capacity_rows_per_s, "predicted_rows_per_s": predicted,
+                     "capacity_windows": list(r.capacity_windows), "capacity_spread": r.capacity_spread,
                      "model_error": error}
     usd = plan.result.usd_per_h
+    spreads = [j["capacity_spread"] for j in jobs.values() if j["capacity_spread"] is not None and j["model_error"] is not None]
     return {"label": "measured", "model_error": sum(errors) / len(errors) if errors else None,
+            "capacity_spread": sum(spreads) / len(spreads) if spreads else None,
             "all_fed": all(j["fed"] for j in jobs.values()),
             "planned_fed_delivered": all(j["fed"] for j in jobs.values() if j["planned_fed"]),
             "delivered_rows_per_s": delivered, "usd_per_h": usd,
@@ -86,19 +92,57 @@ def measured(plan: Plan, readings: Mapping[str, JobReading]) -> dict[str, Any]:
             "assignment": {job: {"nodes": [slot_json(s) for s in slots]} for job, slots in plan.assignment.items()}}
 
 
+#: The least relative spread a round's capacity is taken to have (a reading is never trusted more).
+SPREAD_FLOOR = 0.02
+
+
+class Levels:
+    """Per job, the level of its rows/s over the calibrated model (``base``), estimated from every
+    round that ran the job on the same units with the same configurations, each weighted by the
+    inverse variance of its capacity (its windows' spread over their count, at least
+    ``SPREAD_FLOOR``): a noisy round moves the estimate less than a steady one, and the refit is
+    no longer the last figure alone. A job whose units change starts a new estimate."""
+
+    def __init__(self, base: ClusterModel):
+        self.base = base
+        self.seen: dict[str, list[tuple[tuple, float, float]]] = {}
+
+    def add(self, plan: Plan, jobs: Mapping[str, Any]) -> dict[str, float]:
+        """Record a round's measured jobs; the combined level per job measured so far."""
+        modelled = self.base.evaluate(plan.assignment).supply
+        for job, j in jobs.items():
+            if not plan.assignment.get(job) or modelled.get(job, 0) <= 0 or j["capacity_rows_per_s"] <= 0:
+                continue
+            key = tuple(sorted((s.unit.label, tuple(sorted(s.config.items()))) for s in plan.assignment[job]))
+            ratio = j["capacity_rows_per_s"] / modelled[job]
+            windows = max(1, len(j.get("capacity_windows") or ()))
+            spread = max(j.get("capacity_spread") or 0.0, SPREAD_FLOOR)
+            history = [h for h in self.seen.get(job, []) if h[0] == key]
+            self.seen[job] = history + [(key, ratio, (spread * ratio) ** 2 / windows)]
+        return {job: sum(r / v for _, r, v in h) / sum(1 / v for _, _, v in h) for job, h in self.seen.items()}
+
+    def rounds(self) -> dict[str, int]:
+        """How many rounds each job's level combines."""
+        return {job: len(h) for job, h in self.seen.items()}
+
+
 def live_loop(cluster: ClusterModel, runner: Runner, policy: LinearPolicy, *, max_rounds: int = MAX_ROUNDS,
               seed: int = 0, baselines: tuple[str, ...] = LIVE_BASELINES, objective: str = "throughput-per-usd",
               progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """Plan, run, refit and re-plan until the plan is stable; then run the baselines (module docstring)."""
+    base = cluster
     plan = plan_intunex(cluster, NodeTable(cluster), policy, seed=seed, objective=objective)
     rounds: list[dict[str, Any]] = []
+    levels = Levels(base)
     previous, stable = None, False
     for k in range(max_rounds):
         progress(f"round {k + 1}: running the plan")
         rounds.append(measured(plan, runner(plan, False)))
-        capacity = {j: v["capacity_rows_per_s"] for j, v in rounds[-1]["jobs"].items() if plan.assignment.get(j)}
-        cluster, new = refit_and_replan(cluster, policy, plan, capacity, seed=seed, objective=objective)
-        rounds[-1]["refit"] = new.info.get("refit", {})
+        level = levels.add(plan, rounds[-1]["jobs"])
+        cluster = relevel(base, level)
+        new = replan(cluster, NodeTable(cluster), policy, plan, seed=seed, objective=objective)
+        rounds[-1]["refit"] = {j: 1.0 / v for j, v in level.items()}
+        rounds[-1]["refit_rounds"] = levels.rounds()
         key = plan_key(plan)
         rounds[-1]["replan_same"] = plan_key(new) == key
         stable = rounds[-1]["replan_same"] and previous == key
@@ -177,8 +221,10 @@ def node_runner(spec: JobsFile, nodes: Nodes, seconds: float) -> Runner:
         out = {job: JobReading(0.0, 0.0) for job in demand}
         for name, r in readings.items():
             before = out[owner[name]]
+            windows = r.capacity_windows if not before.capacity_windows else tuple(
+                a + b for a, b in zip(before.capacity_windows, r.capacity_windows))
             out[owner[name]] = JobReading(before.capacity_rows_per_s + r.capacity_rows_per_s,
-                                          before.delivered_rows_per_s + r.delivered_rows_per_s)
+                                          before.delivered_rows_per_s + r.delivered_rows_per_s, windows)
         return out
 
     return run

@@ -201,6 +201,18 @@ def refit_levels(cluster: ClusterModel, plan: Plan, measured: dict[str, float]) 
     return replace(cluster, jobs=jobs)
 
 
+def relevel(base: ClusterModel, levels: dict[str, float]) -> ClusterModel:
+    """``base`` with each job in ``levels`` running at that many times its modelled rows/s (every
+    time cost of its pipeline over the level, ``ingestion.calibrate.scale_level``)."""
+    from dataclasses import replace
+
+    from ingestion.calibrate import scale_level
+
+    jobs = [replace(j, pipeline=scale_level(j.pipeline, 1.0 / levels[j.name])) if levels.get(j.name, 0) > 0 else j
+            for j in base.jobs]
+    return replace(base, jobs=jobs)
+
+
 def refit_and_replan(cluster: ClusterModel, policy: LinearPolicy, plan: Plan, measured: dict[str, float],
                      **kwargs: Any) -> tuple[ClusterModel, Plan]:
     """Fine-tune on live measurements: re-level the model to what ``plan`` measured per job, let the

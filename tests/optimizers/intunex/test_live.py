@@ -159,3 +159,28 @@ def test_each_configuration_of_a_job_runs_as_its_own_service_paced_by_capacity()
     owner = {"a#0": "a", "a#1": "a", "b": "b"}
     got = paces({"a#0": 300.0, "a#1": 100.0, "b": 0.0}, {"a": 200.0, "b": 50.0}, owner)
     assert got == pytest.approx({"a#0": 150.0, "a#1": 50.0, "b": 50.0})
+
+
+def test_the_refit_weighs_rounds_by_their_spread_instead_of_taking_the_last() -> None:
+    from optimizers.intunex.live import Levels
+    from optimizers.intunex.node_agent import NodeTable
+    from optimizers.intunex.planner import plan_intunex
+
+    half = _half_node_rows(_local((1.0, 1.0)))
+    base = _local((0.3 * half, 0.3 * half))
+    plan = plan_intunex(base, NodeTable(base), cluster_policy())
+    modelled = base.evaluate(plan.assignment).supply
+
+    def jobs(ratio: float, windows: tuple[float, ...]) -> dict:
+        return {j: {"capacity_rows_per_s": ratio * modelled[j], "capacity_windows": [w * modelled[j] for w in windows],
+                    "capacity_spread": JobReading(0, 0, windows).capacity_spread} for j in modelled}
+
+    levels = Levels(base)
+    steady = levels.add(plan, jobs(0.8, (0.79, 0.80, 0.81)))  # spread about 1%: floored at 2%
+    assert steady["j0"] == pytest.approx(0.8)
+    noisy = levels.add(plan, jobs(1.1, (0.8, 1.1, 1.4)))  # spread 27%: weighs (0.02/0.27)^2 of the steady round
+    assert 0.8 < noisy["j0"] < 0.81 and levels.rounds() == {"j0": 2, "j1": 2}
+    again = levels.add(plan, jobs(1.0, (0.99, 1.0, 1.01)))
+    spread = JobReading(0, 0, (0.8, 1.1, 1.4)).capacity_spread
+    weights = [1 / (0.02 * 0.8) ** 2, 1 / (spread * 1.1) ** 2, 1 / (0.02 * 1.0) ** 2]  # inverse variances
+    assert again["j0"] == pytest.approx((0.8 * weights[0] + 1.1 * weights[1] + 1.0 * weights[2]) / sum(weights))
