@@ -145,9 +145,10 @@ def cluster_handler(args: argparse.Namespace) -> dict[str, Any]:
     spec = load_jobs(args.jobs)
     patterns = args.instance_types.split(",") if args.instance_types else spec.pool.instance_types
     types = select(patterns)
+    baselines = _baselines(args.baselines)  # checked before any trainer is measured
+    spec, measured = _measured_demands(spec)
     if args.local_nodes is not None or args.workers is not None:
-        return _live(args, spec)
-    baselines = _baselines(args.baselines)
+        return {**_live(args, spec), **measured}
     if not args.simulate:
         raise UserError("give --simulate (plan on the cluster model), --local-nodes N (run the plan on N local "
                         "tf.data service workers, measure and re-plan) or --workers HOST:PORT,... (the same on "
@@ -161,7 +162,20 @@ def cluster_handler(args: argparse.Namespace) -> dict[str, Any]:
         result["tfvars"] = tfvars_of(result)
         write_tfvars(args.write_tfvars, result["tfvars"])
     _print_summary(result)
-    return result
+    return {**result, **measured}
+
+
+def _measured_demands(spec: Any) -> tuple[Any, dict[str, Any]]:
+    """Jobs with ``demand_rows_per_s: measure``: their trainers' measured demands (``ingestion.cluster.trainer``)."""
+    if not any(j.demand_rows_per_s == "measure" for j in spec.jobs):
+        return spec, {}
+    from ingestion.cluster.trainer import resolve_demands
+
+    spec, measured = resolve_demands(spec)
+    for job, d in measured.items():
+        print(f"  {job}: demand {d.demand_rows_per_s:,.0f} rows/s measured from trainer {d.trainer} "
+              f"(spread {d.spread:.1%}, margin {d.margin:.0%})", file=sys.stderr)
+    return spec, {"measured_demand": {job: d.to_json() for job, d in measured.items()}}
 
 
 def _what_if(args: argparse.Namespace, baselines: tuple[str, ...]) -> dict[str, Any]:
@@ -182,7 +196,7 @@ def _what_if(args: argparse.Namespace, baselines: tuple[str, ...]) -> dict[str, 
         nodes, jobs, types, seed = parse_what_if(args.what_if)
         spec, title = synthetic_spec(nodes, jobs, types, seed), f"what-if seed {seed}"
     elif args.what_if.strip() == "jobs" and args.jobs is not None:
-        spec, title = load_jobs(args.jobs), args.jobs.name
+        spec, title = _measured_demands(load_jobs(args.jobs))[0], args.jobs.name
         if len(spec.jobs) > spec.pool.max_nodes:
             raise UserError(f"--what-if: more jobs ({len(spec.jobs)}) than nodes ({spec.pool.max_nodes}) in {args.jobs}")
     else:
