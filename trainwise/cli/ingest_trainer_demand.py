@@ -7,7 +7,7 @@ Runs the trainer (the built-in DLRM-style one, or the user's ``module:function``
 function) on synthetic in-memory batches of the DLRM schema and prints its demand alone: the rows/s
 above which it is never input-bound, times ``1 + --margin`` (``ingestion.cluster.trainer``).
 ``--verify`` also paces batches at rates around that figure and reports the share of step time the
-trainer waits for input at each, and the lowest rate at which that share is under 5%.
+trainer waits for input at each, and the lowest rate from which that share stays under 5%.
 """
 
 from __future__ import annotations
@@ -56,14 +56,15 @@ def trainer_demand_handler(args: argparse.Namespace) -> dict[str, Any]:
                   "input_wait_share": wait_share_at(step, f * demand.compute_rows_per_s, batch_size=args.batch_size,
                                                     seconds=args.seconds, name=args.trainer)}
                  for f in VERIFY_FRACTIONS]
-        under = [p["rows_per_s"] for p in sweep if p["input_wait_share"] < WAIT_BAR]
+        # the lowest rate from which the wait share stays under the bar at every higher rate of the sweep
+        under = [p["rows_per_s"] for i, p in enumerate(sweep) if all(q["input_wait_share"] < WAIT_BAR for q in sweep[i:])]
         result["verify"] = {"sweep": sweep, "wait_bar": WAIT_BAR,
                             "fed_from_rows_per_s": min(under) if under else None,
                             "demand_over_fed_from": demand.demand_rows_per_s / min(under) if under else None}
         for p in sweep:
             print(f"  paced at {p['rows_per_s']:,.0f} rows/s: input wait {p['input_wait_share']:.1%}", file=sys.stderr)
         if under:
-            print(f"  input wait under {WAIT_BAR:.0%} from {min(under):,.0f} rows/s; the demand is "
+            print(f"  input wait under {WAIT_BAR:.0%} from {min(under):,.0f} rows/s on; the demand is "
                   f"{result['verify']['demand_over_fed_from']:.2f}x that (measured)", file=sys.stderr)
     print(f"{args.trainer}: {demand.compute_rows_per_s:,.0f} rows/s computing (spread {demand.spread:.1%} over "
           f"{len(demand.windows_rows_per_s)} windows), demand with a {demand.margin:.0%} margin (measured):", file=sys.stderr)
