@@ -3,6 +3,7 @@ the exact bound.
 
     python -m benchmarks.intunex_scale --growth --json-out benchmarks/results/intunex-scale-growth.json
     python -m benchmarks.intunex_scale --gap 48 --first-seed 5000 --json-out benchmarks/results/intunex-scale-gap.json
+    python -m benchmarks.intunex_scale --merge A.json B.json --json-out gap.json   # a --gap run split over seeds
 
 Clusters are what-if jobs files (:func:`optimizers.intunex.whatif.synthetic_spec`): mixed synthetic
 pipelines on a pool of N nodes of T instance types (xlarge to 8xlarge, x86 and Graviton).
@@ -131,19 +132,38 @@ def gaps(count: int, first_seed: int, partial: Any = None) -> dict[str, Any]:
         progress(f"  gap {r['gap_to_bound']}, plan {r['plan_s']} s (CPU {r['plan_cpu_s']} s), bound {r['bound']['solve_s']} s")
         if partial is not None:
             partial(rows)
+    return {"cases": rows, "summary": gap_summary(rows)}
+
+
+def gap_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The per-case table and the median and worst gap over the cases."""
+    rows = sorted(rows, key=lambda r: r["seed"])
     print_table(["seed", "nodes", "jobs", "types", "fed", "$/h", "bound $/h", "gap", "proven", "plan s", "bound s"],
                 [[r["seed"], r["nodes"], r["jobs"], r["types"], r["all_fed"], r["usd_per_h"], r["bound"]["usd_per_h"],
                   r["gap_to_bound"], r["bound"]["proven_optimal"], r["plan_s"], r["bound"]["solve_s"]] for r in rows],
                 digits=4, title="InTuneX plan vs the exact bound (simulated; times measured)")
     values = [r["gap_to_bound"] for r in rows if r["gap_to_bound"] is not None]
-    summary = {"cases": len(rows), "seeds": [first_seed, first_seed + count - 1],
+    summary = {"cases": len(rows), "seeds": [rows[0]["seed"], rows[-1]["seed"]] if rows else [],
                "with_gap": len(values), "all_fed": sum(r["all_fed"] for r in rows),
                "bound_proven": sum(r["bound"]["proven_optimal"] for r in rows),
                "median_gap": statistics.median(values) if values else None, "worst_gap": max(values) if values else None,
                "at_bound": sum(v <= 1e-9 for v in values), "max_plan_s": max(r["plan_s"] for r in rows),
                "max_plan_cpu_s": max(r["plan_cpu_s"] for r in rows)}
     print(summary)
-    return {"cases": rows, "summary": summary}
+    return summary
+
+
+def merge(paths: list[str]) -> dict[str, Any]:
+    """The --gap cases of several result files (finished or partial) and their summary."""
+    import json
+
+    rows: dict[int, dict[str, Any]] = {}
+    for path in paths:
+        doc = json.loads(open(path).read())
+        for r in (doc.get("gap") or doc.get("gap_partial") or {}).get("cases", []):
+            rows[r["seed"]] = r
+    cases = list(rows.values())
+    return {"sources": paths, "cases": sorted(cases, key=lambda r: r["seed"]), "summary": gap_summary(cases)}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -152,10 +172,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--gap", type=int, default=0, metavar="K", help="plan K seeded clusters and compare with the bound")
     p.add_argument("--first-seed", type=int, default=5000, help="first seed of --gap (default 5000)")
     p.add_argument("--seed", type=int, default=5100, help="seed of the --growth clusters (default 5100)")
+    p.add_argument("--merge", nargs="+", default=None, metavar="FILE",
+                   help="summarise the --gap cases of these result files together (runs split over seeds)")
     p.add_argument("--json-out", default=None)
     args = p.parse_args(argv)
+    if args.merge:
+        write_result(args.json_out, {"command": "python -m benchmarks.intunex_scale " + " ".join(argv or []),
+                                     "label": "simulated plans; measured times", "gap": merge(args.merge)})
+        return
     if not args.growth and not args.gap:
-        p.error("give --growth and/or --gap K")
+        p.error("give --growth, --gap K or --merge FILE...")
     payload: dict[str, Any] = {"command": "python -m benchmarks.intunex_scale " + " ".join(argv or []),
                                "label": "simulated plans; measured times and memory"}
     with recording_load(payload):
