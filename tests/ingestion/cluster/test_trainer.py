@@ -14,6 +14,7 @@ from ingestion.cluster.jobs import parse_jobs
 from ingestion.cluster.trainer import Demand, load_trainer, measure_demand, resolve_demands, synthetic_batches
 
 TRAINERS = '''
+import time
 def make_step():
     def step(batch):
         assert batch["dense"].shape[1] == 13 and batch["cat"].shape[1] == 26
