@@ -100,15 +100,18 @@ class BudgetPoint:
     plan_delivered_rows_per_s: float
     plan_throughput_per_usd: float
     plan_all_fed: bool
-    bound_delivered_rows_per_s: float | None
-    bound_usd_per_h: float | None
+    bound_delivered_rows_per_s: float | None  # rows no plan within the budget exceeds (the solver's bound)
+    bound_usd_per_h: float | None  # cost of the solver's best assignment
     bound_proven: bool
+    solver_delivered_rows_per_s: float | None = None  # rows of the solver's best assignment
 
     @property
     def bound_throughput_per_usd(self) -> float | None:
-        if not self.bound_delivered_rows_per_s or not self.bound_usd_per_h:
+        """Throughput per dollar of the exact solver's best assignment (its rows over its cost; the
+        best possible when ``bound_proven``)."""
+        if not self.solver_delivered_rows_per_s or not self.bound_usd_per_h:
             return None
-        return self.bound_delivered_rows_per_s * 3600.0 / self.bound_usd_per_h
+        return self.solver_delivered_rows_per_s * 3600.0 / self.bound_usd_per_h
 
 
 def budget_sweep(cluster: ClusterModel, nodes: Any, policy: Any, full_usd_per_h: float, *, seed: int = 0,
@@ -133,5 +136,6 @@ def budget_sweep(cluster: ClusterModel, nodes: Any, policy: Any, full_usd_per_h:
             plan = plan_intunex(capped, nodes, policy, objective="max-throughput", seed=seed)
         found = solve_bound(planning_table(capped, nodes, "intunex", "max-throughput").problem, bound_time_limit_s)
         out.append(BudgetPoint(budget, plan.result.usd_per_h, plan.result.delivered, plan.result.throughput_per_usd,
-                               plan.result.all_fed, found.best_possible, found.usd_per_h, found.proven_optimal))
+                               plan.result.all_fed, found.best_possible, found.usd_per_h, found.proven_optimal,
+                               found.delivered))
     return out
