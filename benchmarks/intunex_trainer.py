@@ -23,26 +23,7 @@ from typing import Any
 
 from benchmarks._common import print_table, progress, recording_load, write_result
 
-EMBEDDING_DIM = 16
-LEARNING_RATE = 0.05
-
-
-def dlrm_model(table_sizes: tuple[int, ...], dense: int = 13) -> Any:
-    import torch
-    from torch import nn
-
-    class DLRM(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.tables = nn.ModuleList(nn.EmbeddingBag(n, EMBEDDING_DIM, mode="sum", sparse=True) for n in table_sizes)
-            self.bottom = nn.Sequential(nn.Linear(dense, 64), nn.ReLU(), nn.Linear(64, EMBEDDING_DIM), nn.ReLU())
-            self.top = nn.Sequential(nn.Linear(EMBEDDING_DIM * (len(table_sizes) + 1), 64), nn.ReLU(), nn.Linear(64, 1))
-
-        def forward(self, x: "torch.Tensor", cat: "torch.Tensor") -> "torch.Tensor":
-            parts = [self.bottom(x)] + [t(cat[:, i:i + 1]) for i, t in enumerate(self.tables)]
-            return self.top(torch.cat(parts, dim=1)).squeeze(1)
-
-    return DLRM()
+from ingestion.cluster.trainer import LEARNING_RATE, dlrm_model
 
 
 def train(dataset: Any, service: Any, job_name: str, seconds: float, warmup_s: float) -> dict[str, float]:

@@ -36,6 +36,11 @@ def intunex(jobs: str = "configs/cluster-demo.yaml", instance_types: str | None 
     """
     spec = load_jobs(jobs)  # a bad file fails here, before any task runs
     raw = yaml.safe_load(Path(jobs).read_text())
+    if any(j.demand_rows_per_s == "measure" for j in spec.jobs):  # the trainers' demands, measured once here
+        from ingestion.cluster.trainer import resolve_demands
+
+        spec, _ = resolve_demands(spec)
+        raw["jobs"] = [{**r, "demand_rows_per_s": j.demand_rows_per_s} for r, j in zip(raw["jobs"], spec.jobs)]
     types = instance_types.split(",") if instance_types else spec.pool.instance_types
     out = new_run_dir("intunex")
     get_run_logger().info("intunex: %d jobs, pool of %d nodes, objective %s", len(spec.jobs), spec.pool.max_nodes, objective)

@@ -5,7 +5,7 @@ Example (``configs/cluster-demo.yaml``)::
     pool: {max_nodes: 16}
     jobs:
       - name: ctr-small
-        demand_rows_per_s: 400000     # rows/s the job's accelerators consume
+        demand_rows_per_s: 400000     # rows/s the job's accelerators consume, or `measure` (see trainer:)
         pipeline: parse-bound         # read-bound | parse-bound | transform-bound | profile | dlrm-tsv | dlrm-tfrecord
         seed: 1
 
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from core.errors import UserError
 
@@ -35,11 +35,24 @@ class _Strict(BaseModel):
 
 class Job(_Strict):
     name: str = Field(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-    demand_rows_per_s: float = Field(gt=0, description="rows/s the job's trainers consume")
+    demand_rows_per_s: float | Literal["measure"] = Field(
+        description="rows/s the job's trainers consume, or 'measure' (run its trainer: ingestion.cluster.trainer)")
+    trainer: str = Field("dlrm", min_length=1, description="with demand 'measure': dlrm or module:function")
     pipeline: Literal["read-bound", "parse-bound", "transform-bound", "profile", "dlrm-tsv", "dlrm-tfrecord"] = "parse-bound"
     seed: int = Field(0, ge=0, description="draws the synthetic pipeline's stage costs")
     profile: str | None = Field(None, description="a calibration JSON of the real pipeline (pipeline: profile)")
     wire_bytes_per_row: float = Field(320.0, gt=0, description="bytes per row sent from a worker to the trainer")
+
+    @field_validator("demand_rows_per_s", mode="before")
+    @classmethod
+    def _demand(cls, value: Any) -> Any:
+        if value == "measure":
+            return value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError("must be a number of rows/s or 'measure'")
+        if not value > 0:
+            raise ValueError("must be > 0")
+        return float(value)
 
     @model_validator(mode="after")
     def _profile_given(self) -> "Job":

@@ -14,7 +14,8 @@ dataset graph (the service sends the same graph to all of them).
 :func:`run_on_nodes` reads every job at once, twice, where its trainer reads
 (:func:`~ingestion.cluster.service.read`, one thread per job in this process):
 
-1. **capacity**: every job as fast as its workers deliver (what the cluster model calls supply);
+1. **capacity**: every job as fast as its workers deliver (what the cluster model calls supply),
+   counted in ``CAPACITY_WINDOWS`` equal parts of the window, whose spread is reported;
 2. **delivered**: every job at its demand, as a trainer consuming that many rows/s does; a job
    whose workers cannot keep up gets what they deliver.
 
@@ -32,6 +33,8 @@ from ingestion.cluster.service import LocalService, read, start_worker
 
 WARMUP_S = 2.0
 READY_TIMEOUT_S = 180.0
+#: The capacity window is read as this many equal parts: repeated readings whose spread is reported.
+CAPACITY_WINDOWS = 3
 
 
 @dataclass(frozen=True)
@@ -45,10 +48,21 @@ class Placement:
 
 @dataclass(frozen=True)
 class JobReading:
-    """A job's measured rows/s: as fast as it goes (``capacity``) and at its demand (``delivered``)."""
+    """A job's measured rows/s: as fast as it goes (``capacity``) and at its demand (``delivered``);
+    ``capacity_windows`` the capacity in each part of the window (repeated readings)."""
 
     capacity_rows_per_s: float
     delivered_rows_per_s: float
+    capacity_windows: tuple[float, ...] = ()
+
+    @property
+    def capacity_spread(self) -> float | None:
+        """The relative standard deviation of the capacity over its windows (None with fewer than two)."""
+        w = self.capacity_windows
+        if len(w) < 2 or sum(w) <= 0:
+            return None
+        mean = sum(w) / len(w)
+        return (sum((x - mean) ** 2 for x in w) / (len(w) - 1)) ** 0.5 / mean
 
 
 def place(shares_by_job: Mapping[str, Sequence[float]], nodes: int) -> list[Placement]:
@@ -67,16 +81,16 @@ def place(shares_by_job: Mapping[str, Sequence[float]], nodes: int) -> list[Plac
 
 
 def _read_all(datasets: Mapping[str, Any], services: Mapping[str, LocalService], phase: str, seconds: float,
-              pace: Mapping[str, float] | None) -> dict[str, float]:
-    """Read every job at once (a thread each); rows/s per job."""
-    out: dict[str, float] = {}
+              pace: Mapping[str, float] | None, windows: int = 1) -> dict[str, Any]:
+    """Read every job at once (a thread each); the :class:`~ingestion.cluster.service.ReadResult` per job."""
+    out: dict[str, Any] = {}
     errors: list[BaseException] = []
 
     def one(job: str) -> None:
         try:
             r = read(datasets[job], services[job], f"{job}-{phase}", seconds=seconds, warmup_s=WARMUP_S,
-                     pace_rows_per_s=pace[job] if pace else None)
-            out[job] = r.rows_per_s
+                     pace_rows_per_s=pace[job] if pace else None, windows=windows)
+            out[job] = r
         except Exception as exc:  # noqa: BLE001  re-raised below, in the caller's thread
             errors.append(exc)
 
@@ -176,11 +190,26 @@ def _start(placements: Sequence[Placement], nodes: Nodes, jobs: dict[str, _Job])
         jobs[p.job].workers.append(nodes.start_worker(p.node, jobs[p.job].service.bound_port))
 
 
+def paces(capacity: Mapping[str, float], demand: Mapping[str, float], owner: Mapping[str, str]) -> dict[str, float]:
+    """The rows/s a trainer asks of each dataset: its job's demand split over the job's datasets in
+    proportion to their measured capacity (equally when none delivered)."""
+    total: dict[str, float] = {}
+    count: dict[str, int] = {}
+    for name, job in owner.items():
+        total[job] = total.get(job, 0.0) + capacity.get(name, 0.0)
+        count[job] = count.get(job, 0) + 1
+    return {name: demand[job] * (capacity.get(name, 0.0) / total[job] if total[job] > 0 else 1.0 / count[job])
+            for name, job in owner.items()}
+
+
 def run_on_nodes(datasets: Mapping[str, Any], placements: Sequence[Placement], nodes: Nodes,
-                 demand: Mapping[str, float], *, seconds: float,
-                 ready_timeout_s: float = READY_TIMEOUT_S) -> dict[str, JobReading]:
-    """Start each placed job's dispatcher and workers, read capacity then delivered rows/s, stop them.
-    Jobs of ``datasets`` without a placement read nothing (0 rows/s)."""
+                 demand: Mapping[str, float], *, seconds: float, owner: Mapping[str, str] | None = None,
+                 windows: int = CAPACITY_WINDOWS, ready_timeout_s: float = READY_TIMEOUT_S) -> dict[str, JobReading]:
+    """Start each placed dataset's dispatcher and workers, read capacity then delivered rows/s, stop
+    them. ``owner`` maps datasets to the job whose trainer reads them (default: each its own job,
+    keyed as in ``demand``); the trainer paces a job's datasets by :func:`paces`. Datasets without a
+    placement read nothing (0 rows/s)."""
+    owner = owner or {name: name for name in datasets}
     jobs: dict[str, _Job] = {}
     try:
         _start(placements, nodes, jobs)
@@ -190,9 +219,12 @@ def run_on_nodes(datasets: Mapping[str, Any], placements: Sequence[Placement], n
             except RuntimeError as exc:
                 raise UserError(f"tf.data service workers are not reachable: {exc}") from None
         services = {name: job.service for name, job in jobs.items()}
-        capacity = _read_all(datasets, services, "capacity", seconds, None)
-        delivered = _read_all(datasets, services, "trainer", seconds, demand)
+        capacity = {j: r for j, r in _read_all(datasets, services, "capacity", seconds, None, windows).items()}
+        rates = {j: r.rows_per_s for j, r in capacity.items()}
+        delivered = {j: r.rows_per_s for j, r in
+                     _read_all(datasets, services, "trainer", seconds, paces(rates, demand, owner)).items()}
     finally:
         for job in jobs.values():
             job.close()
-    return {job: JobReading(capacity.get(job, 0.0), delivered.get(job, 0.0)) for job in datasets}
+    return {job: JobReading(rates.get(job, 0.0), delivered.get(job, 0.0),
+                            tuple(capacity[job].window_rates()) if job in capacity else ()) for job in datasets}

@@ -274,6 +274,8 @@ def from_jobs_file(spec: JobsFile, types: list[InstanceType], *, base_dir: Path 
     """The cluster model of a validated jobs file on the given instance types."""
     jobs = []
     for job in spec.jobs:
+        if job.demand_rows_per_s == "measure":
+            raise UserError(f"job {job.name}: demand 'measure' must be measured first (ingestion.cluster.trainer.resolve_demands)")
         if job.pipeline in REAL_PIPELINES:
             jobs.append(real_job(job))
         elif job.pipeline == "profile":

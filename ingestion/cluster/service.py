@@ -159,10 +159,18 @@ class ReadResult:
     seconds: float
     values: list[Any] = field(default_factory=list)
     ended_by: str = "end of epoch"
+    window_rows: tuple[int, ...] = ()  # rows in each of ``windows`` equal parts of the window
 
     @property
     def rows_per_s(self) -> float:
         return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+    def window_rates(self) -> list[float]:
+        """Rows/s in each part of the window (empty unless read with ``windows`` > 1 for a full window)."""
+        if len(self.window_rows) < 2 or self.seconds <= 0:
+            return []
+        part = self.seconds / len(self.window_rows)
+        return [r / part for r in self.window_rows]
 
 
 def _rows(element: Any) -> int:
@@ -194,7 +202,8 @@ def _elements(ds: Any, out: "queue.Queue[Any]", stop: Any) -> None:
 
 def read(dataset: Any, service: Any, job_name: str, *, seconds: float | None = None, warmup_s: float = 0.0,
          idle_timeout_s: float = 15.0, keep: Callable[[Any], Any] | None = None,
-         on_element: Callable[[int], None] | None = None, pace_rows_per_s: float | None = None) -> ReadResult:
+         on_element: Callable[[int], None] | None = None, pace_rows_per_s: float | None = None,
+         windows: int = 1) -> ReadResult:
     """Read ``dataset`` through the service (distributed epoch) and count rows (keeping ``keep(element)``
     of each, e.g. row ids) until the epoch ends, ``seconds`` pass after ``warmup_s``, or no element
     arrives for ``idle_timeout_s``. With ``pace_rows_per_s`` the reader takes rows no faster than
@@ -202,7 +211,9 @@ def read(dataset: Any, service: Any, job_name: str, *, seconds: float | None = N
     the trainer is delivered (at most the pace). The last matters after a worker is lost: the job goes on on the
     other workers, but TensorFlow (2.21, observed) does not signal the end of the epoch while the
     lost worker's task is still listed, so the reader stops once the remaining workers fall silent
-    (``ReadResult.ended_by`` says which)."""
+    (``ReadResult.ended_by`` says which). With ``windows`` > 1 and ``seconds``, the rows of each of
+    ``windows`` equal parts of the window are counted too (``ReadResult.window_rates``): repeated
+    readings of one run, whose spread says how much a single reading varies."""
     import threading
 
     import tensorflow as tf
@@ -213,6 +224,7 @@ def read(dataset: Any, service: Any, job_name: str, *, seconds: float | None = N
     stop = threading.Event()
     threading.Thread(target=_elements, args=(ds, elements_q, stop), daemon=True).start()
     rows = elements = 0
+    parts = [0] * max(1, windows)
     values: list[Any] = []
     ended_by = "end of epoch"
     started = time.monotonic()
@@ -231,7 +243,10 @@ def read(dataset: Any, service: Any, job_name: str, *, seconds: float | None = N
             window_start = now
         if window_start is None:
             continue
-        rows += _rows(element)
+        n = _rows(element)
+        rows += n
+        if seconds:
+            parts[min(len(parts) - 1, int((now - window_start) / seconds * len(parts)))] += n
         elements += 1
         if keep is not None:
             values.append(keep(element))
@@ -244,4 +259,5 @@ def read(dataset: Any, service: Any, job_name: str, *, seconds: float | None = N
             ended_by = "window"
             break
     stop.set()
-    return ReadResult(rows, elements, last - (window_start or last), values, ended_by)
+    full = ended_by == "window" and windows > 1
+    return ReadResult(rows, elements, last - (window_start or last), values, ended_by, tuple(parts) if full else ())

@@ -117,46 +117,18 @@ def greedy(cluster: ClusterModel, nodes: NodeTable) -> Plan:
 
 
 def oracle(cluster: ClusterModel, nodes: NodeTable, time_limit_s: float = 60.0) -> Plan | None:
-    """The least-cost assignment that feeds every job (exact MILP), per-unit configurations from the
-    exhaustive grid; None when no assignment feeds every job within the pool and budget."""
-    from scipy.optimize import Bounds, LinearConstraint, milp
+    """The least-cost assignment that feeds every job (exact MILP, :func:`optimizers.intunex.bound.solve_bound`),
+    per-unit configurations from the exhaustive grid; None when no assignment feeds every job within
+    the pool and budget."""
+    from optimizers.intunex.bound import solve_bound
 
     started = time.monotonic()
     table = planning_table(cluster, nodes, "exhaustive", "least-cost")
-    p = table.problem
-    n_jobs, n_units = p.rows.shape
-    n_types = len(p.type_price)
-    pairs = [(j, u) for j in range(n_jobs) for u in range(n_units) if p.rows[j, u] > 0]
-    n = len(pairs) + n_types
-    c = np.concatenate([np.zeros(len(pairs)), p.type_price])
-    rows_a, lo, hi = [], [], []
-    for j in range(n_jobs):  # feed every job
-        r = np.zeros(n)
-        for k, (jj, u) in enumerate(pairs):
-            if jj == j:
-                r[k] = p.rows[j, u]
-        rows_a.append(r), lo.append(p.demand[j]), hi.append(np.inf)
-    for t in range(n_types):  # units of a type pack into that type's nodes
-        r = np.zeros(n)
-        for k, (_, u) in enumerate(pairs):
-            if p.unit_type[u] == t:
-                r[k] = p.unit_frac[u]
-        r[len(pairs) + t] = -1.0
-        rows_a.append(r), lo.append(-np.inf), hi.append(0.0)
-    r = np.zeros(n)
-    r[len(pairs):] = 1.0
-    rows_a.append(r), lo.append(0.0), hi.append(p.max_nodes)
-    if p.budget is not None:
-        rows_a.append(c.copy()), lo.append(0.0), hi.append(p.budget)
-    res = milp(c, constraints=LinearConstraint(np.array(rows_a), lo, hi), integrality=np.ones(n),
-               bounds=Bounds(0, np.inf), options={"time_limit": time_limit_s})
-    if res.x is None:
+    found = solve_bound(table.problem, time_limit_s)
+    if found.counts is None:
         return None
-    counts = np.zeros((n_jobs, n_units), dtype=np.int64)
-    for k, (j, u) in enumerate(pairs):
-        counts[j, u] = int(round(res.x[k]))
-    assignment = assignment_of(cluster, nodes, table, counts)
-    info = {"solver": "HiGHS MILP (scipy.optimize.milp)", "status": res.message, "proven_optimal": res.status == 0,
+    assignment = assignment_of(cluster, nodes, table, found.counts)
+    info = {"solver": "HiGHS MILP (scipy.optimize.milp)", "status": found.status, "proven_optimal": found.proven_optimal,
             "node_config": "exhaustive grid on the cluster model", "oracle_s": round(time.monotonic() - started, 2)}
     return Plan("oracle", assignment, cluster.evaluate(assignment), info)
 

@@ -11,15 +11,18 @@ nodes or halves (two worker processes time-sharing the node's CPUs).
 
 1. InTuneX plans on the cluster model of the jobs' real pipelines (calibrated on one CPU).
 2. **Round**: the plan runs (``ingestion.cluster.live``): each job's rows/s is measured where its
-   trainer reads, as fast as it goes (capacity) and at its demand (delivered). The round's
-   ``model_error`` is the mean over the plan's jobs of |predicted - measured| / measured capacity.
-3. The model is refitted to what was measured (``refit_and_replan``: each job's pipeline
-   re-levelled so the plan predicts its measured capacity) and InTuneX re-plans from the plan.
+   trainer reads, as fast as it goes (capacity, in three windows whose spread is reported as
+   ``capacity_spread``) and at its demand (delivered). The round's ``model_error`` is the mean over
+   the plan's jobs of |predicted - measured| / measured capacity.
+3. The model is refitted (:class:`Levels`): each job's pipeline is re-levelled to the
+   inverse-variance weighted mean of what every round that ran it on the same units measured,
+   each round weighted by its spread; InTuneX re-plans from the plan.
 4. The loop stops when the same plan ran in two rounds in a row (so the last round measured the
    prediction of the model refitted to that very plan) and the re-plan keeps it, or after
    ``max_rounds``.
-5. The baselines (``static``, ``cachew``: tf.data AUTOTUNE inside, as ``baselines.py`` defines
-   them) are planned on the refitted model and run on the same nodes, measured the same way.
+5. The baselines (``static`` and ``cachew`` unless named otherwise: tf.data AUTOTUNE inside, as
+   ``baselines.py`` defines them; any other baseline runs its assignment's configurations) are
+   planned on the refitted model and run on the same nodes, measured the same way.
 
 Throughput per dollar is the measured delivered rows/s (each job's at most its demand) x 3,600
 over the plan's modelled $/h. A job counts as fed when it is delivered >= ``FED_SHARE`` of its
@@ -38,14 +41,18 @@ from ingestion.cluster.instances import LOCAL_OF, by_name, local_type
 from ingestion.cluster.jobs import JobsFile
 from ingestion.cluster.live import JobReading, Nodes
 from ingestion.cluster.model import ClusterModel, from_jobs_file
+from ingestion.knobs import Config
 from optimizers.intunex.baselines import run_baselines
 from optimizers.intunex.cluster_agent import LinearPolicy
 from optimizers.intunex.node_agent import NodeTable
-from optimizers.intunex.planner import Plan, plan_intunex, refit_and_replan, slot_json
+from optimizers.intunex.planner import Plan, check_objective, plan_intunex, relevel, replan, slot_json
 
 FED_SHARE = 0.95
 MAX_ROUNDS = 4
+#: The baselines a live run measures unless ``--baselines`` names others (any of ``names.BASELINES`` runs live).
 LIVE_BASELINES = ("static", "cachew")
+#: Baselines whose nodes run tf.data AUTOTUNE itself live; the others run their assignment's configurations.
+AUTOTUNE_BASELINES = ("static", "cachew")
 #: Runs a plan and returns each job's readings; ``autotune`` runs tf.data AUTOTUNE's configuration.
 Runner = Callable[[Plan, bool], Mapping[str, JobReading]]
 
@@ -71,9 +78,12 @@ def measured(plan: Plan, readings: Mapping[str, JobReading]) -> dict[str, Any]:
                      "delivered_share": r.delivered_rows_per_s / demand,
                      "fed": r.delivered_rows_per_s >= FED_SHARE * demand, "planned_fed": plan.result.fed[job],
                      "capacity_rows_per_s": r.capacity_rows_per_s, "predicted_rows_per_s": predicted,
+                     "capacity_windows": list(r.capacity_windows), "capacity_spread": r.capacity_spread,
                      "model_error": error}
     usd = plan.result.usd_per_h
+    spreads = [j["capacity_spread"] for j in jobs.values() if j["capacity_spread"] is not None and j["model_error"] is not None]
     return {"label": "measured", "model_error": sum(errors) / len(errors) if errors else None,
+            "capacity_spread": sum(spreads) / len(spreads) if spreads else None,
             "all_fed": all(j["fed"] for j in jobs.values()),
             "planned_fed_delivered": all(j["fed"] for j in jobs.values() if j["planned_fed"]),
             "delivered_rows_per_s": delivered, "usd_per_h": usd,
@@ -82,19 +92,57 @@ def measured(plan: Plan, readings: Mapping[str, JobReading]) -> dict[str, Any]:
             "assignment": {job: {"nodes": [slot_json(s) for s in slots]} for job, slots in plan.assignment.items()}}
 
 
+#: The least relative spread a round's capacity is taken to have (a reading is never trusted more).
+SPREAD_FLOOR = 0.02
+
+
+class Levels:
+    """Per job, the level of its rows/s over the calibrated model (``base``), estimated from every
+    round that ran the job on the same units with the same configurations, each weighted by the
+    inverse variance of its capacity (its windows' spread over their count, at least
+    ``SPREAD_FLOOR``): a noisy round moves the estimate less than a steady one, and the refit is
+    no longer the last figure alone. A job whose units change starts a new estimate."""
+
+    def __init__(self, base: ClusterModel):
+        self.base = base
+        self.seen: dict[str, list[tuple[tuple, float, float]]] = {}
+
+    def add(self, plan: Plan, jobs: Mapping[str, Any]) -> dict[str, float]:
+        """Record a round's measured jobs; the combined level per job measured so far."""
+        modelled = self.base.evaluate(plan.assignment).supply
+        for job, j in jobs.items():
+            if not plan.assignment.get(job) or modelled.get(job, 0) <= 0 or j["capacity_rows_per_s"] <= 0:
+                continue
+            key = tuple(sorted((s.unit.label, tuple(sorted(s.config.items()))) for s in plan.assignment[job]))
+            ratio = j["capacity_rows_per_s"] / modelled[job]
+            windows = max(1, len(j.get("capacity_windows") or ()))
+            spread = max(j.get("capacity_spread") or 0.0, SPREAD_FLOOR)
+            history = [h for h in self.seen.get(job, []) if h[0] == key]
+            self.seen[job] = history + [(key, ratio, (spread * ratio) ** 2 / windows)]
+        return {job: sum(r / v for _, r, v in h) / sum(1 / v for _, _, v in h) for job, h in self.seen.items()}
+
+    def rounds(self) -> dict[str, int]:
+        """How many rounds each job's level combines."""
+        return {job: len(h) for job, h in self.seen.items()}
+
+
 def live_loop(cluster: ClusterModel, runner: Runner, policy: LinearPolicy, *, max_rounds: int = MAX_ROUNDS,
-              seed: int = 0, baselines: tuple[str, ...] = LIVE_BASELINES,
+              seed: int = 0, baselines: tuple[str, ...] = LIVE_BASELINES, objective: str = "throughput-per-usd",
               progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """Plan, run, refit and re-plan until the plan is stable; then run the baselines (module docstring)."""
-    plan = plan_intunex(cluster, NodeTable(cluster), policy, seed=seed)
+    base = cluster
+    plan = plan_intunex(cluster, NodeTable(cluster), policy, seed=seed, objective=objective)
     rounds: list[dict[str, Any]] = []
+    levels = Levels(base)
     previous, stable = None, False
     for k in range(max_rounds):
         progress(f"round {k + 1}: running the plan")
         rounds.append(measured(plan, runner(plan, False)))
-        capacity = {j: v["capacity_rows_per_s"] for j, v in rounds[-1]["jobs"].items() if plan.assignment.get(j)}
-        cluster, new = refit_and_replan(cluster, policy, plan, capacity, seed=seed)
-        rounds[-1]["refit"] = new.info.get("refit", {})
+        level = levels.add(plan, rounds[-1]["jobs"])
+        cluster = relevel(base, level)
+        new = replan(cluster, NodeTable(cluster), policy, plan, seed=seed, objective=objective)
+        rounds[-1]["refit"] = {j: 1.0 / v for j, v in level.items()}
+        rounds[-1]["refit_rounds"] = levels.rounds()
         key = plan_key(plan)
         rounds[-1]["replan_same"] = plan_key(new) == key
         stable = rounds[-1]["replan_same"] and previous == key
@@ -103,11 +151,14 @@ def live_loop(cluster: ClusterModel, runner: Runner, policy: LinearPolicy, *, ma
         previous, plan = key, new
     out = {field: rounds[-1][field] for field in ("label", "all_fed", "planned_fed_delivered", "throughput_per_usd",
                                                    "usd_per_h", "delivered_rows_per_s", "jobs", "assignment")}
-    out.update(rounds=rounds, stable=stable, baselines={})
+    out.update(rounds=rounds, stable=stable, objective=objective, baselines={})
     for name, other in run_baselines(cluster, NodeTable(cluster), baselines).items():
         progress(f"baseline {name}: running its plan")
-        out["baselines"][name] = {**measured(other, runner(other, True)), "info": {
-            **other.info, "live_config": "tf.data AUTOTUNE (the assignment's configs are the model's version of it)"}}
+        autotune = name in AUTOTUNE_BASELINES
+        live_config = ("tf.data AUTOTUNE (the assignment's configs are the model's version of it)" if autotune
+                       else "each unit's configuration in the assignment")
+        out["baselines"][name] = {**measured(other, runner(other, autotune)),
+                                  "info": {**other.info, "live_config": live_config}}
     return out
 
 
@@ -132,8 +183,25 @@ def local_cpus(nodes: int) -> list[list[int]]:
     return [[c] for c in cpus[:nodes]]
 
 
+def config_groups(plan: Plan) -> dict[str, list[tuple[str, Config, list[float]]]]:
+    """Per job, its units grouped by configuration: (group name, configuration, unit shares). Each
+    group runs as its own tf.data service, so every unit runs its own configuration; the job's
+    trainer reads from all of its groups at once."""
+    out: dict[str, list[tuple[str, Config, list[float]]]] = {}
+    for job, slots in plan.assignment.items():
+        groups: dict[tuple, list[float]] = {}
+        for slot in slots:
+            groups.setdefault(tuple(sorted(slot.config.items())), []).append(slot.unit.fraction)
+        out[job] = [(job if len(groups) == 1 else f"{job}#{i}", dict(key), fractions)
+                    for i, (key, fractions) in enumerate(groups.items())]
+    return out
+
+
 def node_runner(spec: JobsFile, nodes: Nodes, seconds: float) -> Runner:
-    """Runs plans on ``nodes`` with the jobs' real pipelines (``ingestion.cluster.live``)."""
+    """Runs plans on ``nodes`` with the jobs' real pipelines (``ingestion.cluster.live``): each group of
+    a job's units with one configuration is a tf.data service of its own (:func:`config_groups`); the
+    trainer paces each group at its share of the measured capacity of the job's demand, and a job's
+    readings are the sums over its groups."""
     from ingestion.cluster.live import place, run_on_nodes
     from ingestion.cluster.pipelines import real_pipeline
     from optimizers.baselines.autotune import autotune_config
@@ -142,15 +210,22 @@ def node_runner(spec: JobsFile, nodes: Nodes, seconds: float) -> Runner:
     demand = {job.name: job.demand_rows_per_s for job in spec.jobs}
 
     def run(plan: Plan, autotune: bool) -> Mapping[str, JobReading]:
-        datasets = {}
-        for job, slots in plan.assignment.items():
-            if slots:  # every worker of a job runs one graph: its largest unit's configuration
-                config = autotune_config(specs[job]) if autotune else max(slots, key=lambda s: s.unit.fraction).config
-                datasets[job] = specs[job].build(config).repeat()
-        placements = place({j: [s.unit.fraction for s in slots] for j, slots in plan.assignment.items()},
-                           nodes.count)
-        readings = run_on_nodes(datasets, placements, nodes, demand, seconds=seconds)
-        return {job: readings.get(job, JobReading(0.0, 0.0)) for job in demand}
+        datasets, shares, owner = {}, {}, {}
+        for job, groups in config_groups(plan).items():
+            if autotune and groups:  # tf.data AUTOTUNE on every unit: one graph, one service
+                groups = [(job, autotune_config(specs[job]), [f for g in groups for f in g[2]])]
+            for name, config, fractions in groups:
+                datasets[name] = specs[job].build(config).repeat()
+                shares[name], owner[name] = fractions, job
+        readings = run_on_nodes(datasets, place(shares, nodes.count), nodes, demand, seconds=seconds, owner=owner)
+        out = {job: JobReading(0.0, 0.0) for job in demand}
+        for name, r in readings.items():
+            before = out[owner[name]]
+            windows = r.capacity_windows if not before.capacity_windows else tuple(
+                a + b for a, b in zip(before.capacity_windows, r.capacity_windows))
+            out[owner[name]] = JobReading(before.capacity_rows_per_s + r.capacity_rows_per_s,
+                                          before.delivered_rows_per_s + r.delivered_rows_per_s, windows)
+        return out
 
     return run
 
@@ -165,16 +240,21 @@ def node_size(cpus: Sequence[Sequence[int]]) -> int:
 
 
 def run_live(spec: JobsFile, nodes: Nodes, *, seconds: float, max_rounds: int = MAX_ROUNDS, seed: int = 0,
-             base_dir: Any = None, progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+             base_dir: Any = None, objective: str = "throughput-per-usd", baselines: tuple[str, ...] = LIVE_BASELINES,
+             budget_usd_per_h: float | None = None,
+             progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """The live loop on ``nodes`` (local or node agents) for the jobs file; the result dict ``--json-out`` writes."""
     from optimizers.intunex.policies import cluster_policy
 
     started = time.monotonic()
     cpus = node_size(nodes.describe()["cpus"])
     cluster = local_cluster(spec, nodes.count, base_dir, cpus)
+    if budget_usd_per_h is not None:
+        cluster = replace(cluster, budget_usd_per_h=budget_usd_per_h)
+    check_objective(cluster, objective)
     unit = local_type(cpus)
     out = live_loop(cluster, node_runner(spec, nodes, seconds), cluster_policy(), max_rounds=max_rounds,
-                    seed=seed, progress=progress)
+                    seed=seed, objective=objective, baselines=baselines, progress=progress)
     out.update(nodes={**nodes.describe(), "instance_type": unit.name,
                       "stands_for": f"{unit.vcpus} of the {by_name(LOCAL_OF).vcpus} vCPUs of a {LOCAL_OF}",
                       "usd_per_h": unit.usd_per_hour, "price_label": "modelled"},

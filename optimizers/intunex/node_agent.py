@@ -27,7 +27,8 @@ import numpy as np
 from ingestion.cluster.model import ClusterModel, JobModel, Unit
 from ingestion.knobs import Config, KnobSpace
 from ingestion.node import Node
-from ingestion.simulator import PipelineModel, simulate
+from ingestion.measurement import Measurement
+from ingestion.simulator import PipelineModel, simulate as _simulate
 from optimizers.baselines.autotune_model import hill_climb
 from optimizers.intune.agent import MaskedDQN
 from optimizers.intune.env import ACTIONS, STOP, Masker, apply_action, check_layout, observe
@@ -48,6 +49,23 @@ class NodeChoice:
     rows_per_s: float
     source: str
     evaluations: int = 0
+
+
+#: Per tuning call: simulated results by (model, node, configuration); the agent's ranking and the
+#: polish visit the same configurations many times. Scoped to one :func:`tune_node` call, in which
+#: the model objects stay alive, so their ids identify them.
+_CACHE: dict[tuple, Measurement] | None = None
+
+
+def simulate(model: PipelineModel, config: Config, node: Node) -> Measurement:
+    """The simulator, memoised within one node-level tuning call."""
+    if _CACHE is None:
+        return _simulate(model, config, node)
+    key = (id(model), node.vcpus, node.ram_gib, tuple(sorted(config.items())))
+    hit = _CACHE.get(key)
+    if hit is None:
+        hit = _CACHE[key] = _simulate(model, config, node)
+    return hit
 
 
 def _score(model: PipelineModel, config: Config, node: Node, masker: Masker) -> float:
@@ -141,6 +159,15 @@ def agent_rollout(agent: MaskedDQN, model: PipelineModel, space: KnobSpace, node
 
 def tune_node(agent: MaskedDQN, model: PipelineModel, space: KnobSpace, node: Node) -> NodeChoice:
     """The node-level agent on one unit (see the module docstring)."""
+    global _CACHE
+    _CACHE = {}
+    try:
+        return _tune_node(agent, model, space, node)
+    finally:
+        _CACHE = None
+
+
+def _tune_node(agent: MaskedDQN, model: PipelineModel, space: KnobSpace, node: Node) -> NodeChoice:
     check_layout(space)
     masker = Masker(space, node, model, MEMORY_MARGIN)
     starts = [space.initial(), hill_climb(model, space, node)[0]]

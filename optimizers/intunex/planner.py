@@ -131,6 +131,22 @@ def plan_intunex(cluster: ClusterModel, nodes: NodeTable, policy: LinearPolicy, 
     return Plan("intunex" if node_method == "intunex" else f"intunex-{node_method}-nodes", assignment, result, info)
 
 
+def bound_report(cluster: ClusterModel, nodes: NodeTable, plan: Plan, objective: str = "throughput-per-usd",
+                 time_limit_s: float = 60.0) -> dict[str, Any]:
+    """The exact bound on the planner's own table (:mod:`optimizers.intunex.bound`) and the plan's
+    ``gap_to_bound``: 1 - its throughput per dollar over the bound's (with every job fed), or 1 - its
+    delivered rows over the bound's for ``max-throughput``; None when no assignment feeds every job."""
+    from optimizers.intunex.bound import solve_bound
+
+    table = planning_table(cluster, nodes, "intunex", objective)
+    found = solve_bound(table.problem, time_limit_s)
+    if found.metric == "delivered_rows_per_s":
+        gap = found.gap(plan.result.delivered)
+    else:
+        gap = found.gap(plan.result.throughput_per_usd) if plan.result.all_fed else None
+    return {"bound": found.to_json(), "gap_to_bound": None if gap is None else round(gap, 6)}
+
+
 def speed_band_check(cluster: ClusterModel, nodes: NodeTable, policy: LinearPolicy, plan: Plan,
                      bands: dict[str, dict[str, float]], seed: int = 0, tolerance: float = 0.05) -> dict[str, Any]:
     """Does ``plan`` hold across the family speed bands? Per band end (family -> factor), re-plan
@@ -183,6 +199,18 @@ def refit_levels(cluster: ClusterModel, plan: Plan, measured: dict[str, float]) 
             job = replace(job, pipeline=scale_level(job.pipeline, predicted / seen))
         jobs.append(job)
     return replace(cluster, jobs=jobs)
+
+
+def relevel(base: ClusterModel, levels: dict[str, float]) -> ClusterModel:
+    """``base`` with each job in ``levels`` running at that many times its modelled rows/s (every
+    time cost of its pipeline over the level, ``ingestion.calibrate.scale_level``)."""
+    from dataclasses import replace
+
+    from ingestion.calibrate import scale_level
+
+    jobs = [replace(j, pipeline=scale_level(j.pipeline, 1.0 / levels[j.name])) if levels.get(j.name, 0) > 0 else j
+            for j in base.jobs]
+    return replace(base, jobs=jobs)
 
 
 def refit_and_replan(cluster: ClusterModel, policy: LinearPolicy, plan: Plan, measured: dict[str, float],

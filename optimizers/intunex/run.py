@@ -4,7 +4,8 @@ The result dict is what ``--json-out`` writes: ``label`` (simulated), ``all_fed`
 ``throughput_per_usd`` (rows per dollar), ``usd_per_h``, ``assignment`` (per job: its nodes with
 ``instance_type``, ``share``, ``config``), ``baselines`` (per name, the same figures), ``tuning_s``
 (InTuneX's planning time: both agents, not the baselines), the instance table's version with
-its family speeds, and ``speed_band_robust``: whether the plan holds with every family's vCPU
+its family speeds, ``bound`` and ``gap_to_bound`` (the exact MILP on the planner's own table,
+:func:`optimizers.intunex.planner.bound_report`), and ``speed_band_robust``: whether the plan holds with every family's vCPU
 speed at the low and at the high end of its band (re-planned there, with the alternatives).
 """
 
@@ -20,7 +21,7 @@ from ingestion.cluster.jobs import JobsFile
 from ingestion.cluster.model import ClusterModel, from_jobs_file
 from optimizers.intunex.baselines import BASELINES, run_baselines
 from optimizers.intunex.node_agent import NodeTable
-from optimizers.intunex.planner import Plan, plan_intunex, speed_band_check
+from optimizers.intunex.planner import Plan, bound_report, plan_intunex, speed_band_check
 from optimizers.intunex.policies import cluster_policy
 
 
@@ -31,15 +32,17 @@ def plan_summary(plan: Plan) -> dict[str, Any]:
 
 
 def plan_result(cluster: ClusterModel, nodes: NodeTable, *, objective: str = "throughput-per-usd",
-                baselines: tuple[str, ...] = BASELINES, static_type: str | None = None, seed: int = 0) -> dict[str, Any]:
+                baselines: tuple[str, ...] = BASELINES, static_type: str | None = None, seed: int = 0,
+                bands: bool = True) -> dict[str, Any]:
     started = time.monotonic()
     plan = plan_intunex(cluster, nodes, cluster_policy(), objective=objective, seed=seed)
     tuning_s = time.monotonic() - started
     result = plan.to_json()
+    result.update(bound_report(cluster, nodes, plan, objective))
     others = run_baselines(cluster, nodes, baselines, static_type)
-    bands = {end: band_speeds(end) for end in ("low", "high")}
+    ends = {end: band_speeds(end) for end in ("low", "high")}
     result.update(
-        speed_band_robust=speed_band_check(cluster, nodes, cluster_policy(), plan, bands, seed=seed),
+        speed_band_robust=speed_band_check(cluster, nodes, cluster_policy(), plan, ends, seed=seed) if bands else None,
         tuning_s=round(tuning_s, 2),
         objective=objective,
         budget_usd_per_h=cluster.budget_usd_per_h,
@@ -59,6 +62,29 @@ def plan_cluster(spec: JobsFile, types: list[InstanceType], *, objective: str = 
     cluster = from_jobs_file(spec, types, base_dir=base_dir, budget_usd_per_h=budget_usd_per_h)
     return plan_result(cluster, NodeTable(cluster), objective=objective, baselines=baselines,
                        static_type=static_type, seed=seed)
+
+
+def what_if(spec: JobsFile, types: list[InstanceType], plot: Path, *, baselines: tuple[str, ...] = BASELINES,
+            static_type: str | None = None, seed: int = 0, title: str = "what-if",
+            base_dir: Path | None = None) -> dict[str, Any]:
+    """Plan a cluster that does not exist yet (simulated): the plan with every baseline and the exact
+    bound, then the most rows InTuneX and the bound deliver at budgets around the plan's cost,
+    drawn as throughput per dollar against budget (``plot``, a PNG). The speed bands are not re-planned."""
+    from dataclasses import asdict
+
+    from optimizers.intunex.whatif import budget_sweep
+    from optimizers.intunex.whatif_plot import render_budget_png
+
+    cluster = from_jobs_file(spec, types, base_dir=base_dir)
+    nodes = NodeTable(cluster)
+    result = plan_result(cluster, nodes, baselines=baselines, static_type=static_type, seed=seed, bands=False)
+    points = budget_sweep(cluster, nodes, cluster_policy(), result["usd_per_h"], seed=seed) if result["usd_per_h"] else []
+    rows = [{**asdict(p), "bound_throughput_per_usd": p.bound_throughput_per_usd} for p in points]
+    result["budget_front"] = rows
+    result["plot"] = str(render_budget_png(rows, result["baselines"], result, plot,
+                                           f"{title}: {len(cluster.jobs)} jobs, at most {cluster.max_nodes} nodes, "
+                                           f"{len(cluster.types)} types (simulated)"))
+    return result
 
 
 def tfvars_of(result: dict[str, Any]) -> dict[str, Any]:

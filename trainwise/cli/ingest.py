@@ -82,6 +82,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     register_cluster(isub)
     register_node_speed(isub)
+    from trainwise.cli.ingest_trainer_demand import register_trainer_demand
+
+    register_trainer_demand(isub)
 
 
 # ---------------------------------------------------------------------------------------

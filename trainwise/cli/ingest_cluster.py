@@ -38,7 +38,14 @@ def register_cluster(isub: argparse._SubParsersAction) -> None:
     c = isub.add_parser("cluster", help="plan nodes and per-node configurations for several jobs (InTuneX)",
                         description="Assign nodes (how many of which instance type) to each training job and "
                         "split each node's CPUs between its pipeline's stages, for the best throughput per dollar.")
-    c.add_argument("--jobs", type=Path, required=True, help="jobs file (YAML), e.g. configs/cluster-demo.yaml")
+    c.add_argument("--jobs", type=Path, default=None, help="jobs file (YAML), e.g. configs/cluster-demo.yaml "
+                   "(required unless --what-if names a synthetic cluster)")
+    c.add_argument("--what-if", default=None, metavar="nodes=N,jobs=J[,types=T,seed=S]",
+                   help="with --simulate: plan a cluster that does not exist (a seeded synthetic jobs file of J jobs on "
+                   "N nodes of T types, or --jobs FILE when given without KEY=N: --what-if jobs), compare with every "
+                   "baseline and the exact bound, and draw throughput per dollar against budget (--plot)")
+    c.add_argument("--plot", type=Path, default=None, metavar="PNG",
+                   help="with --what-if: where to draw the budget front (default what-if.png, or --json-out's name .png)")
     c.add_argument("--instance-types", default=None,
                    help="comma-separated types or patterns, e.g. 'c7g.*,c7i.2xlarge' (default: the jobs file's, "
                    "else a mixed set of c7i, c7g, m7i and r7i)")
@@ -56,9 +63,9 @@ def register_cluster(isub: argparse._SubParsersAction) -> None:
                    "(default 5050-5059, inside the ec2_nodes module's data_service_ports)")
     c.add_argument("--seconds", type=finite_float, default=5.0, help="measuring window per reading in live runs (default 5)")
     c.add_argument("--max-rounds", type=int, default=4, help="most measure-refit-replan rounds in live runs (default 4)")
-    c.add_argument("--baselines", default=",".join(BASELINES),
-                   help=f"comma-separated baselines to plan beside InTuneX (default: all of {', '.join(BASELINES)}; "
-                   "'none' for none)")
+    c.add_argument("--baselines", default=None,
+                   help=f"comma-separated baselines to plan beside InTuneX (default: all of {', '.join(BASELINES)} with "
+                   "--simulate, static and cachew live; 'none' for none)")
     c.add_argument("--static-type", default=None, help="instance type of the static and Cachew-style baselines")
     c.add_argument("--write-tfvars", type=Path, default=None, metavar="FILE",
                    help="write the plan's node counts and types as Terraform variables (.tfvars or .tfvars.json)")
@@ -124,7 +131,9 @@ def node_agent_handler(args: argparse.Namespace) -> None:
     server.run()
 
 
-def _baselines(text: str) -> tuple[str, ...]:
+def _baselines(text: str | None, default: tuple[str, ...] = BASELINES) -> tuple[str, ...]:
+    if text is None:
+        return default
     names = tuple(n.strip() for n in text.split(",") if n.strip() and n.strip() != "none")
     bad = [n for n in names if n not in BASELINES]
     if bad:
@@ -138,12 +147,17 @@ def cluster_handler(args: argparse.Namespace) -> dict[str, Any]:
 
     if args.budget_usd_per_h is not None and args.budget_usd_per_h <= 0:
         raise UserError(f"--budget-usd-per-h must be > 0, got {args.budget_usd_per_h}")
-    baselines = _baselines(args.baselines)
+    if args.what_if is not None:
+        return _what_if(args, _baselines(args.baselines))
+    if args.jobs is None:
+        raise UserError("--jobs FILE is required (or --simulate --what-if nodes=N,jobs=J)")
     spec = load_jobs(args.jobs)
     patterns = args.instance_types.split(",") if args.instance_types else spec.pool.instance_types
     types = select(patterns)
+    baselines = _baselines(args.baselines)  # checked before any trainer is measured
+    spec, measured = _measured_demands(spec)
     if args.local_nodes is not None or args.workers is not None:
-        return _live(args, spec)
+        return {**_live(args, spec), **measured}
     if not args.simulate:
         raise UserError("give --simulate (plan on the cluster model), --local-nodes N (run the plan on N local "
                         "tf.data service workers, measure and re-plan) or --workers HOST:PORT,... (the same on "
@@ -157,6 +171,58 @@ def cluster_handler(args: argparse.Namespace) -> dict[str, Any]:
         result["tfvars"] = tfvars_of(result)
         write_tfvars(args.write_tfvars, result["tfvars"])
     _print_summary(result)
+    return {**result, **measured}
+
+
+def _measured_demands(spec: Any) -> tuple[Any, dict[str, Any]]:
+    """Jobs with ``demand_rows_per_s: measure``: their trainers' measured demands (``ingestion.cluster.trainer``)."""
+    if not any(j.demand_rows_per_s == "measure" for j in spec.jobs):
+        return spec, {}
+    from ingestion.cluster.trainer import resolve_demands
+
+    spec, measured = resolve_demands(spec)
+    for job, d in measured.items():
+        print(f"  {job}: demand {d.demand_rows_per_s:,.0f} rows/s measured from trainer {d.trainer} "
+              f"(spread {d.spread:.1%}, margin {d.margin:.0%})", file=sys.stderr)
+    return spec, {"measured_demand": {job: d.to_json() for job, d in measured.items()}}
+
+
+def _what_if(args: argparse.Namespace, baselines: tuple[str, ...]) -> dict[str, Any]:
+    """``--simulate --what-if``: plan a synthetic cluster (or --jobs FILE), with baselines, bound and budget front."""
+    from ingestion.cluster.instances import select
+    from ingestion.cluster.jobs import load_jobs
+    from optimizers.intunex.run import what_if
+    from optimizers.intunex.whatif import parse_what_if, synthetic_spec
+
+    if not args.simulate or args.local_nodes is not None or args.workers is not None:
+        raise UserError("--what-if plans on the cluster model only: give it with --simulate (not --local-nodes or --workers)")
+    if args.objective != "throughput-per-usd" or args.budget_usd_per_h is not None or args.write_tfvars is not None:
+        raise UserError("--what-if sweeps the budget itself and plans throughput-per-usd; drop --objective, "
+                        "--budget-usd-per-h and --write-tfvars")
+    if "=" in args.what_if:
+        if args.jobs is not None:
+            raise UserError("--what-if nodes=N,jobs=J draws its own jobs; drop --jobs (or give --what-if jobs)")
+        nodes, jobs, types, seed = parse_what_if(args.what_if)
+        spec, title = synthetic_spec(nodes, jobs, types, seed), f"what-if seed {seed}"
+    elif args.what_if.strip() == "jobs" and args.jobs is not None:
+        spec, title = _measured_demands(load_jobs(args.jobs))[0], args.jobs.name
+        if len(spec.jobs) > spec.pool.max_nodes:
+            raise UserError(f"--what-if: more jobs ({len(spec.jobs)}) than nodes ({spec.pool.max_nodes}) in {args.jobs}")
+    else:
+        raise UserError(f"--what-if {args.what_if!r}: give nodes=N,jobs=J[,types=T,seed=S], or 'jobs' with --jobs FILE")
+    patterns = args.instance_types.split(",") if args.instance_types else spec.pool.instance_types
+    plot = args.plot or (args.json_out.with_suffix(".png") if args.json_out else Path("what-if.png"))
+    if plot.suffix.lower() != ".png":
+        raise UserError(f"--plot must name a .png file, got {plot}")
+    result = what_if(spec, select(patterns), plot, baselines=baselines, static_type=args.static_type, seed=args.seed,
+                     title=title, base_dir=args.jobs.parent if args.jobs else None)
+    result["what_if"] = args.what_if
+    _print_summary(result)
+    for p in result["budget_front"]:
+        bound = p["bound_throughput_per_usd"]
+        print(f"  budget ${p['budget_usd_per_h']:.2f}/h: InTuneX {p['plan_throughput_per_usd']:,.0f} rows per $ "
+              f"(all fed: {p['plan_all_fed']}), bound {f'{bound:,.0f}' if bound else 'none'}", file=sys.stderr)
+    print(f"  budget front drawn to {result['plot']}", file=sys.stderr)
     return result
 
 
@@ -191,15 +257,22 @@ def _live(args: argparse.Namespace, spec: Any) -> dict[str, Any]:
     flag = "--local-nodes" if args.local_nodes is not None else "--workers"
     if args.simulate:
         raise UserError(f"{flag} runs the plan live; it does not go with --simulate (choose one)")
-    for option, value in (("--instance-types", args.instance_types), ("--write-tfvars", args.write_tfvars),
-                          ("--budget-usd-per-h", args.budget_usd_per_h), ("--static-type", args.static_type)):
+    for option, value, why in (
+            ("--instance-types", args.instance_types, "live nodes are the given nodes, priced modelled by their CPUs"),
+            ("--write-tfvars", args.write_tfvars, "live nodes already exist"),
+            ("--static-type", args.static_type, "the static baseline runs on the live nodes' own type")):
         if value is not None:
-            raise UserError(f"{option} does not apply to {flag} (live nodes are priced modelled by their CPUs)")
+            raise UserError(f"{option} does not apply to {flag} ({why})")
+    if args.objective == "max-throughput" and args.budget_usd_per_h is None:
+        raise UserError(f"--objective max-throughput needs --budget-usd-per-h with {flag} (the live nodes' modelled $/h)")
     if args.seconds <= 0 or args.max_rounds < 1:
         raise UserError(f"--seconds must be > 0 and --max-rounds >= 1, got {args.seconds:g} and {args.max_rounds}")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: no per-dispatcher config dumps
+    from optimizers.intunex.live import LIVE_BASELINES
+
     result = run_live(spec, _nodes(args), seconds=args.seconds, max_rounds=args.max_rounds, seed=args.seed,
-                      base_dir=args.jobs.parent, progress=_progress)
+                      base_dir=args.jobs.parent, objective=args.objective, budget_usd_per_h=args.budget_usd_per_h,
+                      baselines=_baselines(args.baselines, LIVE_BASELINES), progress=_progress)
     result["jobs_file"] = str(args.jobs)
     _print_live(result)
     return result
@@ -226,6 +299,10 @@ def _print_live(result: dict[str, Any]) -> None:
 def _print_summary(result: dict[str, Any]) -> None:
     print(f"InTuneX ({result['label']}): {result['throughput_per_usd']:,.0f} rows per $, ${result['usd_per_h']:.3f}/h, "
           f"all fed: {result['all_fed']}, planned in {result['tuning_s']:.1f} s", file=sys.stderr)
+    if result.get("gap_to_bound") is not None:
+        bound = result["bound"]
+        print(f"  gap to the exact bound (MILP on the same table, {'proven' if bound['proven_optimal'] else 'dual bound'}): "
+              f"{result['gap_to_bound']:.2%}", file=sys.stderr)
     for job, a in result["assignment"].items():
         kinds: dict[str, int] = {}
         for n in a["nodes"]:

@@ -132,7 +132,7 @@ def test_an_unreachable_agent_is_a_user_error_naming_it() -> None:
     (["--workers", "a:1", "--dispatcher-ports", "9-1"], "--dispatcher-ports must be A-B"),
     (["--workers", "a:1", "--local-nodes", "1"], "give one"),
     (["--workers", "a:1", "--simulate"], "does not go with --simulate"),
-    (["--workers", "a:1", "--budget-usd-per-h", "1"], "--budget-usd-per-h does not apply to --workers"),
+    (["--workers", "a:1", "--static-type", "c7i.large"], "--static-type does not apply to --workers"),
 ])
 def test_cli_workers_bad_input_is_one_line_and_no_json(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                        extra: list[str], message: str) -> None:

@@ -103,6 +103,9 @@ def test_local_node_counts_outside_the_cpus_are_user_errors() -> None:
     (["--local-nodes", "0"], "--local-nodes must be between 1 and"),
     (["--local-nodes", "1", "--simulate"], "does not go with --simulate"),
     (["--local-nodes", "1", "--instance-types", "c7g.*"], "--instance-types does not apply"),
+    (["--local-nodes", "1", "--static-type", "c7i.large"], "--static-type does not apply"),
+    (["--local-nodes", "1", "--objective", "max-throughput"], "max-throughput needs --budget-usd-per-h"),
+    (["--local-nodes", "1", "--baselines", "fastest"], "--baselines: unknown"),
     ([], "give --simulate"),
 ])
 def test_cli_live_bad_input_is_one_line_and_no_json(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -125,3 +128,59 @@ def test_cli_live_refuses_simulated_pipelines_before_starting_anything(tmp_path:
     jobs.write_text("jobs:\n  - {name: a, demand_rows_per_s: 1000, pipeline: parse-bound}\n")
     assert main(["ingest", "cluster", "--jobs", str(jobs), "--local-nodes", "1"]) == 2
     assert "pipeline 'parse-bound' is simulated only" in capsys.readouterr().err
+
+
+def test_the_loop_honours_the_objective_and_the_named_baselines() -> None:
+    half = _half_node_rows(_local((1.0, 1.0)))
+    cluster = _local((0.3 * half, 0.3 * half))
+    machine = FakeMachine(cluster, {"j0": 1.0, "j1": 1.0})
+    out = live_loop(cluster, machine, cluster_policy(), max_rounds=2, objective="least-cost",
+                    baselines=("static", "intune-fixed", "greedy"))
+    assert out["objective"] == "least-cost" and set(out["baselines"]) == {"static", "intune-fixed", "greedy"}
+    # static runs tf.data AUTOTUNE live; the others run the configurations their assignments give each unit
+    assert [r for r in machine.runs if r[0] != "intunex"] == [("static", True), ("intune-fixed", False), ("greedy", False)]
+    assert "each unit's configuration" in out["baselines"]["greedy"]["info"]["live_config"]
+    unfeedable = _local((5 * half, 5 * half))
+    with pytest.raises(UserError, match="cannot feed every job"):
+        live_loop(unfeedable, FakeMachine(unfeedable, {"j0": 1.0, "j1": 1.0}), cluster_policy(), objective="least-cost")
+
+
+def test_each_configuration_of_a_job_runs_as_its_own_service_paced_by_capacity() -> None:
+    from ingestion.cluster.live import paces
+    from ingestion.cluster.model import NodeSlot, Unit
+    from optimizers.intunex.live import config_groups
+
+    whole, half = Unit(NODE), Unit(NODE, 0.5)
+    plan = Plan("p", {"a": [NodeSlot(whole, {"x": 2}), NodeSlot(half, {"x": 1}), NodeSlot(half, {"x": 1})],
+                      "b": [NodeSlot(half, {"x": 1})]}, _local((1.0, 1.0)).evaluate({}))
+    groups = config_groups(plan)
+    assert groups["a"] == [("a#0", {"x": 2}, [1.0]), ("a#1", {"x": 1}, [0.5, 0.5])]
+    assert groups["b"] == [("b", {"x": 1}, [0.5])]
+    owner = {"a#0": "a", "a#1": "a", "b": "b"}
+    got = paces({"a#0": 300.0, "a#1": 100.0, "b": 0.0}, {"a": 200.0, "b": 50.0}, owner)
+    assert got == pytest.approx({"a#0": 150.0, "a#1": 50.0, "b": 50.0})
+
+
+def test_the_refit_weighs_rounds_by_their_spread_instead_of_taking_the_last() -> None:
+    from optimizers.intunex.live import Levels
+    from optimizers.intunex.node_agent import NodeTable
+    from optimizers.intunex.planner import plan_intunex
+
+    half = _half_node_rows(_local((1.0, 1.0)))
+    base = _local((0.3 * half, 0.3 * half))
+    plan = plan_intunex(base, NodeTable(base), cluster_policy())
+    modelled = base.evaluate(plan.assignment).supply
+
+    def jobs(ratio: float, windows: tuple[float, ...]) -> dict:
+        return {j: {"capacity_rows_per_s": ratio * modelled[j], "capacity_windows": [w * modelled[j] for w in windows],
+                    "capacity_spread": JobReading(0, 0, windows).capacity_spread} for j in modelled}
+
+    levels = Levels(base)
+    steady = levels.add(plan, jobs(0.8, (0.79, 0.80, 0.81)))  # spread about 1%: floored at 2%
+    assert steady["j0"] == pytest.approx(0.8)
+    noisy = levels.add(plan, jobs(1.1, (0.8, 1.1, 1.4)))  # spread 27%: weighs (0.02/0.27)^2 of the steady round
+    assert 0.8 < noisy["j0"] < 0.81 and levels.rounds() == {"j0": 2, "j1": 2}
+    again = levels.add(plan, jobs(1.0, (0.99, 1.0, 1.01)))
+    spread = JobReading(0, 0, (0.8, 1.1, 1.4)).capacity_spread
+    weights = [1 / (0.02 * 0.8) ** 2, 1 / (spread * 1.1) ** 2, 1 / (0.02 * 1.0) ** 2]  # inverse variances
+    assert again["j0"] == pytest.approx((0.8 * weights[0] + 1.1 * weights[1] + 1.0 * weights[2]) / sum(weights))
