@@ -271,7 +271,7 @@ def _phase_rows(trained: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def _shape(c: Any) -> dict[str, Any]:
+def _shape(c: Any) -> dict[str, int | None]:
     if not isinstance(c, dict):
         return {}
     s = c.get("shape", c)

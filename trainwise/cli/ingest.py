@@ -165,7 +165,7 @@ def tune_handler(args: argparse.Namespace) -> dict[str, Any]:
                   on_bad_row=args.on_bad_row)
     print(f"{args.optimizer}: {result['rows_per_s']:,.0f} rows/s (measured), peak RSS {result['peak_rss_mb']:,.0f} MB, "
           f"found in {result['tuning_s']:.0f} s: {result['config']}", file=sys.stderr)
-    _print_race(result["search"].get("race"))
+    _print_race((result.get("search") or {}).get("race"))
     _print_versus(result.get("vs_autotune"))
     return result
 
