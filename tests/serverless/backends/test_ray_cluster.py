@@ -72,13 +72,14 @@ def test_without_shipping_the_module_the_nodes_cannot_import_it(
     """The control: the same cluster, with the backend shipping only the project's packages."""
     from serverless.backends import ray_backend
     from serverless.envs import inspect_env
+    from serverless.network import NetworkSpec
     from serverless.ppo import PPOConfig, PPOLearner
     from serverless.rollout_batch import rollout_events
 
     module, env_id = _user_env(tmp_path, monkeypatch)
     monkeypatch.setattr(ray_backend, "env_modules_of", lambda events: ())
     try:
-        learner = PPOLearner(inspect_env(env_id, hidden=(8,)), PPOConfig(hidden=(8,)), seed=0)
+        learner = PPOLearner(inspect_env(env_id, hidden=(8,)), PPOConfig(network=NetworkSpec((8,))), seed=0)
         events = rollout_events(env_id, 0, 0, learner, RunConfig(actors=2, memory_mb=1769, batch=16))
         backend = ray_backend.RayBackend()
         try:
