@@ -8,7 +8,7 @@
 # pins torch's CPU build (torch==2.13.0+cpu): pip takes it from PyTorch's CPU index, or from a
 # wheel directory pip is configured with; where neither is set up, give the index:
 #   make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
-# README.md "Install" says why pip-tools and not uv, and what each platform gets.
+# docs/install.md says why pip-tools and not uv, and what each platform gets.
 PYTHON ?= python3.11
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -35,7 +35,7 @@ $(STAMP): pyproject.toml $(LOCK)
 
 # The lock: every extra, resolved by pip's own resolver for this platform (Linux x86_64,
 # Python 3.11); no hashes, since the CPU build of torch is one file on PyTorch's index and
-# another in a local wheel directory (README.md "Install").
+# another in a local wheel directory (docs/install.md).
 lock: $(STAMP)
 	CUSTOM_COMPILE_COMMAND="make lock" $(PY) -m piptools compile --quiet --all-extras --strip-extras \
 	  --no-emit-index-url --no-emit-find-links --unsafe-package trainwise $(LOCK_PIP_ARGS) \
