@@ -1,5 +1,5 @@
 """A writer to kill: ``python -m tests.core.crash_writer KIND PATH`` writes generation 1 of a
-file of KIND (agent, profile, checkpoint, result) at PATH, then starts generation 2 and stops
+file of KIND (agent, profile, checkpoint, history) at PATH, then starts generation 2 and stops
 inside the atomic writer, after the new bytes are written and before they are renamed into
 place: it prints ``mid-write`` and sleeps until it is killed (at most 60 s, then exits 3).
 
@@ -69,9 +69,19 @@ def checkpoint(path: Path, gen: int) -> None:
                     learner_state={"w": torch.full((256, 256), float(gen))}, run_state={"iteration": gen})
 
 
+def history(path: Path, gen: int) -> None:
+    """A run's history record (PATH is the history folder), its seed the generation."""
+    from optimizers.seraph.history import History, JobKey, Phase, RunRecord
+
+    h = History(JobKey.of("CartPole-v1", {}, 150.0, {"gamma": 0.99}, 300_000), root=path)
+    h.record(RunRecord(key=h.key, seed=gen, arm="seraph", objective="cost", source="crash test",
+                       phases=(Phase(2, 1769, 4000, 2000),), reached=True, env_steps=1000, lambda_time_s=1.0,
+                       cost_usd=1e-4, wall_s=1.0, cost_label="modelled"))
+
+
 def main() -> None:
     kind, path = sys.argv[1], Path(sys.argv[2])
-    write = {"agent": agent, "profile": profile, "checkpoint": checkpoint}[kind]
+    write = {"agent": agent, "profile": profile, "checkpoint": checkpoint, "history": history}[kind]
     write(path, 1)
     _stop_mid_write()
     write(path, 2)

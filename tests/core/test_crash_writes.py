@@ -1,4 +1,5 @@
-"""Kill -9 a writer in the middle of a write: the agent file, a profile and a checkpoint each
+"""Kill -9 a writer in the middle of a write: the agent file, a profile, a checkpoint and a run's
+history record each
 read back whole (the previous generation), the next run reads and writes them as usual, and the
 dead writer's temporary file never shadows the real one."""
 
@@ -8,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -87,3 +89,19 @@ def test_a_checkpoint_survives_a_kill_mid_write(tmp_path: Path, half: bool) -> N
     meta, arrays = read_checkpoint(folder)
     assert meta["run_state"] == {"iteration": 1}
     assert float(arrays["t0"][0, 0]) == 1.0
+
+
+@pytest.mark.parametrize("half", [False, True], ids=["before-rename", "half-written"])
+def test_a_history_record_survives_a_kill_mid_write(tmp_path: Path, half: bool,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A run killed while recording leaves the job's earlier records whole, no half record the
+    next run would have to skip, and the next run records as usual."""
+    from optimizers.seraph.history import History, JobKey
+
+    folder = tmp_path / "history"
+    _kill_mid_write("history", folder, half)
+    assert _leftovers(folder)
+    h = History(JobKey.of("CartPole-v1", {}, 150.0, {"gamma": 0.99}, 300_000), root=folder)
+    assert [r.seed for r in h.runs()] == [1] and capsys.readouterr().err == ""
+    h.record(replace(h.runs()[0], seed=3))
+    assert sorted(r.seed for r in h.runs()) == [1, 3]
