@@ -152,9 +152,16 @@ class History:
         self.key = key
         self.root = root if root is not None else paths.cache_dir(KIND)
         self.skipped: list[str] = []  # files that could not be used, with the reason
+        self._runs: list[RunRecord] | None = None  # read once; a record of this history reads again
 
     def runs(self) -> list[RunRecord]:
-        """The job's runs, oldest first; unusable files are named on stderr and skipped."""
+        """The job's runs, oldest first; unusable files are named on stderr (once) and skipped.
+        Read once per object: the run's decision and its race see the same evidence."""
+        if self._runs is None:
+            self._runs = self._load()
+        return list(self._runs)
+
+    def _load(self) -> list[RunRecord]:
         state.pull_prefix(KIND, f"{self.key.id}--", self.root)
         records = []
         for path in sorted(self.root.glob(f"{self.key.id}--*.json")):
@@ -192,4 +199,5 @@ class History:
         path = self.root / f"{self.key.id}--{stamp}-s{run.seed}-{secrets.token_hex(4)}.json"
         write_json(path, run.to_dict(), with_environment=False)
         state.push_new(path, KIND)
+        self._runs = None
         return path

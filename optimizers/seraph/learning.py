@@ -125,12 +125,8 @@ def _arm_run(job: SeraphJob, choice: ArmChoice, history: History, source: str, p
     res = train(_arm_spec(job, arm, learner.machine if learner.changed else None), backend=backend_obj,
                 controller=guard, progress=progress)
     wall = time.perf_counter() - t0
-    record = RunRecord(
-        key=history.key, seed=job.request.seed, arm=arm.name, objective=job.request.objective, source=source,
-        phases=_phases(arm.phase(), res.config_changes), reached=res.reached, env_steps=res.env_steps,
-        lambda_time_s=res.lambda_time_s, cost_usd=res.cost_usd, wall_s=wall, cost_label=res.ledger.label,
-        curve=curve_of(res.curve),
-    )
+    record = trained_record(history.key, job.request.seed, arm.name, job.request.objective, source, arm.phase(),
+                            res, wall)
     achieved = {
         "reached": res.reached, "env_steps": res.env_steps, "wall_s": wall, "wall_s_label": "measured",
         "lambda_time_s": res.lambda_time_s, "lambda_time_label": res.lambda_time_label, "cost_usd": res.cost_usd,
@@ -181,6 +177,16 @@ def _arm_spec(job: SeraphJob, arm: Any, learner: Any = None) -> Any:
     )
 
 
+def trained_record(key: JobKey, seed: int, arm: str, objective: str, source: str, first: Phase, res: Any,
+                   wall_s: float) -> RunRecord:
+    """The history record of a trainer run (a TrainResult) that started at ``first``."""
+    return RunRecord(
+        key=key, seed=seed, arm=arm, objective=objective, source=source, phases=_phases(first, res.config_changes),
+        reached=res.reached, env_steps=res.env_steps, lambda_time_s=res.lambda_time_s, cost_usd=res.cost_usd,
+        wall_s=wall_s, cost_label=res.ledger.label, curve=curve_of(res.curve),
+    )
+
+
 def record_training(spec: Any, res: Any, source: str, objective: str = "cost") -> Path:
     """Record an ``rl train`` run (a fixed configuration) in its job's history: the arm
     ``baseline`` when it ran the static default, else ``fixed``."""
@@ -188,16 +194,8 @@ def record_training(spec: Any, res: Any, source: str, objective: str = "cost") -
     from optimizers.seraph.baseline import STATIC_DEFAULT_CONFIG
 
     run = spec.run
-    steps_per_env = int(spec.ppo.steps_per_env or 0) or run.batch // run.actors
-    first = Phase(run.actors, run.memory_mb, run.batch, steps_per_env)
-    static = STATIC_DEFAULT_CONFIG
-    arm = BASELINE if (first.actors, first.memory_mb, first.batch, first.steps_per_env) == (
-        static.actors, static.memory_mb, static.batch, static.steps_per_env) else "fixed"
-    ppo = {**spec.ppo.to_dict(), "steps_per_env": 0}
-    history = History(JobKey.of(spec.env_id, dict(spec.env_kwargs), spec.target_reward, ppo, spec.max_steps))
-    return history.record(RunRecord(
-        key=history.key, seed=spec.seed, arm=arm, objective=objective, source=source,
-        phases=_phases(first, res.config_changes), reached=res.reached, env_steps=res.env_steps,
-        lambda_time_s=res.lambda_time_s, cost_usd=res.cost_usd, wall_s=res.wall_s, cost_label=res.ledger.label,
-        curve=curve_of(res.curve),
-    ))
+    first = Phase(run.actors, run.memory_mb, run.batch, int(spec.ppo.steps_per_env or 0) or run.batch // run.actors)
+    arm = BASELINE if first == baseline_arm(STATIC_DEFAULT_CONFIG).phase() else "fixed"
+    history = History(JobKey.of(spec.env_id, dict(spec.env_kwargs), spec.target_reward,
+                                {**spec.ppo.to_dict(), "steps_per_env": 0}, spec.max_steps))
+    return history.record(trained_record(history.key, spec.seed, arm, objective, source, first, res, res.wall_s))

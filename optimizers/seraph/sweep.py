@@ -30,6 +30,7 @@ from optimizers.seraph.learning import decide, history_of, run_job
 from optimizers.seraph.request import SeraphRequest
 from optimizers.seraph.seeds import parse_seeds  # noqa: F401  (the sweep's seed list, re-exported)
 
+
 @dataclass(frozen=True)
 class SeedRun:
     """One seed's run of the sweep."""
@@ -81,10 +82,12 @@ class _Sweep:
         self.request, self.settings, self.on_done = request, settings, on_done
         self.lock = threading.Lock()
         self.pending: dict[int, str] = {}
+        self.job = ""  # the job's description, from the first seed's history key
 
     def run_seed(self, seed: int) -> SeedRun:
         job = SeraphJob.of(request_for_seed(self.request, seed))
         history = history_of(job)
+        self.job = self.job or history.key.describe()
         with self.lock:
             choice = decide(job, history, self.settings, pending=self.pending.values())
             self.pending[seed] = choice.name
@@ -130,8 +133,6 @@ def sweep(request: SeraphRequest, seeds: tuple[int, ...], *, concurrency: int = 
                 runs = list(pool.map(state.run_seed, seeds))
     finally:
         bar.close()
-    job = SeraphJob.of(request_for_seed(request, seeds[0]))
     from optimizers.seraph.accounting import figures_label
 
-    return SweepResult(history_of(job).key.describe(), figures_label(request.backend), tuple(runs),
-                       time.perf_counter() - t0, concurrency)
+    return SweepResult(state.job, figures_label(request.backend), tuple(runs), time.perf_counter() - t0, concurrency)
