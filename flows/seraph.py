@@ -42,7 +42,7 @@ def _profile(job: SeraphJob, out: Path, ttl_hours: float, refresh: bool) -> Pilo
     pilot = PilotOutcome.from_dict(outcome)
     if not hit:
         return pilot
-    if serves(pilot.profile, job.pilot.memory_sweep, job.pilot.cost_stop_mb):
+    if serves(pilot.profile, job.pilot, job.workload):
         return pilot.as_reused()
     outcome, _ = call_cached(profile_rl_workload, what=what, ttl_hours=ttl_hours, refresh=True, **kwargs)
     return PilotOutcome.from_dict(outcome)

@@ -20,7 +20,8 @@ from optimizers.seraph.defaults import DEFAULT_STEPS_PER_ENV
 from optimizers.seraph.layout import LayoutChoice, choose_layout, fixed_layout
 from optimizers.seraph.models import Prices
 from optimizers.seraph.objectives import Objective
-from optimizers.seraph.pilot import Workload, batches_for, pilot_batch, workload_for
+from optimizers.seraph.pilot import (COST_PILOT_TOP_ACTORS, PILOT_ACTORS, PilotPlan, Workload, batches_for, pilot_batch,
+                                     workload_for)
 from optimizers.seraph.reference_points import Reference, reference_for
 from optimizers.seraph.request import SeraphRequest
 from optimizers.seraph.search import Constraints
@@ -29,17 +30,6 @@ from optimizers.seraph.space import DEFAULT_ACTOR_COUNTS, DEFAULT_MEMORY_SWEEP, 
 if TYPE_CHECKING:
     from serverless.backends.faults import FaultSpec
     from optimizers.seraph.workload_profile import Profile
-
-
-@dataclass(frozen=True)
-class PilotPlan:
-    """What the pilot measures: the memory sizes probed (the baseline's included), the
-    fewest functions it visits, and the memory size at which the cost objective may stop
-    the probe (None: the probe runs the whole sweep)."""
-
-    memory_sweep: tuple[int, ...]
-    min_actors: int
-    cost_stop_mb: int | None
 
 
 @dataclass(frozen=True)
@@ -130,13 +120,15 @@ def workload_of(request: SeraphRequest, layout: LayoutChoice) -> Workload:
 def pilot_plan_of(request: SeraphRequest, layout: LayoutChoice) -> PilotPlan:
     """The baseline's memory size is probed; at the baseline's layout the pilot starts as
     the baseline runs and does not go below its count; the cost objective without a
-    deadline may stop the memory probe at one vCPU."""
+    deadline may stop the memory probe at one vCPU and starts at most
+    :data:`~optimizers.seraph.pilot.COST_PILOT_TOP_ACTORS` cold functions."""
     base = request.baseline_config
     cost_only = request.objective == "cost" and request.deadline_s is None
     return PilotPlan(
         memory_sweep=tuple(sorted({*DEFAULT_MEMORY_SWEEP, base.memory_mb})),
         min_actors=base.actors if layout.at_baseline else 1,
         cost_stop_mb=base.memory_mb if cost_only else None,
+        top_actors=COST_PILOT_TOP_ACTORS if cost_only else PILOT_ACTORS[0],
     )
 
 

@@ -2,9 +2,11 @@
 
 * The **memory probe** (``memory_probe.py``) invokes one cold rollout function per
   memory size of the sweep, all at once: each size's warm rollout speed and its
-  cold-start time, for about one cold start of time. On the modelled clock it runs
-  beside the pilot (they do not depend on each other), so it adds only the part of its
-  span that outlasts the pilot's.
+  cold-start time, for about one cold start of time. For the speed and balanced
+  objectives it runs beside the pilot on the modelled clock (they do not depend on each
+  other), so it adds only the part of its span that outlasts the pilot's; for the cost
+  objective it follows the pilot, which says whether the rollouts keep one CPU busy (then
+  one vCPU is the cheapest size and nothing more is probed).
 * The **pilot** is ordinary training whose run shape a :class:`SweepController` changes
   every iteration along a fixed schedule at one vCPU (1,769 MB) and one batch
   (:func:`pilot_batch`), so a single run measures the concurrency scaling (16 down to 1
@@ -72,6 +74,13 @@ def batches_for(workload: "Workload") -> tuple[int, ...]:
 
 
 PILOT_ACTORS = (16, 16, 8, 8, 4, 2, 1, 1)
+#: The most functions a cost-objective pilot starts (:class:`PilotPlan`). Every function the
+#: pilot's first iteration starts is a cold start, and Lambda bills INIT: on CartPole at
+#: 1,769 MB the first iteration's eight cold functions were most of a fresh profile's cost.
+#: Cost plans chose 1-4 functions in 150 of the 151 cost-objective runs recorded under
+#: ``benchmarks/results/`` (one Pendulum run chose 8), so a cost pilot measures up to 4 and the
+#: fit's ``log2(actors)`` term extrapolates above it.
+COST_PILOT_TOP_ACTORS = 4
 #: How often the pilot visits its first function count: cold, then warm (see :func:`pilot_schedule`).
 PILOT_VISITS_PER_COUNT = 2
 #: The fewest iterations the pilot runs: the performance model fits no fewer rows, and a
@@ -81,7 +90,24 @@ PILOT_MIN_ITERATIONS = 3
 PILOT_MIN_STEPS_PER_ACTOR = 32
 
 
-def pilot_schedule(batch: int, steps_per_env: int = 0, min_actors: int = 1) -> list[RunShape]:
+@dataclass(frozen=True)
+class PilotPlan:
+    """What the pilot measures: the memory sizes probed (the baseline's included), the
+    fewest and the most functions it visits, and the memory size at which the cost
+    objective may stop the probe (None: the probe runs the whole sweep)."""
+
+    memory_sweep: tuple[int, ...] = DEFAULT_MEMORY_SWEEP
+    min_actors: int = 1
+    cost_stop_mb: int | None = None
+    top_actors: int = PILOT_ACTORS[0]
+
+    def schedule(self, workload: "Workload") -> list[RunShape]:
+        """The shapes the pilot visits for ``workload`` (:func:`pilot_schedule`)."""
+        return pilot_schedule(pilot_batch(workload), workload.steps_per_env, self.min_actors, self.top_actors)
+
+
+def pilot_schedule(batch: int, steps_per_env: int = 0, min_actors: int = 1,
+                   top_actors: int = PILOT_ACTORS[0]) -> list[RunShape]:
     """The shapes the pilot visits, one per iteration, in order, all at 1,769 MB and ``batch``.
 
     Concurrency is swept downward from 16 functions (the first, cold, visit warms every
@@ -105,11 +131,13 @@ def pilot_schedule(batch: int, steps_per_env: int = 0, min_actors: int = 1) -> l
     The search then does not plan fewer functions than the pilot visited
     (:func:`optimizers.seraph.steps.search_space_for`). A schedule shorter than
     :data:`PILOT_MIN_ITERATIONS` repeats its first count.
+    ``top_actors`` caps the count from above (a cost-objective pilot starts at most
+    :data:`COST_PILOT_TOP_ACTORS` cold functions; ``min_actors`` wins where the two cross).
     The memory sizes are measured by the memory probe, the learner at other batches by
     :func:`time_learner_updates`, not here.
     """
     cap = max(1, batch // max(PILOT_MIN_STEPS_PER_ACTOR, steps_per_env))
-    counts = [min(max(a, min_actors), cap) for a in PILOT_ACTORS]
+    counts = [min(max(min(a, top_actors), min_actors), cap) for a in PILOT_ACTORS]
     first = counts[0]
     visits = {a: PILOT_VISITS_PER_COUNT if a == first else 1 for a in counts}
     kept = [a for i, a in enumerate(counts) if counts[:i].count(a) < visits[a]]
@@ -374,35 +402,42 @@ def _emulator(backend: Any) -> bool:
 def _probe_beside_pilot(
     workload: Workload, backend: Any, spec: Any, pilot: Any, memory_sweep: tuple[int, ...], cost_baseline_mb: int | None,
 ) -> ProbeOutcome:
-    """The memory probe, beside the pilot. For the cost objective (``cost_baseline_mb`` set)
-    it waits for the pilot's first iteration, whose rollouts say whether they keep one CPU
-    busy (:func:`~optimizers.seraph.memory_probe.cost_probe_sizes`): if so it probes at most
-    the baseline's size and runs beside the rest of the pilot; otherwise, and for the other
-    objectives, it probes the whole sweep beside the whole pilot."""
+    """The memory probe. For the speed and balanced objectives it probes the whole sweep
+    beside the whole pilot (on the modelled clock: they do not depend on each other). For the
+    cost objective (``cost_baseline_mb`` set) it follows the pilot, whose rollouts say whether
+    they keep one CPU busy (:func:`~optimizers.seraph.memory_probe.cost_probe_sizes`, on the
+    largest one call's share over the pilot's iterations,
+    :func:`~serverless.rollout_batch.best_handler_cpu_share`: a few-millisecond rollout that
+    shares a loaded host's cores with others reads low, and the pilot's last iterations run
+    one or two functions): if so it probes at most the baseline's size; otherwise the whole
+    sweep. Either way, after the pilot, the learner waits for its whole span."""
     sweep = sorted({*memory_sweep, BASE_MEMORY_MB})
-    first = pilot.iterations[0]
-    cut = None if cost_baseline_mb is None else cost_probe_sizes(first.rollout.get("handler_cpu_share"), sweep, cost_baseline_mb)
     hidden = tuple(spec.ppo.hidden)
-    t0 = time.perf_counter()
-    if cut is None:
-        probe = probe_memory_sizes(workload.env_id, sweep, backend, hidden=hidden, seed=spec.seed, architecture=workload.architecture,
-                                   env_kwargs=workload.env_kwargs)
+    if cost_baseline_mb is None:
+        t0 = time.perf_counter()
+        probe = probe_memory_sizes(workload.env_id, sweep, backend, hidden=hidden, seed=spec.seed,
+                                   architecture=workload.architecture, env_kwargs=workload.env_kwargs)
         return ProbeOutcome(probe, time.perf_counter() - t0, sweep, pilot.lambda_time_s)
-    if cut:
-        probe = probe_memory_sizes(workload.env_id, cut, backend, hidden=hidden, seed=spec.seed, architecture=workload.architecture,
-                                   env_kwargs=workload.env_kwargs)
+    shares = [(r.rollout or {}).get("handler_cpu_share_best") for r in pilot.iterations]
+    share = max((x for x in shares if x is not None), default=None)
+    cut = cost_probe_sizes(share, sweep, cost_baseline_mb)
+    t0 = time.perf_counter()
+    if cut is None or cut:
+        probe = probe_memory_sizes(workload.env_id, sweep if cut is None else cut, backend, hidden=hidden,
+                                   seed=spec.seed, architecture=workload.architecture, env_kwargs=workload.env_kwargs)
     else:
         from serverless.pricing import PriceTable
 
+        first = pilot.iterations[0]
         probe = no_probe([], "", learner_usd_per_s=PriceTable.load().vm_cost(1.0), modelled=first.lambda_s_label == "modelled")
-    share = first.rollout["handler_cpu_share"]
+    if cut is None:
+        return ProbeOutcome(probe, time.perf_counter() - t0, sweep, 0.0)
     probe["skipped_sizes"] = [m for m in sweep if m not in cut and m != BASE_MEMORY_MB]
     probe["skipped_reason"] = (
-        f"cost objective, rollouts CPU-bound on one thread (handler CPU {share:.0%} of its duration): "
+        f"cost objective, rollouts CPU-bound on one thread (handler CPU up to {share:.0%} of its duration): "
         f"one vCPU ({BASE_MEMORY_MB} MB, measured by the pilot) is the cheapest size"
     )
-    beside = max(0.0, pilot.lambda_time_s - float(first.iteration_lambda_s))  # decided after the first iteration
-    return ProbeOutcome(probe, time.perf_counter() - t0, sorted({BASE_MEMORY_MB, *cut}), beside, cut=True)
+    return ProbeOutcome(probe, time.perf_counter() - t0, sorted({BASE_MEMORY_MB, *cut}), 0.0, cut=True)
 
 
 def _learner_timing(workload: Workload, pilot: Any, seed: int) -> dict[str, Any]:
@@ -472,22 +507,21 @@ def run_pilot(
     backend_name: str,
     *,
     seed: int = 0,
-    memory_sweep: tuple[int, ...] = DEFAULT_MEMORY_SWEEP,
+    plan: PilotPlan = PilotPlan(),
     backend: Any = None,
     checkpoint_dir: Path | None = None,
     progress: bool = False,
-    min_actors: int = 1,
-    cost_baseline_mb: int | None = None,
     backend_options: dict[str, Any] | None = None,
 ) -> Profile:
     """Run the pilot, probe the memory sizes beside it, time the learner, and build a profile
-    from all three. ``min_actors``: the fewest functions the pilot visits
-    (:func:`pilot_schedule`). ``cost_baseline_mb``: for the cost objective, the baseline's
-    memory size, which lets the probe stop at it (:func:`_probe_beside_pilot`). Without a
-    ``backend``, one named ``backend_name`` is built with ``backend_options``."""
+    from all three. ``plan``: the sizes to probe, the functions the pilot visits
+    (:meth:`PilotPlan.schedule`) and, for the cost objective, the baseline's memory size at
+    which the probe may stop (:func:`_probe_beside_pilot`). Without a ``backend``, one named
+    ``backend_name`` is built with ``backend_options``."""
     from serverless.backends import make_backend
 
-    schedule = pilot_schedule(pilot_batch(workload), workload.steps_per_env, min_actors)
+    memory_sweep = plan.memory_sweep
+    schedule = plan.schedule(workload)
     spec = _pilot_spec(workload, backend_name, schedule, seed, checkpoint_dir)
     own_backend = backend is None
     if own_backend:
@@ -495,7 +529,7 @@ def run_pilot(
     prober = make_backend(backend_name, **(backend_options or {})) if _emulator(backend) else backend
     try:
         result = _train_pilot(workload, backend, spec, schedule, progress)
-        probed = _probe_beside_pilot(workload, prober, spec, result, memory_sweep, cost_baseline_mb)
+        probed = _probe_beside_pilot(workload, prober, spec, result, memory_sweep, plan.cost_stop_mb)
     finally:
         if prober is not backend:
             prober.close()
@@ -522,41 +556,42 @@ def profile_workload(
     *,
     reuse: bool = True,
     seed: int = 0,
-    memory_sweep: tuple[int, ...] = DEFAULT_MEMORY_SWEEP,
+    plan: PilotPlan = PilotPlan(),
     checkpoint_dir: Path | None = None,
     backend_obj: Any = None,
     progress: bool = False,
     cache_root: Path | None = None,
-    min_actors: int = 1,
-    cost_baseline_mb: int | None = None,
     backend_options: dict[str, Any] | None = None,
 ) -> PilotOutcome:
-    """The cached profile for this workload/backend/machine, or a fresh pilot's
-    (``min_actors``, ``cost_baseline_mb`` and ``backend_options``: see :func:`run_pilot`)."""
+    """The cached profile for this workload/backend/machine if it serves ``plan``
+    (:func:`serves`), or a fresh pilot's (``plan`` and ``backend_options``: see :func:`run_pilot`)."""
     t0 = time.perf_counter()
     if reuse:
         cached = load_profile(workload.key_dict(), backend, cache_root)
-        if cached is not None and serves(cached, memory_sweep, cost_baseline_mb):
+        if cached is not None and serves(cached, plan, workload):
             return PilotOutcome(cached, reused=True, wall_s=time.perf_counter() - t0)
     prof = run_pilot(
-        workload, backend, seed=seed, memory_sweep=memory_sweep, backend=backend_obj,
-        checkpoint_dir=checkpoint_dir, progress=progress, min_actors=min_actors, cost_baseline_mb=cost_baseline_mb,
-        backend_options=backend_options,
+        workload, backend, seed=seed, plan=plan, backend=backend_obj,
+        checkpoint_dir=checkpoint_dir, progress=progress, backend_options=backend_options,
     )
     save_profile(prof, cache_root)
     return PilotOutcome(prof, reused=False, checkpoint_dir=checkpoint_dir, wall_s=time.perf_counter() - t0)
 
 
-def serves(cached: Profile, memory_sweep: tuple[int, ...], cost_baseline_mb: int | None) -> bool:
-    """Whether a cached profile serves a request for ``memory_sweep``: made for that sweep,
-    and, if its probe stopped at one vCPU for the cost objective, asked for by a
-    cost-objective run whose baseline size it covers."""
+def serves(cached: Profile, plan: PilotPlan, workload: "Workload") -> bool:
+    """Whether a cached profile serves ``plan``: made for its memory sweep (if the probe
+    stopped at one vCPU for the cost objective, only a cost-objective plan whose baseline size
+    it covers), and its pilot visited as many functions as ``plan``'s would (a cost pilot's
+    narrower schedule does not serve a speed plan)."""
     requested = cached.pilot.requested_sweep or cached.memory_sweep
-    if list(requested) != list(memory_sweep):
+    if list(requested) != list(plan.memory_sweep):
         return False
-    if cached.memory_sweep == list(memory_sweep):
+    wanted_top = max(s.actors for s in plan.schedule(workload))
+    if cached.pilot.schedule and max(s.actors for s in cached.pilot.schedule) < wanted_top:
+        return False
+    if cached.memory_sweep == list(plan.memory_sweep):
         return True
-    return cost_baseline_mb is not None and cost_baseline_mb in cached.memory_sweep
+    return plan.cost_stop_mb is not None and plan.cost_stop_mb in cached.memory_sweep
 
 
 def workload_for(

@@ -75,9 +75,7 @@ def profile(
 
     return profile_workload(
         job.workload, job.request.backend, reuse=reuse, seed=job.request.seed, checkpoint_dir=checkpoint_dir,
-        backend_obj=backend_obj, progress=progress, memory_sweep=job.pilot.memory_sweep,
-        min_actors=job.pilot.min_actors, cost_baseline_mb=job.pilot.cost_stop_mb,
-        backend_options=job.request.backend_options,
+        backend_obj=backend_obj, progress=progress, plan=job.pilot, backend_options=job.request.backend_options,
     )
 
 

@@ -1,7 +1,7 @@
 """What an iteration's rollout summary says of its invocations."""
 
 from serverless.invocation import BillingRecord, Invocation, InvokeBatch
-from serverless.rollout_batch import handler_cpu_share, rollout_summary
+from serverless.rollout_batch import best_handler_cpu_share, handler_cpu_share, rollout_summary
 
 
 def _inv(cpu_ms: float | None, total_ms: float, error: str | None = None) -> Invocation:
@@ -18,8 +18,12 @@ def test_the_handlers_cpu_share_is_their_cpu_time_over_their_duration():
     batch = _batch(_inv(90.0, 100.0), _inv(50.0, 100.0))
     assert handler_cpu_share(batch) == 0.7
     assert rollout_summary(batch)["handler_cpu_share"] == 0.7
+    assert best_handler_cpu_share(batch) == 0.9  # the call that had a CPU to itself
+    assert rollout_summary(batch)["handler_cpu_share_best"] == 0.9
 
 
 def test_failed_calls_and_calls_without_timings_do_not_count():
     assert handler_cpu_share(_batch(_inv(95.0, 100.0), _inv(None, 0.0, error="boom"))) == 0.95
     assert handler_cpu_share(_batch(_inv(None, 0.0, error="boom"))) is None
+    assert best_handler_cpu_share(_batch(_inv(95.0, 100.0), _inv(100.0, 90.0, error="boom"))) == 0.95
+    assert best_handler_cpu_share(_batch(_inv(None, 0.0, error="boom"))) is None

@@ -132,9 +132,10 @@ def test_the_gradient_noise_is_probed_only_when_the_search_has_batches_to_choose
     assert noise_probe_every(workload_for("LunarLander-v3", None, steps_per_env=2000, batches=(4000,)), 2) == 0
 
 
-def _pilot_result(cpu_share: float) -> SimpleNamespace:
-    first = SimpleNamespace(rollout={"handler_cpu_share": cpu_share}, iteration_lambda_s=0.5, lambda_s_label="modelled")
-    return SimpleNamespace(iterations=[first, SimpleNamespace()], lambda_time_s=1.25)
+def _pilot_result(cpu_share: float, later_share: float | None = None) -> SimpleNamespace:
+    first = SimpleNamespace(rollout={"handler_cpu_share_best": cpu_share}, iteration_lambda_s=0.5, lambda_s_label="modelled")
+    later = SimpleNamespace(rollout={"handler_cpu_share_best": later_share}, iteration_lambda_s=0.75)
+    return SimpleNamespace(iterations=[first, later], lambda_time_s=1.25)
 
 
 class _NoCalls:
@@ -155,7 +156,7 @@ def test_the_cost_objective_stops_the_probe_at_one_vcpu_for_a_cpu_bound_rollout(
     assert out.cut and out.sizes == [BASE_MEMORY_MB]
     assert out.probe["rows"] == [] and out.probe["function_cost_usd"] == 0.0
     assert out.probe["skipped_sizes"] == [512, 3008] and "CPU-bound" in out.probe["skipped_reason"]
-    assert out.beside_s == pytest.approx(0.75)  # the rest of the pilot, after the first iteration decided it
+    assert out.beside_s == 0.0  # decided on the whole pilot: the learner waits for the probe, here nothing
 
 
 def test_a_rollout_that_waits_gets_the_whole_sweep_even_for_the_cost_objective() -> None:
@@ -168,19 +169,55 @@ def test_a_rollout_that_waits_gets_the_whole_sweep_even_for_the_cost_objective()
     out = _probe_beside_pilot(workload, backend, spec, _pilot_result(0.4), (512, 1769, 3008), cost_baseline_mb=1769)
     assert not out.cut and out.sizes == [512, 1769, 3008]
     assert {m for m, _ in backend.calls} == {512, 1769, 3008}
-    assert out.beside_s == pytest.approx(1.25)  # started with the pilot
+    assert out.beside_s == 0.0  # the cost objective's probe follows the pilot
+
+
+def test_the_cost_objective_reads_the_pilots_best_call() -> None:
+    """Calls that share a loaded host's cores read low; one call that had a CPU to itself
+    shows the rollout keeps one CPU busy."""
+    from optimizers.seraph.pilot import _probe_beside_pilot
+
+    workload = workload_for("CartPole-v1", None, steps_per_env=128)
+    spec = SimpleNamespace(ppo=SimpleNamespace(hidden=(64, 64)), seed=0)
+    out = _probe_beside_pilot(workload, _NoCalls(), spec, _pilot_result(0.45, 0.93), (512, 1769, 3008), cost_baseline_mb=1769)
+    assert out.cut and out.sizes == [BASE_MEMORY_MB] and "up to 93%" in out.probe["skipped_reason"]
 
 
 def test_a_cut_profile_serves_only_cost_runs_whose_baseline_size_it_covers() -> None:
     from optimizers.seraph.workload_profile import PilotSummary, Profile, ProfileNoise
-    from optimizers.seraph.pilot import serves
+    from optimizers.seraph.pilot import PilotPlan, serves
 
     sweep = (512, 1769, 3008)
+    workload = workload_for("CartPole-v1", None, steps_per_env=128)
     cut = Profile(workload={}, backend="local", hardware="h", observations=[], noise=ProfileNoise(),
                   pilot=PilotSummary(memory_probe={"requested_sweep": list(sweep)}), memory_sweep=[1769])
     full = Profile(workload={}, backend="local", hardware="h", observations=[], noise=ProfileNoise(), pilot=PilotSummary(), memory_sweep=list(sweep))
-    assert serves(cut, sweep, cost_baseline_mb=1769)
-    assert not serves(cut, sweep, cost_baseline_mb=None)  # speed or balance: needs every size
-    assert not serves(cut, sweep, cost_baseline_mb=3008)  # the baseline's size was not probed
-    assert serves(full, sweep, cost_baseline_mb=None) and serves(full, sweep, cost_baseline_mb=1769)
-    assert not serves(full, (512, 1769), cost_baseline_mb=None)  # another sweep
+    assert serves(cut, PilotPlan(sweep, cost_stop_mb=1769), workload)
+    assert not serves(cut, PilotPlan(sweep), workload)  # speed or balance: needs every size
+    assert not serves(cut, PilotPlan(sweep, cost_stop_mb=3008), workload)  # the baseline's size was not probed
+    assert serves(full, PilotPlan(sweep), workload) and serves(full, PilotPlan(sweep, cost_stop_mb=1769), workload)
+    assert not serves(full, PilotPlan((512, 1769)), workload)  # another sweep
+
+
+def test_a_cost_pilot_starts_few_cold_functions_and_its_profile_serves_no_speed_run() -> None:
+    from dataclasses import replace
+
+    from optimizers.seraph.workload_profile import PilotSummary, Profile, ProfileNoise
+    from optimizers.seraph.pilot import COST_PILOT_TOP_ACTORS, PilotPlan, serves
+
+    workload = workload_for("LunarLander-v3", None, steps_per_env=128)  # batches of 2,048 and up: room for 16
+    cost = PilotPlan(cost_stop_mb=1769, top_actors=COST_PILOT_TOP_ACTORS)
+    speed = PilotPlan()
+    assert [s.actors for s in cost.schedule(workload)] == [4, 4, 2, 1]
+    assert max(s.actors for s in speed.schedule(workload)) == 16
+    assert [s.actors for s in PilotPlan(min_actors=8, top_actors=4).schedule(workload)] == [8, 8, 8]  # the floor wins
+
+    def profile_of(plan: PilotPlan) -> Profile:
+        return Profile(workload={}, backend="local", hardware="h", observations=[], noise=ProfileNoise(),
+                       pilot=PilotSummary(schedule=tuple(plan.schedule(workload))), memory_sweep=list(plan.memory_sweep))
+
+    assert not serves(profile_of(cost), speed, workload)  # a speed plan needs the wide points measured
+    assert serves(profile_of(speed), cost, workload)  # a wider pilot serves a cost plan
+    assert serves(profile_of(cost), replace(cost, cost_stop_mb=None), workload)  # same top, full sweep
+
+
