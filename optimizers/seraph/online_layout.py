@@ -69,23 +69,21 @@ from optimizers.seraph.stats import paired_bootstrap
 
 @dataclass(frozen=True)
 class OnlineLayoutSettings:
-    """Every number the online layout decides with; the defaults are the values the recorded
-    runs (``benchmarks/results/``) were decided with, each commented with where it comes from."""
+    """Every number the online layout decides with. The defaults are the values the recorded runs
+    (``benchmarks/results/``) were decided with, each commented with where it comes from: measured,
+    the issue's bar, or chosen (docs/seraph.md, "The layout, decided online", says why)."""
 
-    #: the gain a layout change must promise beyond its bound: a batch change was measured to cost a
-    #: median 16% in env steps (``controller.SeraphController.batch_change_gain``), and a layout change
-    #: sends training down another trajectory as well (the first version, without it, lost 1.06-1.40x)
-    change_gain: float = 0.16
-    bound_quantile: float = 0.9  # the bootstrap quantile of the env-steps ratio a switch is judged on (stated)
-    bootstrap_draws: int = 400  # resamples behind that quantile (stated; fixed seed, so a run repeats its bound)
-    min_steps_per_env: int = 25  # the step floor's least steps per env, beside 2 / (1 − γλ) (stated)
-    most_chunks: int = 16  # chunks an env's segment is cut into at most: the probe costs a gradient per chunk
-    min_units: int = 3  # probed iterations in a window before it decides (stated; the probe's learner time)
-    guard_window: int = 3  # iterations after a switch before its measured break-even is judged (stated)
-    max_windows: int = 2  # decision windows a run may open (a switch, held or reverted, opens the next)
-    risk_alpha: float = 0.10  # the risk budget's α: the issue's bar, no seed above 1.10x the static default
-    max_wait: int = 6  # probed iterations a window may add while the slack does not cover the switch (a cap)
-    max_actors: int = 256  # functions a layout may run at most: the search's largest actor count
+    change_gain: float = 0.16  # measured: a batch change costs a median 16% in env steps (batch_change_gain)
+    bound_quantile: float = 0.9  # chosen: the bootstrap quantile of the env-steps ratio a switch is judged on
+    bootstrap_draws: int = 400  # chosen: resamples behind that quantile (seeded: a run repeats its bound)
+    min_steps_per_env: int = 25  # chosen: the step floor's least steps per env, beside GAE's 2 / (1 − γλ)
+    most_chunks: int = 16  # chosen: the probe costs a gradient per chunk (125 steps per env at 2,000)
+    min_units: int = 3  # chosen: probed iterations per window, the probe's learner time against evidence
+    guard_window: int = 3  # chosen: iterations after a switch before its measured break-even is judged
+    max_windows: int = 2  # chosen: a window at the baseline's layout, one more after its switch
+    risk_alpha: float = 0.10  # the issue's bar: no seed above 1.10x the static default
+    max_wait: int = 6  # chosen, a cap: probed iterations a window adds while the slack does not cover the switch
+    max_actors: int = 256  # the search's largest actor count (space.DEFAULT_ACTOR_COUNTS)
 
     def __post_init__(self) -> None:
         least = {"bootstrap_draws": 1, "min_steps_per_env": 1, "most_chunks": 1, "min_units": 1, "guard_window": 1,
