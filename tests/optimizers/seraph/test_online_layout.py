@@ -55,7 +55,6 @@ class Rec:
     env_steps: int
     cost_usd: float
     iteration_lambda_s: float = 1.0
-    mean_return: float | None = 0.0
     layout_probe: dict[str, Any] | None = None
 
 
