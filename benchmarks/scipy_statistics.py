@@ -102,21 +102,22 @@ def _units(rng: np.random.Generator, n: int, m: int) -> list[dict[str, float]]:
 
 
 def bootstraps(calls: int) -> list[dict[str, Any]]:
-    from optimizers.seraph.online_layout import BOOTSTRAP_DRAWS, bootstrap_draws
+    from optimizers.seraph.online_layout import OnlineLayoutSettings, bootstrap_draws
 
+    draws = OnlineLayoutSettings().bootstrap_draws
     rng = np.random.default_rng(1)
     rows = []
     for n in (2, 4, 16, 64):
         units = _units(rng, n, 4)
         diff = 0.0  # the resamples are the same draws of one generator; sums may round differently
         for s in range(20):
-            a = np.array(loop_bootstrap_draws(units, 4, 4, s, BOOTSTRAP_DRAWS))
+            a = np.array(loop_bootstrap_draws(units, 4, 4, s, draws))
             b = np.array(bootstrap_draws(units, 4, 4, s))
             finite = np.isfinite(a)
             assert np.array_equal(finite, np.isfinite(b))
             diff = max(diff, float(np.max(np.abs(b[finite] / a[finite] - 1), initial=0.0)))
         times = {}
-        for name, fn in (("before", lambda s: loop_bootstrap_draws(units, 4, 4, s, BOOTSTRAP_DRAWS)),
+        for name, fn in (("before", lambda s: loop_bootstrap_draws(units, 4, 4, s, draws)),
                          ("after", lambda s: bootstrap_draws(units, 4, 4, s))):
             t = time.perf_counter()
             for s in range(calls):

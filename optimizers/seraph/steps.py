@@ -31,7 +31,7 @@ from optimizers.seraph.accounting import (
     StepsCheck, achieved, figures_label, phases_from_records, profiling_phase, training_summary, tuning_overhead,
 )
 from optimizers.seraph.controller import SeraphController
-from optimizers.seraph.online_layout import LayoutController, OnlineLayout, step_floor
+from optimizers.seraph.online_layout import LayoutController, OnlineLayout, OnlineLayoutSettings
 from optimizers.seraph.job import SeraphJob
 from optimizers.seraph.learner_choice import LearnerChoice, choose_learner
 from optimizers.seraph.models import RunShape
@@ -123,7 +123,8 @@ def _controller(planner: Planner, planned: SeraphPlan, to_run: Any) -> SeraphCon
 
 def online_layout(planner: Planner, planned: SeraphPlan) -> OnlineLayout:
     """The online layout decision for a run at the baseline's layout: the break-even from the
-    planner's models, the margin its recent (else profile) iteration-time error."""
+    planner's models, the margin its recent (else profile) iteration-time error, every other
+    number :class:`OnlineLayoutSettings`' defaults."""
     from optimizers.seraph.search import front_scale
 
     ppo = planned.job.workload.ppo
@@ -138,11 +139,12 @@ def online_layout(planner: Planner, planned: SeraphPlan) -> OnlineLayout:
     def margin() -> float:
         return planner.prediction_error() or planner.perf.fit_error.get("iteration_s_mdape_in_sample") or 0.0
 
+    settings = OnlineLayoutSettings()
     return OnlineLayout(
         steps_per_env=int(planned.plan.steps_per_env or 0), shape=planned.shape,
-        floor=step_floor(float(ppo.get("gamma", 0.99)), float(ppo.get("gae_lambda", 0.95))),
+        floor=settings.step_floor(float(ppo.get("gamma", 0.99)), float(ppo.get("gae_lambda", 0.95))),
         cost_of=cost_of, objective=objective, margin=margin, seed=planned.job.request.seed,
-        learner_usd_per_s=planned.job.prices.learner_usd_per_s, target=float(planned.job.request.target_reward),
+        learner_usd_per_s=planned.job.prices.learner_usd_per_s, settings=settings,
     )
 
 

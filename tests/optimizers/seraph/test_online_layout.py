@@ -1,25 +1,30 @@
-"""The online layout decision: the predicted env-steps ratio, its bound, the switch and the guard."""
+"""The online layout decision: the predicted env-steps ratio, its bound, the switch, the guard, the
+risk budget, and the settings every number comes from."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from optimizers.seraph.models import RunShape
 from optimizers.seraph.online_layout import (
-    LayoutController, OnlineLayout, RiskBudget, bootstrap_bound, chunk_counts, predicted_ratio, step_floor,
+    LayoutController, OnlineLayout, OnlineLayoutSettings, bootstrap_bound, predicted_ratio,
 )
 
 
 def test_the_step_floor_keeps_gaes_horizon() -> None:
-    assert step_floor(0.99, 0.95) == 34  # 2 / (1 - 0.9405) = 33.6
-    assert step_floor(0.9, 0.5) == 25  # the absolute floor
-    assert chunk_counts(2000, 34) == (2, 4, 8, 16)  # 125 steps at 16; the cap on chunks
-    assert chunk_counts(2000, 300) == (2, 4)  # 500 >= 300 > 250
-    assert chunk_counts(40, 34) == ()
+    s = OnlineLayoutSettings()
+    assert s.step_floor(0.99, 0.95) == 34  # 2 / (1 - 0.9405) = 33.6
+    assert s.step_floor(0.9, 0.5) == 25  # the absolute floor
+    assert s.chunk_counts(2000, 34) == (2, 4, 8, 16)  # 125 steps at 16; the cap on chunks
+    assert s.chunk_counts(2000, 300) == (2, 4)  # 500 >= 300 > 250
+    assert s.chunk_counts(40, 34) == ()
+    # the floor and the cap are the settings'
+    assert OnlineLayoutSettings(min_steps_per_env=40).step_floor(0.9, 0.5) == 40
+    assert OnlineLayoutSettings(most_chunks=4).chunk_counts(2000, 34) == (2, 4)
 
 
 def _unit(var_env: float = 1.0, var_chunk: float = 4.0, signal: float = 1.0, bias: float = 0.0) -> dict[str, float]:
@@ -50,9 +55,7 @@ class Rec:
     env_steps: int
     cost_usd: float
     iteration_lambda_s: float = 1.0
-    mean_return: float | None = 0.0
     layout_probe: dict[str, Any] | None = None
-    ppo_stats: dict[str, Any] = field(default_factory=lambda: {"approx_kl": 0.01, "clipfrac": 0.1})
 
 
 def _probe(bias: float, chunks: tuple[int, ...] = (2, 4, 8, 16)) -> dict[str, Any]:
@@ -108,22 +111,16 @@ def test_nothing_is_probed_where_no_wider_layout_is_cheaper_per_iteration() -> N
     assert ol.probe() == () and ol.decisions[0].action == "stay"
 
 
-def test_the_guard_reverts_on_a_kl_breach() -> None:
-    ol = _online()
-    _feed(ol, [Rec(i, 4000 * (i + 1), float(i), layout_probe=_probe(0.0001)) for i in range(3)])
-    hot = Rec(3, 16000, 3.5, ppo_stats={"approx_kl": 0.2, "clipfrac": 0.1})
-    back = ol.observe(hot)
-    assert back == (RunShape(2, 1769, 4000), 2000)
-    assert ol.decisions[-1].action == "revert" and "approx KL" in ol.decisions[-1].reason
-    assert ol.probe() == ()  # its overspend left the slack negative
-
-
 def test_the_guard_reverts_when_the_measured_iterations_are_not_cheaper() -> None:
     ol = _online()
     _feed(ol, [Rec(i, 4000 * (i + 1), float(i), layout_probe=_probe(0.0001)) for i in range(3)])
     out = [ol.observe(Rec(3 + k, 16000 + 4000 * k, 2.0 + 1.5 * (k + 1))) for k in range(3)]  # dearer per iteration
     assert out[:2] == [None, None] and out[2] == (RunShape(2, 1769, 4000), 2000)
-    assert "measured break-even" in ol.decisions[-1].reason
+    d = ol.decisions[-1]
+    assert d.action == "revert" and d.from_steps_per_env == 125 and d.to_steps_per_env == 2000
+    # before 1.0 per iteration, after 1.5: 0.667 against the bar
+    assert "measured break-even 0.667" in d.reason and "x (1 + 16%)" in d.reason
+    assert ol.probe() == ()  # its overspend left the slack negative
 
 
 class _Planner:
@@ -148,14 +145,14 @@ def test_the_controller_hands_the_new_layout_to_the_trainer_and_the_planner() ->
 
 
 def test_a_switch_that_measures_up_holds_and_the_probes_own_time_is_left_out() -> None:
-    ol = _online(learner_usd_per_s=1.0, budget=RiskBudget(alpha=1.0))  # a budget that pays for such dear probes
+    ol = _online(learner_usd_per_s=1.0, settings=OnlineLayoutSettings(risk_alpha=1.0))  # pays for dear probes
     probe = {**_probe(0.0001), "cpu_s": 0.5}  # each probed iteration: 1.0 measured, 0.5 of it the probe's
     _feed(ol, [Rec(i, 4000 * (i + 1), float(i), layout_probe=probe) for i in range(3)])
     bound = ol.decisions[-1].options[-1].bound
     # before, net of the probe: 0.5 per iteration; after: well under 0.5 / (bound * 1.16)
     out = [ol.observe(Rec(3 + k, 16000 + 4000 * k, 2.0 + 0.3 * (k + 1))) for k in range(3)]
     assert out == [None, None, None] and ol.decisions[-1].action == "hold" and bound < 1.2
-    assert ol.decisions[-1].progress.verdict == "no check"  # a flat return: no climb to hold it to
+    assert "measured break-even 1.667" in ol.decisions[-1].reason and ">= the bound" in ol.decisions[-1].reason
     # a switch that holds opens one more window at the new layout; at 125 steps per env the only
     # wider layout left (62 steps) is not predicted to save 16% per iteration, so it is not probed
     assert ol.probe() == () and ol.decisions[-1].action == "stay" and ol.decisions[-1].from_steps_per_env == 125
@@ -176,7 +173,7 @@ _MIXED = [_probe16(0.36), _probe16(0.0016), _probe16(0.0016)]
 def test_a_switch_waits_until_the_slack_covers_its_worst_case() -> None:
     # the bound passes (about 2 x 1.16 < break-even 2.67) but the worst draw (2.5: the biased pair
     # alone) would not pay for the guard window: it loses 3 x (1 / 2.67 - 1 / (2.5 x 1.16)) = 0.09
-    ol = _online(budget=RiskBudget(alpha=0.025))
+    ol = _online(settings=OnlineLayoutSettings(risk_alpha=0.025))
     changes = _feed(ol, [Rec(i, 4000 * (i + 1), float(i), layout_probe=p) for i, p in enumerate(_MIXED * 2)])
     assert changes[:4] == [None] * 4 and changes[4] is not None
     waits, switch = ol.decisions[:-1], ol.decisions[-1]
@@ -203,7 +200,7 @@ def test_a_switch_that_cannot_lose_goes_while_the_probes_hold_the_slack_below_ze
 
 
 def test_a_window_the_slack_never_covers_stays() -> None:
-    ol = _online(budget=RiskBudget(alpha=0.0), max_wait=2)  # no slack at all
+    ol = _online(settings=OnlineLayoutSettings(risk_alpha=0.0, max_wait=2))  # no slack at all
     _feed(ol, [Rec(i, 4000 * (i + 1), float(i), layout_probe=p) for i, p in enumerate(_MIXED * 2)])
     assert [d.action for d in ol.decisions] == ["wait", "wait", "stay"]
     assert ol.decisions[-1].allowed is False and "did not cover" in ol.decisions[-1].reason
@@ -215,13 +212,14 @@ def test_a_reverted_switch_is_charged_and_no_window_opens_while_the_slack_is_neg
     _feed(ol, [Rec(i, 4000 * (i + 1), float(i), layout_probe=_probe(0.0001)) for i in range(3)])
     switched = ol.decisions[-1]
     assert switched.action == "switch" and switched.to_steps_per_env == 125
-    # one guarded iteration spends 3 (a baseline iteration: 1) and breaches the KL band
-    ol.observe(Rec(3, 16000, 5.0, ppo_stats={"approx_kl": 0.2, "clipfrac": 0.1}))
+    # three guarded iterations spend 3 each (a baseline iteration: 1): the measured break-even reverts
+    for k in range(3):
+        ol.observe(Rec(3 + k, 16000 + 4000 * k, 2.0 + 3.0 * (k + 1)))
     revert = ol.decisions[-1]
     assert revert.action == "revert" and revert.budget.slack < 0 and revert.as_dict()["risk"]["slack"] < 0
-    assert revert.budget.spent == pytest.approx(switched.budget.spent + 3.0)
+    assert revert.budget.spent == pytest.approx(switched.budget.spent + 9.0)
     # baseline iterations earn back 10% of theirs each; no probe (no window) until the slack is >= 0
-    cost, i = 5.0, 4
+    cost, i = 11.0, 5
     while not ol.probe():
         assert ol.budget.slack < 0
         cost, i = cost + 1.0, i + 1
@@ -230,60 +228,49 @@ def test_a_reverted_switch_is_charged_and_no_window_opens_while_the_slack_is_neg
     assert ol.probe() == (2, 4, 8)  # the second window: the reverted layout (16 chunks, 125 steps) left out
 
 
-def _climb(after: list[float], target: float | None = None, **kw: Any) -> OnlineLayout:
-    """A run whose return climbs 100 per iteration (4,000 env steps), with ±10 of noise, over 3
-    iterations and 3 probed ones, switches to 125 steps per env and then returns ``after``
-    (relative to the return at the switch), its iterations a third as dear as before."""
-    ol = _online(target=target, **kw)
-    noise = [10.0, -10.0]
-    before = [Rec(i, 4000 * (i + 1), float(i), mean_return=-1000.0 + 100 * i + noise[i % 2],
-                  layout_probe=_probe(0.0001) if i >= 3 else None) for i in range(6)]
-    _feed(ol, before)
-    assert ol.decisions[-1].action == "switch" and ol.steps_per_env == 125
-    at_switch = before[-1].mean_return
-    for k, r in enumerate(after):
-        i = 6 + k
-        ol.observe(Rec(i, 4000 * (i + 1), 5.0 + 0.3 * (k + 1), mean_return=at_switch + r))
-    return ol
-
-
-def test_the_progress_check_reverts_a_switch_whose_return_stops_climbing() -> None:
-    # the return neither drops nor climbs: the KL, clip, return and objective checks all pass
-    ol = _climb([5.0, -5.0, 0.0])
+def test_the_settings_numbers_reach_the_decision() -> None:
+    records = [Rec(i, 4000 * (i + 1), float(i), layout_probe=_probe(0.0001)) for i in range(3)]
+    # the default change gain (16%): the bound (about 1.04) x 1.16 beats 16 chunks' break-even (2.67)
+    assert _feed(_online(), records)[-1] is not None
+    # a change gain of 160%: only 16 chunks' break-even (2.67 > 2.6) is worth a probe, and its bound
+    # x 2.6 no longer beats it: the same evidence stays
+    ol = _online(settings=OnlineLayoutSettings(change_gain=1.6))
+    assert ol.probe() == (16,)
+    assert _feed(ol, records) == [None, None, None]
     d = ol.decisions[-1]
-    assert d.action == "revert" and ol.steps_per_env == 2000 and "progress" in d.reason
-    p = d.progress
-    assert p is not None and p.verdict == "breach" and p.points == (6, 4)
-    assert p.before == pytest.approx(100 / 4000, rel=0.1) and abs(p.after) < p.floor - p.se
-    assert p.floor == pytest.approx(p.before / (ol.decisions[-2].options[-1].bound * 1.16))
-    assert "floor" in d.reason and d.as_dict()["progress"]["verdict"] == "breach"
+    assert d.action == "stay" and not d.options[0].passes and "(160%)" in d.reason
+    # the window's length, the guard's, the cap on functions and the risk budget's alpha
+    ol = _online(settings=OnlineLayoutSettings(min_units=2, guard_window=1, max_actors=16, risk_alpha=0.2))
+    changes = _feed(ol, records[:2])
+    # at most 16 functions, 125 steps per env is no cheaper per iteration than 250: 16 envs of 250 steps
+    assert changes[0] is None and changes[1] == (RunShape(16, 1769, 4000), 250)
+    assert ol.decisions[-1].as_dict()["risk"]["alpha"] == 0.2 and ol.budget.alpha == 0.2
+    assert ol.observe(Rec(2, 12000, 1.2)) is None and ol.decisions[-1].action == "hold"  # after one iteration
 
 
-def test_a_switch_whose_return_climbs_at_the_rate_before_holds() -> None:
-    ol = _climb([110.0, 190.0, 310.0])
-    d = ol.decisions[-1]
-    assert d.action == "hold" and ol.steps_per_env == 125 and d.progress.verdict == "pass"
-    assert d.progress.after >= d.progress.floor and "at or above the floor" in d.reason
+def test_a_run_opens_no_more_windows_than_its_settings_allow() -> None:
+    ol = _online(settings=OnlineLayoutSettings(max_windows=1))
+    _feed(ol, [Rec(i, 4000 * (i + 1), float(i), layout_probe=_probe(0.0001)) for i in range(3)])
+    for k in range(3):
+        ol.observe(Rec(3 + k, 16000 + 4000 * k, 2.0 + 0.3 * (k + 1)))
+    assert [d.action for d in ol.decisions] == ["switch", "hold"]
+    assert ol.probe() == () and len(ol.decisions) == 2  # exploring is over: no second window, nothing to record
 
 
-def test_a_run_near_its_target_is_not_reverted_for_a_flattening_return() -> None:
-    # the return at the switch (-490) is 200 below the target: the floor's rate (about 81 per
-    # iteration) climbs that within the guard's 3 iterations
-    ol = _climb([5.0, -5.0, 0.0], target=-290.0)
-    d = ol.decisions[-1]
-    assert d.action == "hold" and ol.steps_per_env == 125 and d.progress.verdict == "near target"
-    # far from the target, the same return is reverted
-    assert _climb([5.0, -5.0, 0.0], target=-190.0).decisions[-1].action == "revert"
+def test_a_decision_records_the_same_fields_as_before() -> None:
+    ol = _online()
+    _feed(ol, [Rec(i, 4000 * (i + 1), float(i), layout_probe=_probe(0.0001)) for i in range(3)])
+    assert set(ol.decisions[-1].as_dict()) == {"iteration", "env_steps", "action", "from_steps_per_env",
+                                                "to_steps_per_env", "reason", "options", "risk"}
 
 
-def test_the_progress_check_watches_on_while_unsure_and_no_longer_than_its_window() -> None:
-    # a climb of 73 per iteration, noisy: below the floor (81), not clearly at three iterations;
-    # the check watches on until it is clearly below, or its window ends
-    slow = [73.0 * (k + 1) + (40.0 if k % 3 == 1 else -20.0) for k in range(8)]
-    ol = _climb(slow)
-    d = ol.decisions[-1]
-    assert d.action == "revert" and d.progress.verdict == "breach" and d.progress.points[1] == 5  # 4 guarded
-    assert d.progress.after < d.progress.floor - d.progress.se
-    held = _climb(slow, progress_window=3)  # no watching on: not clearly below is not a breach
-    assert held.decisions[-1].action == "hold" and held.decisions[-1].progress.verdict == "unsure"
-    assert held.steps_per_env == 125
+@pytest.mark.parametrize(("kw", "named"), [
+    ({"bound_quantile": 1.0}, "bound_quantile is 1.0: between 0 and 1"),
+    ({"min_units": 0}, "min_units is 0: a count, at least 1"),
+    ({"max_wait": -1}, "max_wait is -1: a count, at least 0"),
+    ({"change_gain": -0.1}, "change_gain is -0.1: a fraction, 0 or more"),
+    ({"risk_alpha": math.nan}, "risk_alpha is nan"),
+])
+def test_settings_out_of_range_are_named(kw: dict[str, Any], named: str) -> None:
+    with pytest.raises(ValueError, match=named.replace(".", r"\.")):
+        OnlineLayoutSettings(**kw)

@@ -99,30 +99,14 @@ def test_the_layout_bootstrap_draws_what_the_loop_it_replaced_drew() -> None:
     """scipy's paired bootstrap takes its resamples from the same generator calls as the loop of
     ``rng.integers`` it replaced: the same draws (to rounding of the sums), the same bound."""
     from benchmarks.scipy_statistics import loop_bootstrap_draws
-    from optimizers.seraph.online_layout import BOOTSTRAP_DRAWS, bootstrap_draws
+    from optimizers.seraph.online_layout import OnlineLayoutSettings, bootstrap_draws
 
     rng = np.random.default_rng(5)
     units = [{"var_env": float(rng.uniform(0.5, 1.5)), "var_chunk": float(rng.uniform(1, 5)),
               "signal": float(rng.normal(1.0, 0.8)), "bias": float(rng.uniform(0, 0.05))} for _ in range(12)]
+    draws = OnlineLayoutSettings().bootstrap_draws
     for seed in range(5):
-        before = np.array(loop_bootstrap_draws(units, 4, 4, seed, BOOTSTRAP_DRAWS))
+        before = np.array(loop_bootstrap_draws(units, 4, 4, seed, draws))
         after = np.array(bootstrap_draws(units, 4, 4, seed))
         assert np.array_equal(np.isinf(before), np.isinf(after))
         assert np.allclose(after[np.isfinite(after)], before[np.isfinite(before)], rtol=1e-12)
-
-
-def test_the_progress_check_slope_is_the_closed_form_least_squares_line() -> None:
-    """online_layout._fit's slope (scipy's linregress) is Σ(x−x̄)(y−ȳ) / Σ(x−x̄)², the closed form
-    it replaced, with the residual sum and the spread the pooled standard error needs."""
-    from optimizers.seraph.online_layout import _fit
-
-    rng = np.random.default_rng(2)
-    for k in (2, 3, 7, 12):
-        x = np.cumsum(rng.integers(500, 3000, k)).astype(float)
-        y = 0.01 * x + rng.normal(0, 5, k)
-        slope, rss, sxx = _fit(list(zip(x.tolist(), y.tolist())))
-        closed = ((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum()
-        res = y - y.mean() - closed * (x - x.mean())
-        assert slope == pytest.approx(closed, rel=1e-12) and rss == pytest.approx(res @ res, rel=1e-9, abs=1e-9)
-        assert sxx == pytest.approx(((x - x.mean()) ** 2).sum())
-    assert _fit([(1000.0, 5.0), (1000.0, 7.0)]) is None  # one env-step count: no line
