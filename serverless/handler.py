@@ -19,7 +19,7 @@ Result::
 
     {"trajectories_npz_b64": "<base64 npz>", "episode_returns": [...],
      "episode_lengths": [...], "env_steps": 256, "actor_id": 0, "cold_start": false,
-     "timings": {"init_ms", "rollout_ms", "env_ms", "total_ms", "cpu_ms"}}
+     "timings": {"init_ms", "rollout_ms", "env_ms", "total_ms", "cpu_ms", "queued_ms"}}
 
 ``env_ms`` is the part of ``rollout_ms`` spent inside the env (``step`` and ``reset``);
 the rest of ``rollout_ms`` is the policy's inference and the rollout's bookkeeping.
@@ -94,6 +94,18 @@ from serverless.policy import NumpyPolicy, PolicySpec, decode_b64, decode_npz_fi
 MODULE_INIT_MS = (time.perf_counter() - _MODULE_T0) * 1000.0
 
 REQUIRED_KEYS = ("env_id", "num_steps", "seed", "policy_spec", "actor_id")
+
+
+def _queued_ns() -> int | None:
+    """How long this thread has waited on a run queue, runnable but not running, in ns
+    (``/proc/thread-self/schedstat``'s second field; None where there is none). A handler's
+    wall time on a host it shares with other work includes that wait, which its own code did
+    not spend: the handler reports it (``timings.queued_ms``) so its CPU share can leave it out."""
+    try:
+        with open("/proc/thread-self/schedstat") as fh:
+            return int(fh.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -396,6 +408,7 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     global _module_init_reported
     t0 = time.perf_counter()
     cpu0 = time.process_time()
+    queued0 = _queued_ns()
     _validate(event)
     actor_id = int(event["actor_id"])
     seed = int(event["seed"])
@@ -423,6 +436,7 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     rollout_ms = (time.perf_counter() - t_roll) * 1000.0
     payload = encode_b64(out["arrays"])
     total_ms = (time.perf_counter() - t0) * 1000.0
+    queued1 = _queued_ns()
     result = {
         "trajectories_npz_b64": payload,
         "episode_returns": out["episode_returns"],
@@ -438,6 +452,7 @@ def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
             "env_ms": out["env_ms"],
             "total_ms": total_ms,
             "cpu_ms": (time.process_time() - cpu0) * 1000.0,
+            "queued_ms": (queued1 - queued0) / 1e6 if queued0 is not None and queued1 is not None else 0.0,
         },
     }
     if len(payload) > _OFFLOAD_CHECK_BYTES:  # cheap pre-check; the exact limit check is in s3_payload

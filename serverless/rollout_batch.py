@@ -144,20 +144,24 @@ def rollout_summary(batch: InvokeBatch) -> dict[str, Any]:
 
 
 def _handler_cpu(batch: InvokeBatch) -> list[tuple[float, float]]:
-    """(CPU ms, duration ms) of each successful call that reported its timings."""
+    """(CPU ms, duration ms less the time queued for a CPU) of each successful call that
+    reported its timings."""
     out = []
     for inv in batch.invocations:
         timings = (inv.result or {}).get("timings") if inv.billing.error is None else None
         if isinstance(timings, dict) and timings.get("total_ms"):
-            out.append((float(timings.get("cpu_ms", 0.0)), float(timings["total_ms"])))
+            running = float(timings["total_ms"]) - float(timings.get("queued_ms", 0.0))
+            out.append((float(timings.get("cpu_ms", 0.0)), max(running, 0.0)))
     return out
 
 
 def handler_cpu_share(batch: InvokeBatch) -> float | None:
     """The handlers' CPU time over their duration, both as the handlers measured them
-    (``timings.cpu_ms`` / ``timings.total_ms``), summed over the batch's successful calls;
-    None when no call reported them. About 1 for a rollout that keeps one CPU busy, well
-    under 1 for one that waits (on I/O, or on a loaded host), above 1 for several threads."""
+    (``timings.cpu_ms`` / ``timings.total_ms``), the duration less the time the handler sat
+    on a host's run queue (``timings.queued_ms``: a loaded host's wait, not the handler's),
+    summed over the batch's successful calls; None when no call reported them. About 1 for
+    a rollout that keeps one CPU busy, well under 1 for one that waits (on I/O), above 1 for
+    several threads."""
     calls = _handler_cpu(batch)
     total = sum(t for _, t in calls)
     return sum(c for c, _ in calls) / total if total > 0 else None

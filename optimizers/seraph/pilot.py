@@ -2,11 +2,9 @@
 
 * The **memory probe** (``memory_probe.py``) invokes one cold rollout function per
   memory size of the sweep, all at once: each size's warm rollout speed and its
-  cold-start time, for about one cold start of time. For the speed and balanced
-  objectives it runs beside the pilot on the modelled clock (they do not depend on each
-  other), so it adds only the part of its span that outlasts the pilot's; for the cost
-  objective it follows the pilot, which says whether the rollouts keep one CPU busy (then
-  one vCPU is the cheapest size and nothing more is probed).
+  cold-start time, for about one cold start of time. On the modelled clock it runs
+  beside the pilot (they do not depend on each other), so it adds only the part of its
+  span that outlasts the pilot's.
 * The **pilot** is ordinary training whose run shape a :class:`SweepController` changes
   every iteration along a fixed schedule at one vCPU (1,769 MB) and one batch
   (:func:`pilot_batch`), so a single run measures the concurrency scaling (16 down to 1
@@ -402,42 +400,36 @@ def _emulator(backend: Any) -> bool:
 def _probe_beside_pilot(
     workload: Workload, backend: Any, spec: Any, pilot: Any, memory_sweep: tuple[int, ...], cost_baseline_mb: int | None,
 ) -> ProbeOutcome:
-    """The memory probe. For the speed and balanced objectives it probes the whole sweep
-    beside the whole pilot (on the modelled clock: they do not depend on each other). For the
-    cost objective (``cost_baseline_mb`` set) it follows the pilot, whose rollouts say whether
-    they keep one CPU busy (:func:`~optimizers.seraph.memory_probe.cost_probe_sizes`, on the
-    largest one call's share over the pilot's iterations,
-    :func:`~serverless.rollout_batch.best_handler_cpu_share`: a few-millisecond rollout that
-    shares a loaded host's cores with others reads low, and the pilot's last iterations run
-    one or two functions): if so it probes at most the baseline's size; otherwise the whole
-    sweep. Either way, after the pilot, the learner waits for its whole span."""
+    """The memory probe, beside the pilot. For the cost objective (``cost_baseline_mb`` set)
+    it waits for the pilot's first iteration, whose rollouts say whether they keep one CPU
+    busy (:func:`~optimizers.seraph.memory_probe.cost_probe_sizes`, on the largest one call's
+    share, :func:`~serverless.rollout_batch.best_handler_cpu_share`): if so it probes at most
+    the baseline's size and runs beside the rest of the pilot; otherwise, and for the other
+    objectives, it probes the whole sweep beside the whole pilot."""
     sweep = sorted({*memory_sweep, BASE_MEMORY_MB})
+    first = pilot.iterations[0]
+    share = first.rollout.get("handler_cpu_share_best")
+    cut = None if cost_baseline_mb is None else cost_probe_sizes(share, sweep, cost_baseline_mb)
     hidden = tuple(spec.ppo.hidden)
-    if cost_baseline_mb is None:
-        t0 = time.perf_counter()
-        probe = probe_memory_sizes(workload.env_id, sweep, backend, hidden=hidden, seed=spec.seed,
-                                   architecture=workload.architecture, env_kwargs=workload.env_kwargs)
-        return ProbeOutcome(probe, time.perf_counter() - t0, sweep, pilot.lambda_time_s)
-    shares = [(r.rollout or {}).get("handler_cpu_share_best") for r in pilot.iterations]
-    share = max((x for x in shares if x is not None), default=None)
-    cut = cost_probe_sizes(share, sweep, cost_baseline_mb)
     t0 = time.perf_counter()
-    if cut is None or cut:
-        probe = probe_memory_sizes(workload.env_id, sweep if cut is None else cut, backend, hidden=hidden,
-                                   seed=spec.seed, architecture=workload.architecture, env_kwargs=workload.env_kwargs)
+    if cut is None:
+        probe = probe_memory_sizes(workload.env_id, sweep, backend, hidden=hidden, seed=spec.seed, architecture=workload.architecture,
+                                   env_kwargs=workload.env_kwargs)
+        return ProbeOutcome(probe, time.perf_counter() - t0, sweep, pilot.lambda_time_s)
+    if cut:
+        probe = probe_memory_sizes(workload.env_id, cut, backend, hidden=hidden, seed=spec.seed, architecture=workload.architecture,
+                                   env_kwargs=workload.env_kwargs)
     else:
         from serverless.pricing import PriceTable
 
-        first = pilot.iterations[0]
         probe = no_probe([], "", learner_usd_per_s=PriceTable.load().vm_cost(1.0), modelled=first.lambda_s_label == "modelled")
-    if cut is None:
-        return ProbeOutcome(probe, time.perf_counter() - t0, sweep, 0.0)
     probe["skipped_sizes"] = [m for m in sweep if m not in cut and m != BASE_MEMORY_MB]
     probe["skipped_reason"] = (
         f"cost objective, rollouts CPU-bound on one thread (handler CPU up to {share:.0%} of its duration): "
         f"one vCPU ({BASE_MEMORY_MB} MB, measured by the pilot) is the cheapest size"
     )
-    return ProbeOutcome(probe, time.perf_counter() - t0, sorted({BASE_MEMORY_MB, *cut}), 0.0, cut=True)
+    beside = max(0.0, pilot.lambda_time_s - float(first.iteration_lambda_s))  # decided after the first iteration
+    return ProbeOutcome(probe, time.perf_counter() - t0, sorted({BASE_MEMORY_MB, *cut}), beside, cut=True)
 
 
 def _learner_timing(workload: Workload, pilot: Any, seed: int) -> dict[str, Any]:

@@ -22,6 +22,17 @@ def test_the_handlers_cpu_share_is_their_cpu_time_over_their_duration():
     assert rollout_summary(batch)["handler_cpu_share_best"] == 0.9
 
 
+def test_time_queued_for_a_cpu_is_not_the_handlers():
+    def queued(cpu_ms: float, total_ms: float, queued_ms: float) -> Invocation:
+        inv = _inv(cpu_ms, total_ms)
+        inv.result["timings"]["queued_ms"] = queued_ms
+        return inv
+
+    batch = _batch(queued(20.0, 100.0, 80.0), queued(45.0, 100.0, 50.0))  # a loaded host: both waited for a CPU
+    assert handler_cpu_share(batch) == 65.0 / 70.0
+    assert best_handler_cpu_share(batch) == 1.0
+
+
 def test_failed_calls_and_calls_without_timings_do_not_count():
     assert handler_cpu_share(_batch(_inv(95.0, 100.0), _inv(None, 0.0, error="boom"))) == 0.95
     assert handler_cpu_share(_batch(_inv(None, 0.0, error="boom"))) is None
