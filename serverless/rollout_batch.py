@@ -128,6 +128,7 @@ def rollout_summary(batch: InvokeBatch) -> dict[str, Any]:
         "invocations": len(bills),
         "errors": len(bills) - len(ok),
         "cold_starts": sum(1 for b in bills if b.cold_start),
+        "init_ms_total": sum(b.init_ms for b in bills if b.cold_start),  # charged as INIT (BillingRecord.charged_ms)
         # env slots rebuilt by replay on an instance that did not have them (serverless.handler)
         "replayed_slots": sum(int(inv.result.get("replayed_slots", 0)) for inv in batch.invocations if inv.result),
         "billed_ms_total": sum(b.billed_ms for b in bills),

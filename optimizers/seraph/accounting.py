@@ -200,10 +200,15 @@ def _fresh_pilot_bill(pilot: PilotOutcome, plan: Plan) -> PilotBill:
     best = plan.outcome.best
     per_step = 0.0 if best is None else best.cost_usd / max(best.env_steps, 1.0)
     # Every run pays one cold start; after a fresh pilot the run starts warm, so the
-    # pilot's cold start is the run's own, not tuning (measured: the pilot's first,
-    # cold iteration less its second, the same shape warm).
+    # pilot's cold start is the run's own, not tuning: the learner's wait for it (measured:
+    # the pilot's first, cold iteration less its second, the same shape warm), and the INIT
+    # Lambda bills for each of the run's functions the pilot started (at the pilot's memory
+    # size: another size is a new version, whose functions the run starts cold itself).
     first, second = _pilot_iterations(pilot.profile.observations)[:2]
     cold_start_usd = max(0.0, first.iteration_s - second.iteration_s) * plan.prices.learner_usd_per_s
+    if best is not None and best.shape.memory_mb == first.shape.memory_mb:
+        own = min(best.shape.actors, first.shape.actors)
+        cold_start_usd += own * p.cold_init_s * first.shape.memory_mb / 1024 * plan.prices.gb_second_usd
     return PilotBill(
         profiling_cost_usd=p.cost_usd,
         cold_start_credit_usd=cold_start_usd,

@@ -32,7 +32,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from optimizers.seraph.memory_probe import charge_learner_wait, cost_probe_sizes, no_probe, probe_memory_sizes
 from optimizers.seraph.models import Observation, RunShape
@@ -491,7 +491,14 @@ def _pilot_summary(
         schedule=tuple(schedule),
         memory_probe={**probe, "wall_s": probe_wall_s},
         learner_timing=timing,
+        cold_init_s=_cold_init_s(result.iterations[0].rollout) if result.iterations else 0.0,
     )
+
+
+def _cold_init_s(rollout: Mapping[str, Any]) -> float:
+    """The mean INIT, in seconds, of an iteration's cold functions (0 without any)."""
+    cold = int(rollout.get("cold_starts", 0) or 0)
+    return float(rollout.get("init_ms_total", 0.0) or 0.0) / 1000.0 / cold if cold else 0.0
 
 
 def run_pilot(

@@ -94,6 +94,7 @@ class PilotSummary:
     schedule: tuple[RunShape, ...] = ()
     memory_probe: Mapping[str, Any] = field(default_factory=dict)
     learner_timing: Mapping[str, Any] = field(default_factory=dict)
+    cold_init_s: float = 0.0  # the mean INIT of the pilot's first, cold functions (0: not recorded)
 
     @property
     def min_actors(self) -> int:
@@ -113,7 +114,7 @@ class PilotSummary:
             "wall_s": self.wall_s, "training_cost_usd": self.training_cost_usd,
             "training_lambda_time_s": self.training_lambda_time_s, "final_mean_return": self.final_mean_return,
             "seed": self.seed, "schedule": [s.as_dict() for s in self.schedule], "memory_probe": dict(self.memory_probe),
-            "learner_timing": dict(self.learner_timing),
+            "learner_timing": dict(self.learner_timing), "cold_init_s": self.cold_init_s,
         }
 
     @classmethod
@@ -131,7 +132,7 @@ class PilotSummary:
             training_lambda_time_s=_finite(d.get("training_lambda_time_s", 0.0)),
             final_mean_return=None if ret is None else float(ret), seed=None if seed is None else int(seed),
             schedule=tuple(RunShape(int(s["actors"]), int(s["memory_mb"]), int(s["batch"])) for s in d.get("schedule", [])),
-            memory_probe=probe, learner_timing=timing,
+            memory_probe=probe, learner_timing=timing, cold_init_s=_finite(d.get("cold_init_s", 0.0)),
         )
 
 
