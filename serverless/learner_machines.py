@@ -76,7 +76,7 @@ class ThreadScaling:
         threads, speedup = self.best(machine.vcpus)
         return replace(machine, threads=threads, threads_speedup=speedup)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {"threads_speedup": {str(t): s for t, s in self.speedups}, "threads_label": self.label}
 
     @classmethod

@@ -452,13 +452,13 @@ class _Training:
         state.env_steps += int(len(data["obs"]))
         return stats
 
-    def _on_learner_machine(self, times: Any, stats: dict[str, Any]) -> Any:
+    def _on_learner_machine(self, times: Any, update_cpu_s: float) -> Any:
         """On the modelled clock, the learner host's part at the learner machine's speed: the
-        update's share (its CPU time, host-speed corrected) also at its threads' speed-up."""
+        update's share (its CPU time ``update_cpu_s``, host-speed corrected) also at its threads' speed-up."""
         machine = self.spec.learner
         if not times.modelled or machine is None or (self.learner_speed == 1.0 and machine.threads_speedup == 1.0):
             return times
-        update_s = min(times.host_s, float(stats["learner_cpu_s"]) * times.host_speed)
+        update_s = min(times.host_s, update_cpu_s * times.host_speed)
         host_s = machine.host_s(update_s, times.host_s - update_s, base_speed=self.learner_speed)
         return replace(times, host_s=host_s, lambda_s=times.lambda_s + host_s - times.host_s)
 
@@ -473,7 +473,7 @@ class _Training:
         times = clock.stop(
             rollout_lambda_s=got.batch.lambda_s, rollout_wall_s=got.batch.wall_s, modelled=self.lambda_label == "modelled"
         )
-        times = self._on_learner_machine(times, stats)
+        times = self._on_learner_machine(times, float(stats["learner_cpu_s"]))
         self.state.lambda_time_s += times.lambda_s
         self.ledger.add_learner_time(times.lambda_s)
         record = self._record(run, got, times, stats)

@@ -17,10 +17,14 @@ has been; a candidate must win at its band's low end.
 
 Only the update is credited with threads: batch assembly, GAE and encoding run on one
 thread. The learner's network is small (64x64 MLPs on minibatches of 64), and on both
-update engines a second thread costs more than it gives: the pilot measured 0.1-0.9x
-(docs/seraph.md, "The learner's machine"), so a plan keeps the update at one thread
-and a multi-vCPU machine is counted for its single-thread speed and its price. A host
-whose update does gain from threads is credited with the gain it measured.
+update engines a second thread costs more than it gives: on a loaded 2-core host the
+2-thread speed-up measured 0.02-0.83x with the numpy engine and 0.02-0.13x with torch
+(CartPole, Acrobot, Pendulum at their pilot batches; ``benchmarks/learner_threads.py``,
+docs/seraph.md, "The learner's machine"), so a plan keeps the update at one thread and a
+multi-vCPU machine is counted for its single-thread speed and its price. A host whose
+update does gain from threads is credited with the gain it measured. The reference at its
+second thread is a plan of its own (:attr:`LearnerChoice.changed`), scored against the
+reference at one thread.
 """
 
 from __future__ import annotations

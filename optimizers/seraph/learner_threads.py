@@ -22,9 +22,12 @@ import os
 import statistics
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from serverless.learner_machines import LearnerTable, ThreadScaling, load_learner_table
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Timed repeats per thread count (after one warm-up update each): the median of three ratios.
 REPEATS = 3
@@ -52,7 +55,7 @@ def thread_counts(table: LearnerTable, cpus: int) -> tuple[int, ...]:
     return tuple(sorted({min(m.vcpus, cpus) for m in table.machines} - {1}))
 
 
-def synthetic_batch(spec: Any, batch: int, rng: Any) -> dict[str, Any]:
+def synthetic_batch(spec: Any, batch: int, rng: "np.random.Generator") -> "dict[str, np.ndarray]":
     """A PPO batch of ``batch`` random rows shaped for ``spec`` (the update's cost depends on
     its size, not on what the data says)."""
     import numpy as np

@@ -13,7 +13,9 @@
 * The **learner timing** (:func:`time_learner_updates`) times the learner's update at
   every batch size the search considers, on a throwaway learner and a synthetic batch:
   the update's cost depends on the batch size, not on the data, and the run's own
-  learner never sees it.
+  learner never sees it. With it, the update's wall-time speed-up at the thread counts the
+  learner machines offer, at the pilot's batch (:mod:`optimizers.seraph.learner_threads`),
+  for the plan's choice of the learner's machine.
 
 Because the pilot is real training, its policy need not be thrown away: the tuner
 resumes the real run from the pilot's checkpoint (see ``optimizers.seraph.steps.train``), so the
