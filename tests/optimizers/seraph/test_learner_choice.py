@@ -150,3 +150,28 @@ def test_the_trainer_counts_the_update_threads_speedup_on_the_modelled_clock(mon
         update = min(0.3, r.learner_cpu_s)
         assert r.host_s == pytest.approx((0.3 - update) / 0.6 + update / (0.6 * 2.0))
     assert res.config["learner"]["threads"] == 2 and res.config["ppo"]["torch_threads"] == 1
+
+
+@pytest.mark.parametrize("clock, threads", [("modelled", 1), ("measured", 2)])
+def test_the_update_runs_the_machines_threads_only_on_a_measured_clock(monkeypatch: pytest.MonkeyPatch,
+                                                                       clock: str, threads: int) -> None:
+    """On the modelled clock the update runs one thread here and is credited its measured speed-up;
+    on a measured clock (the learner on the planned machine) it runs the plan's threads."""
+    import torch
+
+    from serverless import trainer
+    from serverless.backends import BACKENDS
+    from serverless.ppo import PPOConfig
+    from serverless.trainer import RunConfig, TrainSpec
+
+    entry = replace(BACKENDS.get("local"), clock=clock)
+    monkeypatch.setattr(trainer, "BACKENDS", type("Fake", (), {"get": staticmethod(lambda name: entry)})())
+    spec = TrainSpec(env_id="CartPole-v1", target_reward=1e9, max_steps=512, run=RunConfig(1, 1769, 256),
+                     ppo=PPOConfig(), seed=0, checkpoint_every=0,
+                     learner=replace(REF, threads=2, threads_speedup=1.6))
+    before = torch.get_num_threads()
+    try:
+        run = trainer._Training(spec, backend=object(), probe_noise_every=0, progress=False)
+        assert run.learner.config.torch_threads == threads and spec.ppo.torch_threads == 1
+    finally:
+        torch.set_num_threads(before)
