@@ -334,13 +334,17 @@ class _Training:
         self.ppo = replace(spec.ppo)
         if self.ppo.anneal_steps is None:
             self.ppo.anneal_steps = spec.max_steps
+        self.lambda_label = BACKENDS.get(spec.backend).clock
+        if spec.learner is not None and spec.learner.threads > 1 and self.lambda_label != "modelled":
+            self.ppo.torch_threads = spec.learner.threads  # on the learner's own machine: its update threads
         self.learner = PPOLearner(policy_spec, self.ppo, seed=spec.seed)
         prices = PriceTable.for_run(spec.backend, spec.backend_options, spec.price_table)
-        # another learner machine: its price, and on the modelled clock its speed band's low end
-        self.learner_slowdown = 1.0
+        # another learner machine: its price, and on the modelled clock its speed band's low end and
+        # its update threads' measured speed-up (the update itself runs one thread on this host)
+        self.learner_speed = 1.0
         if spec.learner is not None and spec.learner.instance_type != prices.vm_instance_type:
             prices = replace(prices, vm_usd_per_hour=spec.learner.usd_per_hour, vm_instance_type=spec.learner.instance_type)
-            self.learner_slowdown = 1.0 / spec.learner.robust_speed
+            self.learner_speed = spec.learner.robust_speed
         self.ledger = CostLedger(prices, architecture=spec.architecture)
         self.ckpt_dir = spec.resolved_checkpoint_dir() if spec.checkpoint_every or spec.resume else None
         self.notes: list[str] = list(self.learner.notes)  # e.g. the update engine, when not the one asked for
@@ -355,7 +359,6 @@ class _Training:
         self.collector.tally = self.state.faults
         self.collector.durations.extend(self.state.hedge_history)
         self.bar = _ProgressBar(progress, spec.max_steps, self.state.env_steps)
-        self.lambda_label = BACKENDS.get(spec.backend).clock
         self.t_start = time.perf_counter()
 
     def _resume(self) -> RunState:
@@ -449,6 +452,16 @@ class _Training:
         state.env_steps += int(len(data["obs"]))
         return stats
 
+    def _on_learner_machine(self, times: Any, update_cpu_s: float) -> Any:
+        """On the modelled clock, the learner host's part at the learner machine's speed: the
+        update's share (its CPU time ``update_cpu_s``, host-speed corrected) also at its threads' speed-up."""
+        machine = self.spec.learner
+        if not times.modelled or machine is None or (self.learner_speed == 1.0 and machine.threads_speedup == 1.0):
+            return times
+        update_s = min(times.host_s, update_cpu_s * times.host_speed)
+        host_s = machine.host_s(update_s, times.host_s - update_s, base_speed=self.learner_speed)
+        return replace(times, host_s=host_s, lambda_s=times.lambda_s + host_s - times.host_s)
+
     def iterate(self, layouts: tuple[int, ...] = ()) -> tuple[IterationRecord, IterationClock]:
         """Rollouts, one PPO update (and the ``layouts`` probe), the clocks, the record and the curve point."""
         clock = IterationClock(self.lambda_label == "modelled")
@@ -460,9 +473,7 @@ class _Training:
         times = clock.stop(
             rollout_lambda_s=got.batch.lambda_s, rollout_wall_s=got.batch.wall_s, modelled=self.lambda_label == "modelled"
         )
-        if times.modelled and self.learner_slowdown != 1.0:  # the host's part, at the learner machine's speed
-            host_s = times.host_s * self.learner_slowdown
-            times = replace(times, host_s=host_s, lambda_s=times.lambda_s + host_s - times.host_s)
+        times = self._on_learner_machine(times, float(stats["learner_cpu_s"]))
         self.state.lambda_time_s += times.lambda_s
         self.ledger.add_learner_time(times.lambda_s)
         record = self._record(run, got, times, stats)

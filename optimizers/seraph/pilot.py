@@ -13,7 +13,9 @@
 * The **learner timing** (:func:`time_learner_updates`) times the learner's update at
   every batch size the search considers, on a throwaway learner and a synthetic batch:
   the update's cost depends on the batch size, not on the data, and the run's own
-  learner never sees it.
+  learner never sees it. With it, the update's wall-time speed-up at the thread counts the
+  learner machines offer, at the pilot's batch (:mod:`optimizers.seraph.learner_threads`),
+  for the plan's choice of the learner's machine.
 
 Because the pilot is real training, its policy need not be thrown away: the tuner
 resumes the real run from the pilot's checkpoint (see ``optimizers.seraph.steps.train``), so the
@@ -34,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from optimizers.seraph.learner_threads import measure_thread_scaling, synthetic_batch
 from optimizers.seraph.memory_probe import charge_learner_wait, cost_probe_sizes, no_probe, probe_memory_sizes
 from optimizers.seraph.models import Observation, RunShape
 from optimizers.seraph.noise_scale import NoiseScaleTracker
@@ -208,18 +211,7 @@ def time_learner_updates(
     rows = []
     for batch in batches:
         learner = PPOLearner(spec, replace(ppo, anneal_lr=False, epochs=1), seed=seed)
-        if spec.action_kind == "discrete":
-            actions = rng.integers(0, spec.act_dim, size=batch)
-        else:
-            actions = rng.normal(size=(batch, spec.act_dim)).astype(np.float32)
-        data = {
-            "obs": rng.normal(size=(batch, spec.obs_dim)).astype(np.float32),
-            "actions": actions,
-            "logprobs": np.full(batch, -1.0, dtype=np.float32),
-            "values": rng.normal(size=batch).astype(np.float32),
-            "advantages": rng.normal(size=batch).astype(np.float32),
-            "returns": rng.normal(size=batch).astype(np.float32),
-        }
+        data = synthetic_batch(spec, batch, rng)
         bracket = host_speed.Bracket("learner") if modelled else None
         if bracket is not None:
             bracket.start()
@@ -443,9 +435,12 @@ def _learner_timing(workload: Workload, pilot: Any, seed: int) -> dict[str, Any]
     batches = batches_for(workload)
     # one searched batch: the pilot's own updates time it, and a timing would only add cost
     rows = time_learner_updates(workload, batches, seed=seed, modelled=modelled) if len(batches) > 1 else []
-    timed_s = sum(r["timed_s"] for r in rows)  # what the timing itself took (one epoch each)
+    # the update's speed-up at the thread counts the learner machines offer, at the pilot's batch
+    threads = measure_thread_scaling(workload, pilot_batch(workload), seed=seed, modelled=modelled)
+    jobs = [*(r["timed_s"] for r in rows), threads.vm_s]
+    timed_s = sum(jobs)  # what the timing itself took (one epoch each)
     waits = [view(r).rollout_lambda_s for r in pilot.iterations] if modelled else []
-    excess_s = beside_rollouts([r["timed_s"] for r in rows], waits)
+    excess_s = beside_rollouts(jobs, waits)
     ledger = CostLedger(PriceTable.load(None), architecture=workload.architecture)
     ledger.add_learner_time(excess_s)
     return {
@@ -454,6 +449,8 @@ def _learner_timing(workload: Workload, pilot: Any, seed: int) -> dict[str, Any]
         "beside_rollouts_s": timed_s - excess_s,
         "lambda_time_s": excess_s,
         "cost_usd": ledger.total_usd,
+        **threads.scaling.as_dict(),
+        "threads_timed_s": threads.vm_s,
         "label": "synthetic batch, one epoch per size (learner_s: times the epochs); time "
         + ("modelled (CPU time, host-speed corrected); placed in the learner's waits for the pilot's "
            "rollouts, it adds (lambda_time_s) and is priced for only what does not fit"

@@ -94,11 +94,13 @@ def plan(job: SeraphJob, pilot: PilotOutcome) -> SeraphPlan:
 
 
 def learner_for(planner: Planner, shape: RunShape, job: SeraphJob) -> LearnerChoice:
-    """The learner's machine for an iteration at ``shape``, from the planner's models
-    (:mod:`optimizers.seraph.learner_choice`)."""
+    """The learner's machine for an iteration at ``shape``, from the planner's models and the
+    update's thread speed-ups the pilot measured (:mod:`optimizers.seraph.learner_choice`)."""
     perf = planner.perf
+    update_s = perf.learner_s(shape)
     return choose_learner(job.request.objective, job.request.weight, perf.rollout_s(shape),
-                          perf.learner_s(shape) + perf.other_s(shape))
+                          update_s + perf.other_s(shape), update_s=update_s,
+                          scaling=planner.profile.pilot.thread_scaling)
 
 
 def _controller(planner: Planner, planned: SeraphPlan, to_run: Any) -> SeraphController | LayoutController | None:

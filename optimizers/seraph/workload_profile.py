@@ -24,11 +24,12 @@ from typing import Any, Mapping
 
 from optimizers.seraph.models import Observation, RunShape
 from core import state
+from serverless.learner_machines import ThreadScaling
 from core.paths import cache_dir, fingerprint, hardware_fingerprint
 
 #: Part of every profile's key: raised whenever what a profile holds or how it is measured
 #: changes, so that a profile measured otherwise is never reused (docs/experiments holds why).
-PROFILE_VERSION = 10
+PROFILE_VERSION = 11
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,12 @@ class PilotSummary:
         return min((s.actors for s in self.schedule), default=1)
 
     @property
+    def thread_scaling(self) -> ThreadScaling:
+        """The update's measured wall-time speed-ups by thread count (the learner timing's
+        ``threads_speedup``); a profile without them counts one thread at 1.0."""
+        return ThreadScaling.from_dict(self.learner_timing)
+
+    @property
     def requested_sweep(self) -> list[int] | None:
         """The memory sizes the probe was asked for (None when the profile does not say)."""
         sweep = self.memory_probe.get("requested_sweep")
@@ -124,6 +131,7 @@ class PilotSummary:
         probe, timing = d.get("memory_probe", {}), d.get("learner_timing", {})
         if not isinstance(probe, dict) or not isinstance(timing, dict):
             raise ValueError("the pilot's memory_probe and learner_timing are mappings")
+        ThreadScaling.from_dict(timing)  # a malformed speed-up makes the profile unreadable
         return cls(
             iterations=int(_finite(d.get("iterations", 0))), env_steps=int(_finite(d.get("env_steps", 0))),
             cost_usd=_finite(d.get("cost_usd", 0.0)), cost_label=str(d.get("cost_label", "")),

@@ -95,6 +95,7 @@ def _print_plan(planned: Any) -> None:
         print(f"  baseline: {plan.verdict.chosen} ({plan.verdict.reason})", file=out)
     if planned.learner is not None:
         print(f"  learner machine: {planned.learner.reason}", file=out)
+        print(f"  learner threads: {planned.learner.threads_line()}", file=out)
     best = plan.outcome.best
     if best is not None:
         print(
@@ -136,6 +137,8 @@ def handle(args: argparse.Namespace) -> dict[str, Any]:
         _print_tuned(outcome.tuned)
     else:
         print(f"  learner machine: {outcome.result['plan']['learner']['reason']}", file=sys.stderr)
+        if outcome.learner is not None:
+            print(f"  learner threads: {outcome.learner.threads_line()}", file=sys.stderr)
         for line in outcome.result["plan"]["race"]:
             print(f"  {line}", file=sys.stderr)
     _write_tfvars(args.write_tfvars, outcome.learner)

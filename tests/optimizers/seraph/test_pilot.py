@@ -117,6 +117,8 @@ def test_a_fresh_run_is_charged_the_whole_tuning_bill(tmp_path, monkeypatch) -> 
     assert a["cost_usd"] == pytest.approx(res["training"]["ledger"]["total_usd"] + untrained_usd + ov["planning_cost_usd"])
     timing = pilot["learner_timing"]
     assert timing["lambda_time_s"] + timing["beside_rollouts_s"] == pytest.approx(timing["timed_s"])
+    assert timing["threads_speedup"]["1"] == 1.0 and timing["threads_label"] and timing["threads_timed_s"] > 0
+    assert "threads_speedup" in res["plan"]["learner"]
     untrained_s = pilot["memory_probe"]["lambda_time_s"] + timing["lambda_time_s"]
     assert pilot["lambda_time_s"] == pytest.approx(pilot["training_lambda_time_s"] + untrained_s)
     # the run's clock, the pilot's part and the controller's work included: the learner VM's time
@@ -209,3 +211,20 @@ def test_a_cost_pilot_starts_few_cold_functions_and_its_profile_serves_no_speed_
     assert serves(profile_of(cost), replace(cost, cost_stop_mb=None), workload)  # same top, full sweep
 
 
+
+
+def test_the_thread_timing_measures_each_count_against_one_thread() -> None:
+    """Behaviour only (no timing threshold): every count has a positive speed-up, one thread is
+    1.0, the label says measured wall time and the host's load, and torch's threads are restored."""
+    import torch
+
+    from optimizers.seraph.learner_threads import measure_thread_scaling
+
+    before = torch.get_num_threads()
+    timing = measure_thread_scaling(workload_for("CartPole-v1", None), 512, repeats=1, counts=(2,))
+    speedups = dict(timing.scaling.speedups)
+    assert set(speedups) == {1, 2} and speedups[1] == 1.0 and speedups[2] > 0
+    assert timing.scaling.label.startswith("measured, wall, host load") and timing.vm_s > 0
+    assert torch.get_num_threads() == before
+    alone = measure_thread_scaling(workload_for("CartPole-v1", None), 512, counts=())
+    assert alone.scaling.speedups == ((1, 1.0),) and alone.vm_s == 0.0

@@ -97,3 +97,31 @@ def test_no_shape_is_cheaper_per_env_step_than_the_floor():
     assert busy.per_step_floor() == floor
     assert floor["usd_per_step"] < busy.per_step_cost(RunShape(1, 512, 64000)) < 1.05 * floor["usd_per_step"]
     assert cost.per_step_cost(RunShape(1, 512, 64000)) > 2 * floor["usd_per_step"]
+
+
+def test_the_update_thread_speedups_round_trip(tmp_path):
+    from serverless.learner_machines import ThreadScaling
+
+    measured = ThreadScaling(((1, 1.0), (2, 0.82)), "measured, wall, host load 3.10")
+    p = Profile(workload=WORKLOAD, backend="local", hardware=profiles.hardware_fingerprint(),
+                observations=synthetic_observations(), noise=ProfileNoise(),
+                pilot=PilotSummary(learner_timing={"rows": [], **measured.as_dict()}), memory_sweep=[512, 1769])
+    save_profile(p, tmp_path)
+    again = load_profile(WORKLOAD, "local", tmp_path)
+    assert again is not None and again.pilot.thread_scaling == measured
+
+
+def test_a_profile_without_thread_speedups_counts_one_thread():
+    """A profile from before they were measured (files of an older version are re-measured: the
+    version is in the key) reads as one thread at 1.0."""
+    old = PilotSummary.from_dict({"learner_timing": {"rows": []}})
+    assert old.thread_scaling.best(4) == (1, 1.0)
+    assert profiles.PROFILE_VERSION >= 11
+
+
+def test_a_malformed_thread_speedup_makes_the_profile_unreadable(tmp_path):
+    path = save_profile(_profile(), tmp_path)
+    d = json.loads(path.read_text())
+    d["pilot"]["learner_timing"] = {"threads_speedup": {"1": 1.0, "2": -3}}
+    path.write_text(json.dumps(d))
+    assert load_profile(WORKLOAD, "local", tmp_path) is None
