@@ -21,7 +21,13 @@ runs 1..k stays within the margin of k runs at the reference. An arm never run i
 to cost ``unexplored_ratio``; once run, its measured mean. Along a ladder the objective is
 taken to be unimodal (under the gradient-noise-scale model env steps fall and cost per
 step rises as the batch shrinks), so a step is explored only after the step before it
-improved on the reference by ``improvement``. When nothing is worth exploring, the run
+improved on the reference by ``improvement``. One run is weak evidence: the tuner's own
+runs of one job, at the same configuration and env steps, differ by 10-20% in modelled
+cost, the clock's noise on a loaded host beside the seed's. A step that missed the bar by
+less than one standard error (the reference runs' spread over the square root of the step's
+runs) is inconclusive and runs again, up to ``most_runs_per_step`` runs, its worst case then
+its measured mean plus that error; a step that missed it by more, or ran that many times,
+did not pay, and its ladder stops. When nothing is worth exploring, the run
 exploits: the arm with the lowest measured mean that reached the target every time, if it
 beats the reference by ``improvement``; else the tuner's own run.
 
@@ -60,6 +66,9 @@ class BanditSettings:
     # cost 0.58-1.26x the static default on Acrobot, Beacon and Pendulum in the hindsight grid
     unexplored_ratio: float = 1.3
     improvement: float = 0.05  # a step (or an exploit) must beat the reference by this share
+    # the most runs a ladder step gets while its evidence is inconclusive: measured worse than
+    # the bar, but within one standard error (the reference runs' spread over sqrt(runs)) of it
+    most_runs_per_step: int = 2
     # the race: checked from this share of a reference run's bill, once the reference runs have
     # come this share of the way from their first return to the target (before it, returns are
     # the untrained policy's noise), and given up at the last share
@@ -116,9 +125,21 @@ class ArmStats:
     runs: int
     mean_ratio: float | None  # None: never run
     reached_all: bool
+    error: float = 0.0  # one standard error of the mean: the reference runs' spread over sqrt(runs)
+
+    def pays(self, settings: BanditSettings) -> bool:
+        """Beat the reference by ``improvement``, every run reaching the target."""
+        return self.reached_all and self.mean_ratio is not None and self.mean_ratio <= 1 - settings.improvement
+
+    def inconclusive(self, settings: BanditSettings) -> bool:
+        """Missed the bar by less than one standard error, with runs to spare."""
+        return (self.reached_all and self.mean_ratio is not None and not self.pays(settings)
+                and self.runs < settings.most_runs_per_step
+                and self.mean_ratio - self.error <= 1 - settings.improvement)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"arm": self.name, "runs": self.runs, "mean_ratio": self.mean_ratio, "reached_all": self.reached_all}
+        return {"arm": self.name, "runs": self.runs, "mean_ratio": self.mean_ratio, "reached_all": self.reached_all,
+                "standard_error": self.error}
 
 
 @dataclass(frozen=True)
@@ -160,10 +181,10 @@ class Scale:
         return self.value(run.cost_usd, run.lambda_time_s)
 
 
-def _stats(name: str, runs: list[RunRecord], scale: Scale) -> ArmStats:
+def _stats(name: str, runs: list[RunRecord], scale: Scale, spread: float) -> ArmStats:
     mine = [r for r in runs if r.arm == name]
     mean = statistics.fmean(scale.of(r) for r in mine) if mine else None
-    return ArmStats(name, len(mine), mean, all(r.reached for r in mine))
+    return ArmStats(name, len(mine), mean, all(r.reached for r in mine), spread / len(mine) ** 0.5 if mine else 0.0)
 
 
 def choose_arm(
@@ -178,20 +199,24 @@ def choose_arm(
     scale = Scale(objective, weight, reference_runs)
     known = {a.name: a for ladder in ladders(base, objective) for a in ladder}
     counted = [r for r in runs if r.arm == SERAPH or r.arm in known or r.arm == BASELINE]
-    stats = {name: _stats(name, counted, scale) for name in (SERAPH, *known)}
+    values = [scale.of(r) for r in reference_runs]
+    spread = statistics.stdev(values) if len(values) >= 2 else 0.0
+    stats = {name: _stats(name, counted, scale, spread) for name in (SERAPH, *known)}
     pending = list(pending)
-    spent = sum(scale.of(r) for r in counted) + sum(
-        settings.unexplored_ratio if stats[p].mean_ratio is None else stats[p].mean_ratio for p in pending if p in stats
-    )
+    spent = sum(scale.of(r) for r in counted) + sum(_worst_case(stats[p], settings) for p in pending if p in stats)
     k = len(counted) + len(pending) + 1
     budget = (1 + settings.margin) * k
     common = dict(history_runs=len(runs), spent=spent, budget=budget, stats=tuple(stats.values()),
                   reference={"cost_usd": scale.cost, "lambda_time_s": scale.time})
     for arm in _next_steps(base, objective, stats, pending, settings):
-        if spent + settings.unexplored_ratio <= budget:
+        s, worst = stats[arm.name], _worst_case(stats[arm.name], settings)
+        if spent + worst <= budget:
+            what = ("its assumed worst case" if s.mean_ratio is None else
+                    f"its measured {s.mean_ratio:.2f} plus one standard error, {s.error:.2f} (again: it missed the "
+                    f"bar, {1 - settings.improvement:.2f}, by less than that error)")
             return ArmChoice(arm.name, arm, f"explore {arm.describe()}: the bill so far ({spent:.2f} reference runs) "
-                             f"plus its assumed worst case ({settings.unexplored_ratio:.2f}) is within "
-                             f"{1 + settings.margin:.2f} x {k} runs", explore=True, **common)
+                             f"plus {what} ({worst:.2f}) is within {1 + settings.margin:.2f} x {k} runs",
+                             explore=True, **common)
     best = min((s for s in stats.values() if s.name != SERAPH and s.mean_ratio is not None and s.reached_all),
                key=lambda s: s.mean_ratio or 0.0, default=None)
     if best is not None and best.mean_ratio is not None and best.mean_ratio <= 1 - settings.improvement:
@@ -202,18 +227,25 @@ def choose_arm(
                      "reference runs)", **common)
 
 
+def _worst_case(s: ArmStats, settings: BanditSettings) -> float:
+    """What a run of the arm is counted at before it ends: the assumed worst case when never
+    run, else its measured mean plus one standard error."""
+    return settings.unexplored_ratio if s.mean_ratio is None else s.mean_ratio + s.error
+
+
 def _next_steps(base: BaselineConfig, objective: str, stats: dict[str, ArmStats], pending: list[str],
                 settings: BanditSettings) -> list[Arm]:
-    """Each ladder's next unexplored step, if the step before it improved on the reference."""
+    """Each ladder's next step to run: the first unexplored one if every step before it
+    paid, or an inconclusive step again."""
     steps = []
     for ladder in ladders(base, objective):
         for arm in ladder:
             s = stats[arm.name]
-            if s.mean_ratio is None:
+            if s.mean_ratio is None or s.inconclusive(settings):
                 if arm.name not in pending:
                     steps.append(arm)
                 break
-            if not (s.reached_all and s.mean_ratio <= 1 - settings.improvement):
+            if not s.pays(settings):
                 break  # this step did not pay: the ladder stops here
     return steps
 
