@@ -21,9 +21,10 @@ from optimizers.seraph.models import RunShape
 from optimizers.seraph.objectives import OBJECTIVES, scale_of
 from optimizers.seraph.space import DEFAULT_MEMORY_SWEEP
 from optimizers.seraph.pilot import Workload
+from serverless.rollout_event import RolloutEvent
 
 
-def _events(workload: Workload, shape: RunShape, seed: int) -> list[dict[str, Any]]:
+def _events(workload: Workload, shape: RunShape, seed: int) -> list[RolloutEvent]:
     from serverless.envs import inspect_env
     from serverless.policy import encode_weights, export_numpy
     from serverless.ppo import PPOConfig, PPOLearner
