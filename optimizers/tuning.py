@@ -46,6 +46,7 @@ from ingestion.pipeline import PipelineSpec
 from optimizers.asktell import Optimizer, SearchResult, Trial, run
 from optimizers.ingestion_optimizers import INGESTION_OPTIMIZERS, IngestJob
 from core.errors import UserError
+from core.json_edge import JsonObject
 
 __all__ = ["FINAL_PROTOCOL", "SEARCH_PROTOCOL", "IngestJob", "IngestTuningResult", "MeasureProtocol",
            "NoRunningConfiguration", "TuningOptions", "VerifiedConfig", "build_optimizer", "tune_pipeline"]
@@ -78,12 +79,13 @@ class IngestTuningResult:
     tuning_s: float
     label: str
     oom: bool
-    final_measurement: dict[str, Any]
-    search: dict[str, Any]
-    node: dict[str, Any]
+    # the result's JSON sections, made once here for to_json
+    final_measurement: JsonObject
+    search: JsonObject
+    node: JsonObject
     vs_autotune: Any = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return asdict(self)
 
 
@@ -133,7 +135,7 @@ class _Measurements:
     def __init__(self, job: IngestJob, worker: Any, options: TuningOptions):
         self.job, self.worker, self.options = job, worker, options
         self.trials_done = 0
-        self.controls: list[dict[str, Any]] = []
+        self.controls: list[JsonObject] = []  # the control measurements, as the result's JSON lists them
         self.controls_s = 0.0
 
     def measure(self, config: Config, protocol: MeasureProtocol) -> Measurement:
@@ -162,7 +164,7 @@ class _Measurements:
         if self._controlled() and self.trials_done:
             self.control()
 
-    def controls_info(self) -> dict[str, Any]:
+    def controls_info(self) -> JsonObject:
         if self.options.control is None:
             return {}
         return {"controls": self.controls, "controls_s": round(self.controls_s, 2),
@@ -211,7 +213,7 @@ def tune_pipeline(job: IngestJob, optimizer: str | Optimizer, options: TuningOpt
     )
 
 
-def _race(opt: Any) -> dict[str, Any]:
+def _race(opt: Any) -> JsonObject:
     """How an optimizer that races its finalists at the end (InTune) decided its pick, under
     ``race`` (rounds, who left and why, buffer knobs memory held down); nothing for the others."""
     report = getattr(opt, "report", None)
@@ -270,7 +272,7 @@ def _failures(trials: list[Trial]) -> dict[str, int]:
     return counts
 
 
-def _search_summary(result: SearchResult, job: IngestJob, controls: dict[str, Any]) -> dict[str, Any]:
+def _search_summary(result: SearchResult, job: IngestJob, controls: JsonObject) -> JsonObject:
     """The search part of a tuning result: trials, why it stopped, protocol, controls and history."""
     assert result.best is not None
     return {
@@ -285,7 +287,7 @@ def _search_summary(result: SearchResult, job: IngestJob, controls: dict[str, An
     }
 
 
-def _trial_history(result: SearchResult) -> list[dict[str, Any]]:
+def _trial_history(result: SearchResult) -> list[JsonObject]:
     """Every trial of a search, in order: configuration, measurement and failure reason."""
     return [
         {"config": t.config, "rows_per_s": t.measurement.rows_per_s, "peak_rss_mb": t.measurement.peak_rss_mb,
@@ -299,7 +301,7 @@ class NoRunningConfiguration(UserError):
     """An optimizer's search ended without a configuration that runs; ``history`` holds its trials
     (in :func:`_trial_history`'s form), so a benchmark can report the run instead of losing it."""
 
-    def __init__(self, history: list[dict[str, Any]], message: str):
+    def __init__(self, history: list[JsonObject], message: str):
         super().__init__(message)
         self.history = history
 
@@ -312,7 +314,7 @@ class TuningFailure:
     error: str
     config: None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"optimizer": self.optimizer, "config": None, "error": self.error}
 
 
@@ -327,9 +329,9 @@ class VerifiedConfig:
     oom: bool
     label: str
     spread: float | None
-    protocol: dict[str, Any]
+    protocol: dict[str, float | int]  # MeasureProtocol.as_kwargs()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return asdict(self)
 
 

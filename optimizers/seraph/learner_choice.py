@@ -19,8 +19,8 @@ on the modelled clock); two-vCPU candidates are in the table for their price onl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from core.json_edge import JsonObject
 from serverless.learner_machines import LearnerMachine, LearnerTable, load_learner_table
 
 
@@ -33,7 +33,7 @@ class LearnerOption:
     iteration_s: float
     learner_usd: float  # the learner's cost of one iteration
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         m = self.machine
         return {"instance_type": m.instance_type, "architecture": m.architecture, "vcpus": m.vcpus,
                 "usd_per_hour": m.usd_per_hour, "speed_counted": self.speed, "speed_band": list(m.speed),
@@ -52,7 +52,7 @@ class LearnerChoice:
     def changed(self) -> bool:
         return self.machine.instance_type != self.reference.instance_type
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"instance_type": self.machine.instance_type, "architecture": self.machine.architecture,
                 "reference": self.reference.instance_type, "reason": self.reason, "label": "modelled",
                 "price_table": self.table_version, "options": [o.to_dict() for o in self.options]}
