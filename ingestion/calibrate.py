@@ -100,6 +100,21 @@ class KnobEffect:
                    bool(data.get("booked", False)), None if threshold is None else float(threshold))
 
 
+class FitPoint(TypedDict, total=False):
+    """One configuration the model was fitted to: measured against simulated rows/s, whether
+    it ran out of memory, the cores busy while it ran (``Measurement.cores``), and for an
+    anchored variant its raw measurement and a note on how ``measured`` was derived."""
+
+    config: Config
+    measured: float
+    simulated: float
+    oom: bool
+    cores_busy: float
+    other_cores_busy: float
+    measured_raw: float
+    note: str
+
+
 class Reanchor(TypedDict):
     """One re-anchor of a calibration's level (:func:`reanchor`): the samples measured at a
     configuration and the level before and after (``None`` after when nothing was usable)."""
@@ -124,7 +139,7 @@ class Calibration:
     model: PipelineModel
     profile_config: Config
     prefix_rows_per_s: dict[str, float]
-    fit_points: list[JsonObject] = field(default_factory=list)  # the evidence, as written: see _calibration_of
+    fit_points: list[FitPoint] = field(default_factory=list)
     calibration_s: float = 0.0
     cached: bool = False
     key: str = ""
@@ -648,7 +663,7 @@ def _calibration_of(p: _Profiling, fitted: _Fitted, key: str) -> Calibration:
     with their raw measurement), and the cores other processes kept busy meanwhile."""
     model, base, step3 = fitted.model, fitted.base, fitted.step3
     points, raw = fitted.points, step3.raw
-    fit_points = [
+    fit_points: list[FitPoint] = [
         {"config": c, "measured": m.rows_per_s, "simulated": simulate(model, c, p.node).rows_per_s, "oom": m.failed,
          **m.cores}
         for c, m in points

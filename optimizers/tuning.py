@@ -37,7 +37,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict
 
 from ingestion.measure import MeasureWorker, measure_in_process
 from ingestion.measurement import FINAL_PROTOCOL, SEARCH_PROTOCOL, Config, Measurement, MeasureProtocol
@@ -62,6 +62,33 @@ def recommendation(opt: Any, result: Any) -> tuple[Config, Measurement]:
     return dict(result.best_config), result.best
 
 
+class SearchSummary(TypedDict, total=False):
+    """The search part of a tuning result (:func:`_search_summary`): its trials, why it stopped,
+    its protocol and history; the control measurements when asked for, and InTune's final race."""
+
+    trials: int
+    stopped_by: str
+    best_trial_rows_per_s: float
+    protocol: dict[str, float | int]  # MeasureProtocol.as_kwargs()
+    time_budget_s: float
+    failed_trials: dict[str, int]
+    history: list[JsonObject]  # every trial as the result's JSON lists it (_trial_history)
+    controls: list[JsonObject]
+    controls_s: float
+    control_config: dict[str, int]
+    control_every: int
+    race: JsonObject  # the optimizer's own report of its race
+
+
+class NodeSummary(TypedDict):
+    """The node a pipeline was tuned on, as the result names it."""
+
+    name: str
+    vcpus: int
+    ram_gib: float
+    hourly_usd: float
+
+
 @dataclass(frozen=True)
 class IngestTuningResult:
     """What tuning a pipeline found: the chosen configuration and its final measurement.
@@ -79,10 +106,9 @@ class IngestTuningResult:
     tuning_s: float
     label: str
     oom: bool
-    # the result's JSON sections, made once here for to_json
-    final_measurement: JsonObject
-    search: JsonObject
-    node: JsonObject
+    final_measurement: JsonObject  # the protocol and the measurement's own figures (Measurement.extra), for the JSON
+    search: SearchSummary
+    node: NodeSummary
     vs_autotune: Any = None
 
     def to_json(self) -> JsonObject:
@@ -164,7 +190,7 @@ class _Measurements:
         if self._controlled() and self.trials_done:
             self.control()
 
-    def controls_info(self) -> JsonObject:
+    def controls_info(self) -> SearchSummary:
         if self.options.control is None:
             return {}
         return {"controls": self.controls, "controls_s": round(self.controls_s, 2),
@@ -213,7 +239,7 @@ def tune_pipeline(job: IngestJob, optimizer: str | Optimizer, options: TuningOpt
     )
 
 
-def _race(opt: Any) -> JsonObject:
+def _race(opt: Any) -> SearchSummary:
     """How an optimizer that races its finalists at the end (InTune) decided its pick, under
     ``race`` (rounds, who left and why, buffer knobs memory held down); nothing for the others."""
     report = getattr(opt, "report", None)
@@ -272,7 +298,7 @@ def _failures(trials: list[Trial]) -> dict[str, int]:
     return counts
 
 
-def _search_summary(result: SearchResult, job: IngestJob, controls: JsonObject) -> JsonObject:
+def _search_summary(result: SearchResult, job: IngestJob, controls: SearchSummary) -> SearchSummary:
     """The search part of a tuning result: trials, why it stopped, protocol, controls and history."""
     assert result.best is not None
     return {
