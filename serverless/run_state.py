@@ -29,7 +29,7 @@ class CurvePoint(TypedDict):
 
 # A configuration change: the iteration it came after and the run shapes (RunConfig.to_dict())
 # either side; "from" is a keyword, hence the functional form.
-ConfigChange = TypedDict("ConfigChange", {"iteration": int, "env_steps": int, "from": JsonObject, "to": JsonObject})
+ConfigChange = TypedDict("ConfigChange", {"iteration": int, "env_steps": int, "from": dict[str, int], "to": dict[str, int]})
 
 
 @dataclass

@@ -38,7 +38,7 @@ MAX_FUNCTION_LINES = 90
 #: The ``dict[str, Any]`` annotations the packages may hold (see the module's docstring).
 DICT_STR_ANY_CEILING = 58
 #: The JSON edge's ``JsonObject`` uses the packages may hold (see the module's docstring).
-JSON_OBJECT_CEILING = 248
+JSON_OBJECT_CEILING = 243
 #: ``Mapping[str, Any]``, ``Dict[str, Any]`` and ``dict[str, object]``: untyped mappings by another spelling.
 UNTYPED_MAPPING_CEILING = 45
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from core.json_edge import JsonObject
 from optimizers.seraph.models import RunShape
 from optimizers.seraph.pilot import SweepController, Workload
 from optimizers.seraph.records import view
@@ -57,11 +56,21 @@ class SweepRow(TypedDict):
     duration_s: float
 
 
+class OptunaTrial(TypedDict):
+    """One trial of the Optuna baseline: the shape it probed, the objective's value and its cost."""
+
+    actors: int
+    memory_mb: int
+    batch: int
+    value: float
+    trial_cost_usd: float
+
+
 class BaselineDetails(TypedDict, total=False):
     """A tuning baseline's own evidence: the memory sweep's rows, or Optuna's trials."""
 
     sweep: list[SweepRow]
-    trials: list[JsonObject]  # a trial's shape, its objective value and its cost
+    trials: list[OptunaTrial]
 
 
 class BaselineRun(ShapeRun, BaselineDetails, total=False):
