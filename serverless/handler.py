@@ -82,7 +82,7 @@ import time
 _MODULE_T0 = time.perf_counter()
 
 from dataclasses import dataclass, field  # noqa: E402
-from typing import Any, NotRequired, TypedDict  # noqa: E402
+from typing import Any, TypedDict  # noqa: E402
 
 import gymnasium  # noqa: E402,F401  (imported here: its import time is part of a cold start's init)
 import numpy as np  # noqa: E402
@@ -133,18 +133,23 @@ class _ActorState:
     replayable: bool = False
 
 
-class _Segment(TypedDict):
-    """One rollout's arrays and finished episodes (a slot event's, merged, adds the slots' bookkeeping)."""
+class _SegmentRequired(TypedDict):
+    """The keys every rollout's segment has."""
 
     arrays: dict[str, np.ndarray]
     episode_returns: list[float]
     episode_lengths: list[int]
     env_ms: float
-    episode: NotRequired[SlotEpisode]  # a slot's episode in progress, after its segment
-    episode_slots: NotRequired[list[int]]
-    slot_episodes: NotRequired[list[SlotEpisode]]
-    replayed_slots: NotRequired[int]
-    replay_mismatch: NotRequired[list[int]]
+
+
+class _Segment(_SegmentRequired, total=False):
+    """One rollout's arrays and finished episodes (a slot event's, merged, adds the slots' bookkeeping)."""
+
+    episode: SlotEpisode  # a slot's episode in progress, after its segment
+    episode_slots: list[int]
+    slot_episodes: list[SlotEpisode]
+    replayed_slots: int
+    replay_mismatch: list[int]
 
 
 _ACTORS: dict[int, _ActorState] = {}

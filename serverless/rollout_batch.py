@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NotRequired, TypedDict
+from typing import TypedDict
 
 import numpy as np
 
@@ -122,9 +122,8 @@ def rollout_events(
     return events
 
 
-class RolloutSummary(TypedDict):
-    """One iteration's invocations in figures (:func:`rollout_summary`); with ``rounds`` and
-    ``wasted_attempts`` when a retry or a hedge took more than one round."""
+class _RolloutSummaryRequired(TypedDict):
+    """The figures every iteration's summary has."""
 
     invocations: int
     errors: int
@@ -139,8 +138,14 @@ class RolloutSummary(TypedDict):
     lambda_s: float
     lambda_s_label: str
     concurrency: int
-    rounds: NotRequired[int]
-    wasted_attempts: NotRequired[int]
+
+
+class RolloutSummary(_RolloutSummaryRequired, total=False):
+    """One iteration's invocations in figures (:func:`rollout_summary`); with ``rounds`` and
+    ``wasted_attempts`` when a retry or a hedge took more than one round."""
+
+    rounds: int
+    wasted_attempts: int
 
 
 def rollout_summary(batch: InvokeBatch) -> RolloutSummary:

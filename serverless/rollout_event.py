@@ -3,9 +3,9 @@
 They are JSON by contract (a Lambda payload, a Ray task's argument, a line to a local worker),
 so they stay dicts on the wire; these TypedDicts name every key and its type, so the trainer,
 the collector and every backend say what they pass instead of passing an untyped dict.
+(No postponed annotations here: a TypedDict's ``NotRequired`` keys are only known to Python
+when the annotations are evaluated, and ``tests/serverless/test_rollout_event.py`` reads them.)
 """
-
-from __future__ import annotations
 
 from typing import NotRequired, TypedDict
 
@@ -77,6 +77,15 @@ class HandlerTimings(TypedDict):
     cpu_ms: float
 
 
+class EmulatorFigures(TypedDict):
+    """What the local emulator measured of one invocation (its worker's clocks)."""
+
+    measured_wall_ms: float
+    measured_cpu_ms: float
+    host_speed: float
+    throttled_s: float
+
+
 class RolloutReply(TypedDict):
     """What one rollout function answers: its trajectories (npz, inline or in S3) and figures."""
 
@@ -95,12 +104,3 @@ class RolloutReply(TypedDict):
     timings: HandlerTimings
     lane: NotRequired[int]  # the local worker or Ray actor that ran it (their events run in turn)
     emulator: NotRequired[EmulatorFigures]  # the local emulator's own measurements
-
-
-class EmulatorFigures(TypedDict):
-    """What the local emulator measured of one invocation (its worker's clocks)."""
-
-    measured_wall_ms: float
-    measured_cpu_ms: float
-    host_speed: float
-    throttled_s: float

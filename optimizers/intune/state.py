@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, NotRequired, TypedDict
+from typing import Callable, TypedDict
 
 import numpy as np
 
@@ -37,14 +37,19 @@ class SearchSetup:
     clock: Callable[[], float] = time.monotonic
 
 
-class TrialRecord(TypedDict):
-    """One measurement the search took, in order: a new configuration or a repeat of one."""
+class _TrialRecordRequired(TypedDict):
+    """The keys every trial record has."""
 
     config: dict[str, int]
     rows_per_s: float
     oom: bool
-    failure: NotRequired[str]  # why a failed measurement failed
-    repeat: NotRequired[bool]  # a repeat of a configuration already measured
+
+
+class TrialRecord(_TrialRecordRequired, total=False):
+    """One measurement the search took, in order: a new configuration or a repeat of one."""
+
+    failure: str  # why a failed measurement failed
+    repeat: bool  # a repeat of a configuration already measured
 
 
 class RaceExit(TypedDict):

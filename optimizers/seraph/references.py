@@ -37,7 +37,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Iterator, NotRequired, TypedDict
+from typing import Iterator, TypedDict
 
 from core.errors import UserError
 from core.results import write_json
@@ -94,23 +94,28 @@ class ReferenceRun(TypedDict):
     wall_s: float
 
 
-class ReferenceEntry(TypedDict):
-    """An env's measured references (one entry of a references file's ``envs``): the median
-    env steps to the target per batch (``points``), the runs they come from and how they were
-    measured; :func:`main` adds the command and the date, and other actor counts under ``by_actors``."""
+class _ReferenceEntryRequired(TypedDict):
+    """The keys every reference entry has."""
 
     points: list[list[float]]
     actors: int
     memory_mb: int
     target_reward: float
     max_steps: int
-    steps_per_env: NotRequired[int]
     seeds: list[int]
     runs: list[ReferenceRun]
     source: str
-    command: NotRequired[str]
-    measured_at: NotRequired[str]
-    by_actors: NotRequired[dict[str, ReferenceEntry]]
+
+
+class ReferenceEntry(_ReferenceEntryRequired, total=False):
+    """An env's measured references (one entry of a references file's ``envs``): the median
+    env steps to the target per batch (``points``), the runs they come from and how they were
+    measured; :func:`main` adds the command and the date, and other actor counts under ``by_actors``."""
+
+    steps_per_env: int
+    command: str
+    measured_at: str
+    by_actors: dict[str, ReferenceEntry]
 
 
 def load_references(path: Path | None = None, *, steps_per_env: int = 0) -> dict[str, ReferenceEntry]:

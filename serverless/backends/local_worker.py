@@ -21,18 +21,23 @@ import os
 import struct
 import sys
 import time
-from typing import BinaryIO, Literal, NotRequired, TypedDict
+from typing import BinaryIO, Literal, TypedDict
 
 from serverless.rollout_event import RolloutEvent, RolloutReply
 
 _HEADER = struct.Struct(">I")
 
 
-class WorkerMessage(TypedDict):
-    """A frame to the worker (the module's docstring)."""
+class _WorkerMessageRequired(TypedDict):
+    """The key every frame to the worker has."""
 
     op: Literal["invoke", "reset", "exit"]
-    event: NotRequired[RolloutEvent]
+
+
+class WorkerMessage(_WorkerMessageRequired, total=False):
+    """A frame to the worker (the module's docstring)."""
+
+    event: RolloutEvent
 
 
 class WorkerReply(TypedDict, total=False):

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import Any, TypedDict
 
 from core.errors import UserError
 from core.json_edge import JsonObject
@@ -103,12 +103,17 @@ def env_modules_of(events: list[RolloutEvent]) -> tuple[str, ...]:
     return tuple(sorted(str(r) for r in roots if r is not None))
 
 
-class _RayReply(TypedDict):
-    """An actor's answer: the handler's reply, or the error it raised."""
+class _RayReplyRequired(TypedDict):
+    """The key every actor's answer has."""
 
     ok: bool
-    result: NotRequired[RolloutReply]
-    error: NotRequired[str]
+
+
+class _RayReply(_RayReplyRequired, total=False):
+    """An actor's answer: the handler's reply, or the error it raised."""
+
+    result: RolloutReply
+    error: str
 
 
 class RolloutActor:
