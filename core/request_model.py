@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.json_schema import JsonDict
 
 from core.errors import UserError, field_name
+from core.json_edge import JsonObject
 
 
 class RequestError(UserError):
@@ -145,6 +146,6 @@ class RequestModel(BaseModel):
         except ValidationError as exc:
             raise cls.error_of(exc) from None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The request as a JSON object of its fields (by their own names): the JSON edge."""
         return self.model_dump(mode="json")

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from core.atomic import check_replaceable, write_text
+from core.json_edge import JsonObject
 
 _VERSIONED = ("trainwise", "torch", "numpy", "gymnasium", "tensorflow-cpu", "prefect", "ray", "boto3")
 
 
-def environment() -> dict[str, Any]:
+def environment() -> JsonObject:
     """CPU count, Python, platform and the versions of the packages that matter."""
     versions: dict[str, str] = {}
     for name in _VERSIONED:
@@ -57,7 +58,7 @@ def to_json(payload: Any) -> str:
     return json.dumps(payload, indent=2, default=_default, allow_nan=False)
 
 
-def write_json(path: str | os.PathLike[str], payload: dict[str, Any], *, with_environment: bool = True) -> Path:
+def write_json(path: str | os.PathLike[str], payload: JsonObject, *, with_environment: bool = True) -> Path:
     """Write ``payload`` (plus ``environment``) to ``path`` atomically (:mod:`core.atomic`); return the path."""
     path = check_replaceable(path)
     if with_environment and "environment" not in payload:

@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from core.errors import UserError
+from core.json_edge import JsonObject
 
 #: The checkout this module was imported from (an editable install's project root).
 CHECKOUT = Path(__file__).resolve().parents[1]
@@ -45,12 +46,12 @@ class DeploymentEntry:
     name: str
     entrypoint: str
     flow: Any  # prefect.Flow
-    parameters: dict[str, Any] = field(default_factory=dict)
+    parameters: JsonObject = field(default_factory=dict)
     schedules: list[Any] = field(default_factory=list)  # prefect.schedules.Schedule
     description: str | None = None
     tags: list[str] = field(default_factory=list)
     work_pool: str | None = None
-    pull: list[dict[str, Any]] = field(default_factory=list)
+    pull: list[JsonObject] = field(default_factory=list)
     concurrency_limit: Any = None  # prefect.client.schemas.objects.ConcurrencyLimitConfig
     version: str | None = None
     paused: bool | None = None
@@ -104,7 +105,7 @@ def _schedule(raw: Any, where: str) -> Any:
         raise UserError(f"{where}: invalid schedule {raw}: {exc}") from None
 
 
-def _check_keys(raw: dict[str, Any], allowed: set[str], where: str) -> None:
+def _check_keys(raw: JsonObject, allowed: set[str], where: str) -> None:
     unknown = sorted(map(str, set(raw) - allowed))
     if unknown:
         raise UserError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
@@ -151,7 +152,7 @@ def _load_flow(entrypoint: str, root: Path, where: str) -> Any:
         raise UserError(f"{where}.entrypoint {entrypoint!r}: {exc}") from None
 
 
-def _check_parameters(flow: Any, params: dict[str, Any], root: Path, where: str) -> None:
+def _check_parameters(flow: Any, params: JsonObject, root: Path, where: str) -> None:
     import inspect
 
     accepted = set(inspect.signature(flow.fn).parameters)
@@ -190,7 +191,7 @@ def _work_pool(raw: Any, where: str) -> str | None:
     return str(raw["name"])
 
 
-def _pull_steps(raw: Any, where: str) -> list[dict[str, Any]]:
+def _pull_steps(raw: Any, where: str) -> list[JsonObject]:
     """Pull steps: a list of ``{importable.function: {inputs}}``, each function importable here."""
     from prefect.utilities.importtools import import_object
 
@@ -246,7 +247,7 @@ def load_deployments(path: Path, root: Path | None = None) -> list[DeploymentEnt
     return out
 
 
-def _entry(d: dict[str, Any], pull: list[dict[str, Any]], root: Path, where: str) -> DeploymentEntry:
+def _entry(d: JsonObject, pull: list[JsonObject], root: Path, where: str) -> DeploymentEntry:
     """One deployment, checked; its own ``pull`` replaces the file's, as in ``prefect deploy``."""
     _check_keys(d, _DEPLOYMENT_KEYS, where)
     flow = _load_flow(str(d["entrypoint"]), root, where)

@@ -7,10 +7,10 @@ again), the verify task measures exactly the configurations the tune tasks chose
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from prefect import flow, get_run_logger
 
+from core.json_edge import JsonObject
 from tasks.caching import call_cached
 from tasks.ingest import (
     locate_or_generate_data,
@@ -29,7 +29,7 @@ from optimizers.spec import WorkloadSpec
 
 @flow(name="intune", log_prints=True)
 def intune(config: str = "configs/demo.yaml", workload: WorkloadSpec | None = None, run_dir: str | None = None,
-           refresh_profiles: bool = False) -> dict[str, Any]:
+           refresh_profiles: bool = False) -> JsonObject:
     """Tune the workload's ingestion pipeline (``workload`` if given, else the ``config``
     file) with InTune and its baselines and verify every chosen configuration on the live
     pipeline. Writes its own report when run alone; as a branch of ``optimize`` it returns

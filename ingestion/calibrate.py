@@ -55,13 +55,14 @@ import math
 import statistics
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypedDict
 
 from ingestion.knobs import Config, Knob, KnobSpace
 from ingestion.node import Node
 from ingestion.simulator import PipelineModel, model_from_space, simulate
 from ingestion.measurement import Measurement
 from core.errors import UserError
+from core.json_edge import JsonObject
 
 Evaluate = Callable[[Config], Measurement]
 MIN_STAGE_S = 2e-8  # a floor for a stage's cost per row (timing noise can make a difference negative)
@@ -99,6 +100,38 @@ class KnobEffect:
                    bool(data.get("booked", False)), None if threshold is None else float(threshold))
 
 
+class FitPoint(TypedDict, total=False):
+    """One configuration the model was fitted to: measured against simulated rows/s, whether
+    it ran out of memory, the cores busy while it ran (``Measurement.cores``), and for an
+    anchored variant its raw measurement and a note on how ``measured`` was derived."""
+
+    config: Config
+    measured: float
+    simulated: float
+    oom: bool
+    cores_busy: float
+    other_cores_busy: float
+    measured_raw: float
+    note: str
+
+
+class Reanchor(TypedDict):
+    """One re-anchor of a calibration's level (:func:`reanchor`): the samples measured at a
+    configuration and the level before and after (``None`` after when nothing was usable)."""
+
+    at: str
+    config: Config
+    protocol: dict[str, float | int]
+    samples: list[float]
+    level_before: float
+    level_after: float | None
+    level_factor: float | None
+    spread: float | None
+    seconds: float
+    note: str
+    label: str
+
+
 @dataclass
 class Calibration:
     """A calibrated :class:`PipelineModel` and the evidence it came from."""
@@ -106,14 +139,14 @@ class Calibration:
     model: PipelineModel
     profile_config: Config
     prefix_rows_per_s: dict[str, float]
-    fit_points: list[dict[str, Any]] = field(default_factory=list)
+    fit_points: list[FitPoint] = field(default_factory=list)
     calibration_s: float = 0.0
     cached: bool = False
     key: str = ""
     base_samples: list[float] = field(default_factory=list)
     knob_effects: list[KnobEffect] = field(default_factory=list)
     #: Re-anchors applied since calibration (:func:`reanchor`), oldest first.
-    reanchors: list[dict[str, Any]] = field(default_factory=list)
+    reanchors: list[Reanchor] = field(default_factory=list)
     #: Cores this pipeline's process kept busy in each single-thread prefix timing (step 1), and
     #: the most cores other processes kept busy during the profile and the fitted points (None
     #: where not measured): a calibration taken while another job held a core says so here.
@@ -126,7 +159,7 @@ class Calibration:
         errs = [abs(p["simulated"] - p["measured"]) / p["measured"] for p in self.fit_points if p["measured"] > 0]
         return sum(errs) / len(errs) if errs else None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "model": self.model.to_json(),
             "profile_config": self.profile_config,
@@ -630,7 +663,7 @@ def _calibration_of(p: _Profiling, fitted: _Fitted, key: str) -> Calibration:
     with their raw measurement), and the cores other processes kept busy meanwhile."""
     model, base, step3 = fitted.model, fitted.base, fitted.step3
     points, raw = fitted.points, step3.raw
-    fit_points = [
+    fit_points: list[FitPoint] = [
         {"config": c, "measured": m.rows_per_s, "simulated": simulate(model, c, p.node).rows_per_s, "oom": m.failed,
          **m.cores}
         for c, m in points
@@ -732,7 +765,7 @@ def reanchor(
             worker.close()
     usable = [x for x in rates if x > 0]
     before = simulate(calibration.model, config, node).rows_per_s
-    record: dict[str, Any] = {
+    record: Reanchor = {
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "config": config, "protocol": protocol,
         "samples": rates, "level_before": before, "level_after": None, "level_factor": None,
         "spread": None, "seconds": round(time.monotonic() - started, 2), "note": note, "label": "measured",

@@ -41,6 +41,7 @@ from ingestion.datagen import CAT_NAMES, DENSE_NAMES, EXTENSIONS, FORMATS, MANIF
 from ingestion.knobs import Config, Knob, KnobSpace
 from ingestion.node import Node
 from core.errors import UserError
+from core.json_edge import JsonObject
 
 if TYPE_CHECKING:  # pragma: no cover
     import tensorflow as tf
@@ -173,15 +174,15 @@ def parse_tsv_batch(lines: "tf.Tensor", skip_bad: bool = False) -> dict[str, "tf
     }
 
 
-_EXAMPLE_SPEC: dict[str, Any] | None = None
+_EXAMPLE_SPEC: dict[str, tf.io.FixedLenFeature] | None = None
 
 
-def _example_spec() -> dict[str, Any]:
+def _example_spec() -> dict[str, tf.io.FixedLenFeature]:
     global _EXAMPLE_SPEC
     if _EXAMPLE_SPEC is None:
         import tensorflow as tf
 
-        spec: dict[str, Any] = {"label": tf.io.FixedLenFeature([], tf.int64, default_value=0)}
+        spec: dict[str, tf.io.FixedLenFeature] = {"label": tf.io.FixedLenFeature([], tf.int64, default_value=0)}
         spec.update({n: tf.io.FixedLenFeature([], tf.int64, default_value=-1) for n in DENSE_NAMES})
         spec.update({n: tf.io.FixedLenFeature([], tf.string, default_value="") for n in CAT_NAMES})
         _EXAMPLE_SPEC = spec
@@ -404,7 +405,7 @@ def _prefetch(value: int) -> int:
 
 
 def count_bad_rows(data_dir: str | os.PathLike[str], fmt: str | None = None,
-                   shards: Sequence[str] | None = None) -> dict[str, Any]:
+                   shards: Sequence[str] | None = None) -> JsonObject:
     """Count malformed TSV lines: those not matching :data:`TSV_ROW_REGEX` (the same test
     the pipeline's ``on_bad_row="skip"`` applies). Returns rows, bad_rows and the first bad
     ``file:line``. TFRecord shards are read through once, checking every record's CRC
@@ -430,13 +431,13 @@ def count_bad_rows(data_dir: str | os.PathLike[str], fmt: str | None = None,
     return {"rows": total, "bad_rows": bad, "first_bad": first}
 
 
-def scan_tfrecords(files: list[Path]) -> dict[str, Any]:
+def scan_tfrecords(files: list[Path]) -> JsonObject:
     """Read every record of every shard (TensorFlow checks the length and data CRCs); a shard
     that is truncated or corrupt is listed with the index of the first record that fails."""
     import tensorflow as tf
 
     total = 0
-    corrupt: list[dict[str, Any]] = []
+    corrupt: list[JsonObject] = []
     for f in files:
         read = 0
         try:

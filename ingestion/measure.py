@@ -42,6 +42,7 @@ from ingestion.knobs import Config
 from ingestion.pipeline import PipelineSpec, spec_from_reference
 from ingestion.measurement import Measurement
 from core.errors import UserError
+from core.json_edge import JsonObject
 
 DEFAULT_WARMUP_S = 1.0
 DEFAULT_WINDOW_S = 1.5
@@ -180,7 +181,7 @@ def measure_in_process(
     peak = peak_rss_mb()
     del it, ds
     median = statistics.median(windows)
-    extra: dict[str, Any] = {
+    extra: JsonObject = {
         "windows_rows_per_s": windows,
         "spread": (max(windows) - min(windows)) / median if median > 0 else 0.0,
         "rows": int(totals["rows"]),
@@ -274,7 +275,7 @@ class MeasureWorker:
         return proc
 
     @staticmethod
-    def _read(proc: subprocess.Popen[str], timeout_s: float) -> dict[str, Any] | None:
+    def _read(proc: subprocess.Popen[str], timeout_s: float) -> JsonObject | None:
         assert proc.stdout is not None
         result: list[str] = []
         reader = threading.Thread(target=lambda: result.append(proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
@@ -416,7 +417,7 @@ def _worker_main(memory_limit_mb: float | None) -> int:
     if memory_limit_mb:
         threading.Thread(target=_watchdog, args=(memory_limit_mb,), daemon=True).start()
 
-    def send(obj: dict[str, Any]) -> None:
+    def send(obj: JsonObject) -> None:
         proto.write(json.dumps(obj) + "\n")
         proto.flush()
 

@@ -87,7 +87,7 @@ class MeasureProtocol:
     window_s: float
     repeats: int
 
-    def as_kwargs(self) -> dict[str, Any]:
+    def as_kwargs(self) -> dict[str, float | int]:
         return {"warmup_s": self.warmup_s, "window_s": self.window_s, "repeats": self.repeats}
 
 

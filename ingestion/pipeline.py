@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, TypedDict
 
 from ingestion.knobs import Config, KnobSpace
 from core.errors import UserError
+from core.json_edge import JsonObject
 
 if TYPE_CHECKING:  # pragma: no cover
     import tensorflow as tf
@@ -77,11 +78,18 @@ class PipelineSpec:
         """Whether a worker process can rebuild this spec from ``factory``."""
         return self.factory is not None
 
-    def reference(self) -> dict[str, Any]:
+    def reference(self) -> SpecReference:
         """The JSON reference a worker process rebuilds the spec from."""
         if self.factory is None:
             raise ValueError(f"pipeline {self.name!r} has no factory; it can only be measured in-process")
         return {"factory": self.factory, "kwargs": dict(self.factory_kwargs)}
+
+
+class SpecReference(TypedDict):
+    """What a worker process rebuilds a spec from (:meth:`PipelineSpec.reference`): JSON."""
+
+    factory: str  # "module:function"
+    kwargs: JsonObject  # the factory's keyword arguments
 
 
 def spec_from_reference(ref: Mapping[str, Any]) -> PipelineSpec:

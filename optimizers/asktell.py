@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Callable, Protocol
 
+from core.json_edge import JsonObject
 from ingestion.measurement import Config, Measurement
 
 
@@ -44,7 +45,7 @@ class SearchResult:
     tuning_s: float
     stopped_by: str
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {
             "optimizer": self.optimizer,
             "config": self.best_config,

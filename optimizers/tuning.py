@@ -37,7 +37,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict
 
 from ingestion.measure import MeasureWorker, measure_in_process
 from ingestion.measurement import FINAL_PROTOCOL, SEARCH_PROTOCOL, Config, Measurement, MeasureProtocol
@@ -46,6 +46,7 @@ from ingestion.pipeline import PipelineSpec
 from optimizers.asktell import Optimizer, SearchResult, Trial, run
 from optimizers.ingestion_optimizers import INGESTION_OPTIMIZERS, IngestJob
 from core.errors import UserError
+from core.json_edge import JsonObject
 
 __all__ = ["FINAL_PROTOCOL", "SEARCH_PROTOCOL", "IngestJob", "IngestTuningResult", "MeasureProtocol",
            "NoRunningConfiguration", "TuningOptions", "VerifiedConfig", "build_optimizer", "tune_pipeline"]
@@ -59,6 +60,33 @@ def recommendation(opt: Any, result: Any) -> tuple[Config, Measurement]:
     if isinstance(own, tuple) and len(own) == 2 and own[0] is not None and not own[1].failed:
         return dict(own[0]), own[1]
     return dict(result.best_config), result.best
+
+
+class SearchSummary(TypedDict, total=False):
+    """The search part of a tuning result (:func:`_search_summary`): its trials, why it stopped,
+    its protocol and history; the control measurements when asked for, and InTune's final race."""
+
+    trials: int
+    stopped_by: str
+    best_trial_rows_per_s: float
+    protocol: dict[str, float | int]  # MeasureProtocol.as_kwargs()
+    time_budget_s: float
+    failed_trials: dict[str, int]
+    history: list[JsonObject]  # every trial as the result's JSON lists it (_trial_history)
+    controls: list[JsonObject]
+    controls_s: float
+    control_config: dict[str, int]
+    control_every: int
+    race: JsonObject  # the optimizer's own report of its race
+
+
+class NodeSummary(TypedDict):
+    """The node a pipeline was tuned on, as the result names it."""
+
+    name: str
+    vcpus: int
+    ram_gib: float
+    hourly_usd: float
 
 
 @dataclass(frozen=True)
@@ -78,12 +106,12 @@ class IngestTuningResult:
     tuning_s: float
     label: str
     oom: bool
-    final_measurement: dict[str, Any]
-    search: dict[str, Any]
-    node: dict[str, Any]
+    final_measurement: JsonObject  # the protocol and the measurement's own figures (Measurement.extra), for the JSON
+    search: SearchSummary
+    node: NodeSummary
     vs_autotune: Any = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return asdict(self)
 
 
@@ -133,7 +161,7 @@ class _Measurements:
     def __init__(self, job: IngestJob, worker: Any, options: TuningOptions):
         self.job, self.worker, self.options = job, worker, options
         self.trials_done = 0
-        self.controls: list[dict[str, Any]] = []
+        self.controls: list[JsonObject] = []  # the control measurements, as the result's JSON lists them
         self.controls_s = 0.0
 
     def measure(self, config: Config, protocol: MeasureProtocol) -> Measurement:
@@ -162,7 +190,7 @@ class _Measurements:
         if self._controlled() and self.trials_done:
             self.control()
 
-    def controls_info(self) -> dict[str, Any]:
+    def controls_info(self) -> SearchSummary:
         if self.options.control is None:
             return {}
         return {"controls": self.controls, "controls_s": round(self.controls_s, 2),
@@ -211,7 +239,7 @@ def tune_pipeline(job: IngestJob, optimizer: str | Optimizer, options: TuningOpt
     )
 
 
-def _race(opt: Any) -> dict[str, Any]:
+def _race(opt: Any) -> SearchSummary:
     """How an optimizer that races its finalists at the end (InTune) decided its pick, under
     ``race`` (rounds, who left and why, buffer knobs memory held down); nothing for the others."""
     report = getattr(opt, "report", None)
@@ -270,7 +298,7 @@ def _failures(trials: list[Trial]) -> dict[str, int]:
     return counts
 
 
-def _search_summary(result: SearchResult, job: IngestJob, controls: dict[str, Any]) -> dict[str, Any]:
+def _search_summary(result: SearchResult, job: IngestJob, controls: SearchSummary) -> SearchSummary:
     """The search part of a tuning result: trials, why it stopped, protocol, controls and history."""
     assert result.best is not None
     return {
@@ -285,7 +313,7 @@ def _search_summary(result: SearchResult, job: IngestJob, controls: dict[str, An
     }
 
 
-def _trial_history(result: SearchResult) -> list[dict[str, Any]]:
+def _trial_history(result: SearchResult) -> list[JsonObject]:
     """Every trial of a search, in order: configuration, measurement and failure reason."""
     return [
         {"config": t.config, "rows_per_s": t.measurement.rows_per_s, "peak_rss_mb": t.measurement.peak_rss_mb,
@@ -299,7 +327,7 @@ class NoRunningConfiguration(UserError):
     """An optimizer's search ended without a configuration that runs; ``history`` holds its trials
     (in :func:`_trial_history`'s form), so a benchmark can report the run instead of losing it."""
 
-    def __init__(self, history: list[dict[str, Any]], message: str):
+    def __init__(self, history: list[JsonObject], message: str):
         super().__init__(message)
         self.history = history
 
@@ -312,7 +340,7 @@ class TuningFailure:
     error: str
     config: None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"optimizer": self.optimizer, "config": None, "error": self.error}
 
 
@@ -327,9 +355,9 @@ class VerifiedConfig:
     oom: bool
     label: str
     spread: float | None
-    protocol: dict[str, Any]
+    protocol: dict[str, float | int]  # MeasureProtocol.as_kwargs()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return asdict(self)
 
 

@@ -28,16 +28,30 @@ from __future__ import annotations
 import json
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
 from core.errors import UserError
+from core.json_edge import JsonObject
+
+if TYPE_CHECKING:
+    from serverless.ppo import LearnerState
 
 CHECKPOINT_FILE = "checkpoint.npz"
 FORMAT = "trainwise-checkpoint"
 VERSION = 2  # 2: the run's identity in the meta
 _LEGACY = ("learner.pt", "trainer.json")
+
+
+class RunIdentity(TypedDict):
+    """What makes a checkpoint a run's (the module's docstring): compared field by field on a resume."""
+
+    env_id: str
+    env_kwargs: JsonObject
+    seed: int
+    run: dict[str, int]  # RunConfig.to_dict()
+    ppo: JsonObject  # PPOConfig.to_dict()
 
 
 # --------------------------------------------------------------------------- state <-> arrays
@@ -87,8 +101,8 @@ def checkpoint_path(directory: Path) -> Path:
     return Path(directory) / CHECKPOINT_FILE
 
 
-def save_checkpoint(directory: Path, *, identity: dict[str, Any], policy_spec: dict[str, Any], learner_state: Any,
-                    run_state: dict[str, Any]) -> Path:
+def save_checkpoint(directory: Path, *, identity: RunIdentity, policy_spec: JsonObject, learner_state: LearnerState,
+                    run_state: JsonObject) -> Path:
     """Write one checkpoint atomically (see the module docstring); returns its path.
     ``identity`` is the run's (JSON; ``env_id`` among its keys)."""
     import torch
@@ -117,7 +131,7 @@ def _plain(obj: Any) -> Any:
     return json.loads(json.dumps(obj, sort_keys=True, default=str))
 
 
-def identity_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+def identity_differences(saved: JsonObject, current: JsonObject) -> list[str]:
     """One ``field: checkpoint X, this run Y`` line per top-level or nested field that differs."""
     saved, current = _plain(saved), _plain(current)
     out: list[str] = []
@@ -137,7 +151,7 @@ def runs_root(root: Path, env_id: str, seed: int) -> Path:
     return Path(root) / f"{env_id.replace('/', '_')}-seed{seed}"
 
 
-def find_run_dir(parent: Path, identity: dict[str, Any]) -> Path:
+def find_run_dir(parent: Path, identity: RunIdentity) -> Path:
     """The newest run folder under ``parent`` whose checkpoint has this identity; a UserError
     naming what differs (from the newest one) when none has, or when there is none."""
     found = sorted((p for p in parent.glob(f"*/{CHECKPOINT_FILE}") if p.is_file()), key=lambda p: p.stat().st_mtime, reverse=True)
@@ -167,7 +181,7 @@ def _bad(path: Path, why: str) -> UserError:
     )
 
 
-def read_checkpoint(directory: Path) -> tuple[dict[str, Any], Any]:
+def read_checkpoint(directory: Path) -> tuple[JsonObject, dict[str, np.ndarray]]:
     """The checkpoint's meta (JSON) and its arrays, fully read and checked for format."""
     path = checkpoint_path(directory)
     if not path.exists():
@@ -200,8 +214,8 @@ def _policy_shape(data: Any) -> Any:
         return data
 
 
-def load_checkpoint(directory: Path, *, identity: dict[str, Any], policy_spec: dict[str, Any], learner: Any,
-                    ignore: tuple[str, ...] = ()) -> dict[str, Any]:
+def load_checkpoint(directory: Path, *, identity: RunIdentity, policy_spec: JsonObject, learner: Any,
+                    ignore: tuple[str, ...] = ()) -> JsonObject:
     """Check the checkpoint against this run's identity (but the fields in ``ignore``), restore
     the learner and torch's RNG; return the run state."""
     import torch

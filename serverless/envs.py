@@ -42,6 +42,7 @@ from serverless.network import NetworkSpec
 from serverless.policy import PolicySpec
 from core import paths
 from core.errors import UserError
+from core.json_edge import JsonObject
 
 #: steps the determinism check takes in each of its two instances (fewer if the episode ends)
 DETERMINISM_STEPS = 64
@@ -135,7 +136,7 @@ def user_import_paths() -> list[str]:
     return paths
 
 
-def parse_env_kwargs(value: Any) -> dict[str, Any]:
+def parse_env_kwargs(value: Any) -> JsonObject:
     """Env kwargs from JSON text or a mapping: a JSON object of plain values (numbers,
     strings, booleans, null, and lists or objects of them). Empty for None."""
     if value is None or value == "":
@@ -156,14 +157,14 @@ def parse_env_kwargs(value: Any) -> dict[str, Any]:
     return plain
 
 
-def make_env(env_id: str, env_kwargs: dict[str, Any] | None = None, **options: Any) -> Any:
+def make_env(env_id: str, env_kwargs: JsonObject | None = None, **options: Any) -> Any:
     """``gymnasium.make(env_id, **env_kwargs)`` (``options`` such as ``disable_env_checker``)."""
     import gymnasium as gym
 
     return gym.make(env_id, **options, **(env_kwargs or {}))
 
 
-def inspect_env(env_id: str, hidden: tuple[int, ...] = (64, 64), env_kwargs: dict[str, Any] | None = None) -> PolicySpec:
+def inspect_env(env_id: str, hidden: tuple[int, ...] = (64, 64), env_kwargs: JsonObject | None = None) -> PolicySpec:
     """Make ``env_id`` once, check its spaces and return the matching :class:`PolicySpec`."""
     from gymnasium import spaces
 
@@ -220,7 +221,7 @@ class EnvVerdict:
 _CHECKED: dict[str, EnvVerdict] = {}  # this process's verdicts, so warnings show once
 
 
-def check_env_once(env_id: str, env_kwargs: dict[str, Any] | None = None) -> EnvVerdict:
+def check_env_once(env_id: str, env_kwargs: JsonObject | None = None) -> EnvVerdict:
     """Check ``env_id`` with ``env_kwargs`` (gymnasium's ``check_env`` and seeded determinism)
     unless a verdict for the same env source is cached; warn each warning once; raise a one-line
     :class:`UserError` on a failure."""
@@ -282,7 +283,7 @@ def _plain(message: Warning | str) -> str:
     return " ".join(re.sub(r"\x1b\[[0-9;]*m", "", str(message)).split()).removeprefix("WARN: ")
 
 
-def _check(env_id: str, env_kwargs: dict[str, Any], kwargs: str, source: str) -> EnvVerdict:
+def _check(env_id: str, env_kwargs: JsonObject, kwargs: str, source: str) -> EnvVerdict:
     """Run both checks on fresh instances; the first failure, and every warning."""
     from gymnasium.utils.env_checker import check_env
 
@@ -304,7 +305,7 @@ def _check(env_id: str, env_kwargs: dict[str, Any], kwargs: str, source: str) ->
     return EnvVerdict(env_id, kwargs, source, failure, tuple(found))
 
 
-def _replay_mismatch(env_id: str, env_kwargs: dict[str, Any], found: list[str]) -> str | None:
+def _replay_mismatch(env_id: str, env_kwargs: JsonObject, found: list[str]) -> str | None:
     """Two instances reset with one seed and stepped with the same actions: the first step whose
     observations differ, as a failure line; None when they agree (or the env says it is
     nondeterministic, which is a warning: replay then restarts a moved slot's episode)."""

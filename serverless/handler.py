@@ -82,13 +82,15 @@ import time
 _MODULE_T0 = time.perf_counter()
 
 from dataclasses import dataclass, field  # noqa: E402
-from typing import Any  # noqa: E402
+from typing import Any, TypedDict  # noqa: E402
 
 import gymnasium  # noqa: E402,F401  (imported here: its import time is part of a cold start's init)
 import numpy as np  # noqa: E402
 
+from core.json_edge import JsonObject  # noqa: E402
 from serverless.envs import make_env  # noqa: E402
 from serverless.policy import NumpyPolicy, PolicySpec, decode_b64, decode_npz_field, encode_b64  # noqa: E402
+from serverless.rollout_event import EpisodeSnapshot, EpisodeStart, RolloutEvent, RolloutReply, SlotEpisode  # noqa: E402
 
 # Import time of this module (numpy, gymnasium): part of a cold start's init.
 MODULE_INIT_MS = (time.perf_counter() - _MODULE_T0) * 1000.0
@@ -118,7 +120,7 @@ class EnvRef:
     kwargs_json: str = "{}"
 
     @classmethod
-    def of(cls, event: dict[str, Any]) -> "EnvRef":
+    def of(cls, event: RolloutEvent) -> "EnvRef":
         kwargs = event.get("env_kwargs") or {}
         if not isinstance(kwargs, dict):
             raise ValueError(f"env_kwargs must be a JSON object, got {kwargs!r}")
@@ -138,9 +140,28 @@ class _ActorState:
     obs: np.ndarray
     episode_return: float = 0.0
     episode_length: int = 0
-    episode_start: dict[str, Any] = field(default_factory=dict)
+    episode_start: EpisodeStart = field(default_factory=lambda: EpisodeStart())
     episode_actions: list[Any] = field(default_factory=list)
     replayable: bool = False
+
+
+class _SegmentRequired(TypedDict):
+    """The keys every rollout's segment has."""
+
+    arrays: dict[str, np.ndarray]
+    episode_returns: list[float]
+    episode_lengths: list[int]
+    env_ms: float
+
+
+class _Segment(_SegmentRequired, total=False):
+    """One rollout's arrays and finished episodes (a slot event's, merged, adds the slots' bookkeeping)."""
+
+    episode: SlotEpisode  # a slot's episode in progress, after its segment
+    episode_slots: list[int]
+    slot_episodes: list[SlotEpisode]
+    replayed_slots: int
+    replay_mismatch: list[int]
 
 
 _ACTORS: dict[int, _ActorState] = {}
@@ -162,7 +183,7 @@ def reset_warm_state() -> None:
     _module_init_reported = False
 
 
-def _validate(event: dict[str, Any]) -> None:
+def _validate(event: RolloutEvent) -> None:
     missing = [k for k in REQUIRED_KEYS if k not in event]
     if missing:
         raise ValueError(f"event is missing {missing}; required keys: {list(REQUIRED_KEYS)}")
@@ -216,12 +237,12 @@ def _fresh_env(cache: dict[int, _ActorState], key: int, env_ref: EnvRef, seed: i
     return state
 
 
-def _rng_state(env: Any) -> dict[str, Any]:
+def _rng_state(env: Any) -> JsonObject:
     """The env's bit-generator state (plain ints and strings), to restart an unseeded reset."""
     return dict(env.unwrapped.np_random.bit_generator.state)
 
 
-def _episode_snapshot(state: _ActorState) -> dict[str, Any]:
+def _episode_snapshot(state: _ActorState) -> EpisodeSnapshot:
     """The episode in progress in ``state``, as a slot's ``episode`` (module docstring)."""
     actions = np.asarray(state.episode_actions)
     if actions.size == 0:
@@ -235,7 +256,7 @@ def _episode_snapshot(state: _ActorState) -> dict[str, Any]:
     }
 
 
-def _is_at(state: _ActorState | None, env_ref: EnvRef, episode: dict[str, Any]) -> bool:
+def _is_at(state: _ActorState | None, env_ref: EnvRef, episode: EpisodeSnapshot) -> bool:
     """Whether a cached env is exactly at ``episode``'s point (so it continues warm)."""
     return (
         state is not None
@@ -245,7 +266,7 @@ def _is_at(state: _ActorState | None, env_ref: EnvRef, episode: dict[str, Any]) 
     )
 
 
-def _replayed_env(cache: dict[int, _ActorState], key: int, env_ref: EnvRef, episode: dict[str, Any]) -> _ActorState | None:
+def _replayed_env(cache: dict[int, _ActorState], key: int, env_ref: EnvRef, episode: EpisodeSnapshot) -> _ActorState | None:
     """A new env under ``key`` brought to ``episode``'s point by replaying its actions, or
     None when the replay does not reach the recorded observation."""
     start = episode["start"]
@@ -287,7 +308,7 @@ def _actor_state(actor_id: int, env_ref: EnvRef, seed: int) -> tuple[_ActorState
     return _cached_env(_ACTORS, actor_id, env_ref, seed)
 
 
-def _slot_rollouts(policy: NumpyPolicy, event: dict[str, Any]) -> tuple[dict[str, Any], float]:
+def _slot_rollouts(policy: NumpyPolicy, event: RolloutEvent) -> tuple[_Segment, float]:
     """Every slot of a slot event in turn: one result, its segments in the event's order,
     and the milliseconds spent making (or replaying) envs."""
     env_ref = EnvRef.of(event)
@@ -333,7 +354,7 @@ def _slot_rollouts(policy: NumpyPolicy, event: dict[str, Any]) -> tuple[dict[str
     return out, make_ms
 
 
-def rollout(policy: NumpyPolicy, state: _ActorState, num_steps: int, rng: np.random.Generator) -> dict[str, Any]:
+def rollout(policy: NumpyPolicy, state: _ActorState, num_steps: int, rng: np.random.Generator) -> _Segment:
     """Step ``state.env`` for ``num_steps`` with ``policy``; return arrays and finished episodes."""
     spec = policy.spec
     obs_buf = np.zeros((num_steps, spec.obs_dim), dtype=np.float32)
@@ -403,7 +424,7 @@ def rollout(policy: NumpyPolicy, state: _ActorState, num_steps: int, rng: np.ran
 _OFFLOAD_CHECK_BYTES = 4 * 1024 * 1024
 
 
-def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+def handler(event: RolloutEvent, context: Any = None) -> RolloutReply:
     """Run one rollout segment; see the module docstring for the event and result."""
     global _module_init_reported
     t0 = time.perf_counter()

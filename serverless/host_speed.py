@@ -30,9 +30,12 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import torch
 
 # CPU time of one metronome on the reference host (2-vCPU Intel Xeon VM, the project's
 # development machine) in its fast, uncontended state: the smallest per-CPU median of 600
@@ -79,7 +82,7 @@ def rollout_metronome_ms() -> float:
 
 
 _LEARNER_REPS = 12
-_learner_state: dict[str, Any] = {}
+_learner_state: dict[str, torch.nn.Module | torch.Tensor] = {}  # the learner metronome's net and input, made once
 
 
 def learner_metronome_ms() -> float:

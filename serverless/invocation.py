@@ -15,9 +15,10 @@ from __future__ import annotations
 import math
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from core.errors import UserError
+from serverless.rollout_event import RolloutEvent, RolloutReply
 
 # Public AWS Lambda limits (docs/aws.md lists the sources).
 LAMBDA_MIN_MEMORY_MB = 128
@@ -60,7 +61,7 @@ class BillingRecord:
 class Invocation:
     """One function call: the handler's decoded result (None on error) and its bill."""
 
-    result: dict[str, Any] | None
+    result: RolloutReply | None
     billing: BillingRecord
 
 
@@ -87,7 +88,7 @@ class FunctionBackend(Protocol):
 
     name: str
 
-    def invoke(self, events: list[dict[str, Any]], memory_mb: int, concurrency: int | None = None) -> InvokeBatch:
+    def invoke(self, events: list[RolloutEvent], memory_mb: int, concurrency: int | None = None) -> InvokeBatch:
         """Run ``handler(event, context)`` once per event at ``memory_mb``.
 
         ``concurrency`` bounds how many run at once (default: all of them). Errors

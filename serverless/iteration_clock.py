@@ -18,7 +18,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+from core.json_edge import JsonObject
 from serverless import host_speed
+from serverless.rollout_event import RolloutReply
 
 
 def learner_host_s(*, modelled: bool, host_cpu_s: float, host_wall_s: float) -> float:
@@ -86,7 +88,7 @@ class IterationClock:
         host = learner_host_s(modelled=modelled, host_cpu_s=host_cpu * self._factor, host_wall_s=wall - rollout_wall_s)
         return IterationTimes(wall, host, self._factor, rollout_lambda_s + host, modelled)
 
-    def breakdown(self, results: list[dict[str, Any]]) -> "PhaseBreakdown":
+    def breakdown(self, results: list[RolloutReply]) -> "PhaseBreakdown":
         """The stopped iteration's wall time by phase; ``results`` are the rollouts used."""
         timed = dict(self.phase_s)
         seconds = {name: timed.get(name.removesuffix("_s"), 0.0) for name in PHASES}
@@ -145,7 +147,7 @@ class PhaseBreakdown:
             tuple((name, s + seconds if name == "checkpoint_s" else s) for name, s in self.seconds),
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         phases = {**dict(self.seconds), "other_s": self.other_s}
         total = self.iteration_s
         return {
@@ -156,7 +158,7 @@ class PhaseBreakdown:
         }
 
 
-def critical_lane(results: list[dict[str, Any]]) -> dict[str, float]:
+def critical_lane(results: list[RolloutReply]) -> dict[str, float]:
     """The handler timings (ms) summed over the lane whose handlers ran longest.
 
     A result's ``lane`` (set by the local and Ray backends: the worker or actor that ran
@@ -171,7 +173,7 @@ def critical_lane(results: list[dict[str, Any]]) -> dict[str, float]:
     return max(lanes.values(), key=lambda lane: lane["total_ms"], default={"total_ms": 0.0, "rollout_ms": 0.0, "env_ms": 0.0})
 
 
-def split_rollouts(rollouts_s: float, results: list[dict[str, Any]]) -> dict[str, float]:
+def split_rollouts(rollouts_s: float, results: list[RolloutReply]) -> dict[str, float]:
     """The rollout call's wall time as dispatch plus the critical lane's env, policy and
     other handler time (scaled down together if the handlers' clocks read more than the call)."""
     lane = critical_lane(results)

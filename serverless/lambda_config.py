@@ -11,11 +11,11 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from serverless.architectures import ARCHITECTURES
 from serverless.s3_payload import DEFAULT_PREFIX
 from core.errors import UserError
+from core.json_edge import JsonObject
 
 DEFAULT_CONFIG_PATH = Path(".trainwise/aws.json")
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-[0-9]+$")
@@ -39,7 +39,7 @@ class LambdaConfig:
     _REQUIRED = ("function_name", "region")
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], where: str = "config") -> LambdaConfig:
+    def from_dict(cls, data: JsonObject, where: str = "config") -> LambdaConfig:
         """Validate a config dict; a bad field raises a UserError that names it."""
         if not isinstance(data, dict):
             raise UserError(f"{where}: expected a JSON object with keys function_name, region, bucket, ...")
@@ -111,7 +111,7 @@ TERRAFORM_OUTPUT_KEYS: dict[str, str] = {
 }
 
 
-def config_from_terraform_outputs(outputs: dict[str, Any]) -> dict[str, Any]:
+def config_from_terraform_outputs(outputs: JsonObject) -> JsonObject:
     """Turn ``terraform output -json`` (``{name: {"value": ...}}``) into the backend's config dict."""
     if not isinstance(outputs, dict):
         raise UserError("terraform output -json did not return a JSON object")
@@ -122,7 +122,7 @@ def config_from_terraform_outputs(outputs: dict[str, Any]) -> dict[str, Any]:
             "state has no outputs), from infra/terraform/envs/dev or with --dir pointing at a root module "
             "that wires modules/rollout_lambda"
         )
-    config: dict[str, Any] = {}
+    config: JsonObject = {}
     for tf_name, key in TERRAFORM_OUTPUT_KEYS.items():
         if tf_name in outputs:
             entry = outputs[tf_name]

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -130,9 +130,25 @@ def _pair_stats(a: Any, b: Any, da: Any, db: Any) -> dict[str, float]:
     }
 
 
+class LayoutRow(TypedDict):
+    """One chunk count's statistics, one entry per pair of envs (:func:`_pair_stats`)."""
+
+    chunks: int
+    pairs: list[dict[str, float]]
+
+
+class LayoutProbe(TypedDict):
+    """The counterfactual layouts measured on one batch (:func:`probe_layouts`)."""
+
+    segment_steps: list[int]
+    envs: int
+    layouts: list[LayoutRow]
+    cpu_s: float
+
+
 def probe_layouts(
     learner: PPOLearner, segments: list[Segment], data: dict[str, np.ndarray], chunk_counts: tuple[int, ...],
-) -> dict[str, Any]:
+) -> LayoutProbe:
     """The layouts of ``chunk_counts`` (powers of two) measured on this batch's ``segments``
     (``data``: the assembled batch, whose advantages and returns are the full GAE's).
 
@@ -146,7 +162,7 @@ def probe_layouts(
 
 
 def _probe(learner: PPOLearner, segments: list[Segment], data: dict[str, np.ndarray],
-           chunk_counts: tuple[int, ...]) -> tuple[list[dict[str, Any]], list[int], int]:
+           chunk_counts: tuple[int, ...]) -> tuple[list[LayoutRow], list[int], int]:
     cfg = learner.config
     fine = max(chunk_counts)
     lengths = [len(tr["rewards"]) for _, tr, _ in segments]

@@ -20,8 +20,9 @@ path, decoding, GAE, the update, checkpoints, the rest), with each phase's share
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
+from core.json_edge import JsonObject
 from serverless.pricing import PriceTable
 
 LedgerLabel = Literal["modelled from price table", "billed"]
@@ -71,7 +72,7 @@ class CostLedger:
         for name, value in seconds.items():
             self.phase_seconds[name] = self.phase_seconds.get(name, 0.0) + float(value)
 
-    def time_by_phase(self) -> dict[str, Any]:
+    def time_by_phase(self) -> JsonObject:
         total = sum(self.phase_seconds.values())
         return {
             "seconds": dict(self.phase_seconds),
@@ -110,7 +111,7 @@ class CostLedger:
         self.fault_costs = {str(k): {n: float(x) for n, x in v.items()} for k, v in totals.get("fault_costs", {}).items()}
         self.phase_seconds = {str(k): float(v) for k, v in totals.get("phase_seconds", {}).items()}
 
-    def lines(self) -> list[dict[str, Any]]:
+    def lines(self) -> list[JsonObject]:
         p = self.prices
         return [
             {
@@ -136,7 +137,7 @@ class CostLedger:
             },
         ]
 
-    def faults(self) -> dict[str, Any]:
+    def faults(self) -> JsonObject:
         """The cost of faults: attempts paid for (or refused) whose result was not used."""
         return {
             "label": self.label,
@@ -146,7 +147,7 @@ class CostLedger:
             "note": "included in function_gb_s and requests; throttled calls are not billed",
         }
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "label": self.label,
             "architecture": self.architecture,

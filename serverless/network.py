@@ -20,6 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from core.errors import UserError
+from core.json_edge import JsonObject
 
 InPlace = Callable[[np.ndarray], np.ndarray]
 
@@ -118,7 +119,7 @@ class NetworkSpec:
         """``64x64 tanh``."""
         return f"{'x'.join(map(str, self.hidden))} {self.activation}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"hidden": list(self.hidden), "activation": self.activation}
 
     @classmethod

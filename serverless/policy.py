@@ -28,7 +28,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from core.json_edge import JsonObject
 from serverless.network import NetworkSpec, forward
+from serverless.rollout_event import RolloutEvent, RolloutReply
 
 ActionKind = Literal["discrete", "continuous"]
 
@@ -48,7 +50,7 @@ class PolicySpec:
         if self.action_kind not in ("discrete", "continuous"):
             raise ValueError(f"action_kind must be 'discrete' or 'continuous', got {self.action_kind!r}")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """JSON (the rollout event's ``policy_spec``); the network's keys inline."""
         return {
             "obs_dim": self.obs_dim,
@@ -60,7 +62,7 @@ class PolicySpec:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "PolicySpec":
+    def from_dict(cls, data: JsonObject) -> "PolicySpec":
         low = data.get("action_low")
         high = data.get("action_high")
         return cls(
@@ -102,7 +104,7 @@ def decode_b64(text: str) -> dict[str, np.ndarray]:
     return decode_weights(base64.b64decode(text))
 
 
-def decode_npz_field(payload: dict[str, Any], stem: str) -> dict[str, np.ndarray]:
+def decode_npz_field(payload: RolloutEvent | RolloutReply, stem: str) -> dict[str, np.ndarray]:
     """Arrays carried in ``payload`` inline (``<stem>_npz_b64``) or by reference
     (``<stem>_s3: {bucket, key}``, fetched with ``serverless.s3_payload``, imported
     only then because it needs boto3). Used for event weights and result trajectories."""

@@ -17,12 +17,16 @@ import logging
 import math
 import time
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
+from core.json_edge import JsonObject
 from serverless.network import NetworkSpec
 from serverless.policy import PolicySpec
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +34,45 @@ log = logging.getLogger(__name__)
 UPDATE_ENGINES = ("numpy", "torch")
 #: the per-minibatch statistics of an update, in the order both engines compute them
 STAT_NAMES = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac")
+
+
+class LearnerState(TypedDict):
+    """What a checkpoint keeps of the learner: torch's own state dicts, the counters, the RNG."""
+
+    model: dict[str, Tensor]
+    optimizer: dict[str, Any]  # torch's optimizer state dict, passed through as torch makes it
+    env_steps_seen: int
+    updates: int
+    rng: JsonObject  # numpy's bit-generator state
+
+
+class GradNoiseProbe(TypedDict):
+    """Per-minibatch gradients' squared norms at one set of parameters (the noise scale's inputs)."""
+
+    b_small: int
+    small_sqnorms: list[float]
+    b_big: int
+    big_sqnorm: float
+
+
+class UpdateStats(TypedDict, total=False):
+    """One PPO update's statistics: the means of ``STAT_NAMES`` over its minibatches, then the
+    update's own figures, and the gradient-noise probe when asked for one."""
+
+    policy_loss: float
+    value_loss: float
+    entropy: float
+    approx_kl: float
+    clipfrac: float
+    explained_variance: float | None
+    learning_rate: float
+    clip_coef: float
+    minibatch_updates: int
+    stopped_early: bool
+    batch_size: int
+    learner_s: float
+    learner_cpu_s: float
+    grad_noise: GradNoiseProbe
 
 
 @dataclass
@@ -83,13 +126,13 @@ class PPOConfig:
         """The network's hidden widths (``network.hidden``)."""
         return self.network.hidden
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         data = asdict(self)
         data["network"] = self.network.to_dict()
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "PPOConfig":
+    def from_dict(cls, data: JsonObject) -> "PPOConfig":
         """From :meth:`to_dict`'s JSON; an older file's top-level ``hidden`` (and ``activation``)
         are read as the network."""
         data = dict(data)
@@ -151,7 +194,7 @@ class LossForm:
         return cls(math.inf, False, False, 0.0, config.vf_coef)
 
 
-def ppo_loss(model: Any, mb: dict[str, Any], form: LossForm) -> tuple[Any, Any]:
+def ppo_loss(model: Any, mb: dict[str, Tensor], form: LossForm) -> tuple[Any, Any]:
     """The PPO loss on one minibatch of torch tensors (the one definition: the torch engine
     backpropagates it, the numpy engine is its hand-written gradient, checked against it in the
     tests), and its statistics as one detached tensor in :data:`STAT_NAMES`' order (the
@@ -254,14 +297,14 @@ def _minibatches(n: int, size: int, rng: np.random.Generator) -> list[np.ndarray
     return chunks
 
 
-def learner_arrays(arrays: dict[str, Any], action_kind: str) -> dict[str, np.ndarray]:
+def learner_arrays(arrays: dict[str, np.ndarray], action_kind: str) -> dict[str, np.ndarray]:
     """``arrays`` in the dtypes both update engines take: actions int64 (discrete) or float32,
     everything else float32 (no copy where the dtype already matches)."""
     act_dtype = np.int64 if action_kind == "discrete" else np.float32
     return {k: np.asarray(v, dtype=act_dtype if k == "actions" else np.float32) for k, v in arrays.items()}
 
 
-def _as_tensors(arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+def _as_tensors(arrays: dict[str, np.ndarray]) -> dict[str, Tensor]:
     """The same arrays as torch tensors, sharing their memory (slices are made contiguous)."""
     import torch
 
@@ -330,7 +373,7 @@ class PPOLearner:
         grads = torch.autograd.grad(loss, params, allow_unused=True)
         return torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, params)])
 
-    def _probe_grad_noise(self, data: dict[str, np.ndarray], chunks: list[np.ndarray], form: LossForm) -> dict[str, Any]:
+    def _probe_grad_noise(self, data: dict[str, np.ndarray], chunks: list[np.ndarray], form: LossForm) -> GradNoiseProbe:
         """Per-minibatch PPO-loss gradients at the current parameters (no update)."""
         import torch
 
@@ -385,7 +428,7 @@ class PPOLearner:
         return self.numpy_step.blas_threads(self.config.torch_threads or torch.get_num_threads())
 
     def _epoch(self, epoch: int, data: dict[str, np.ndarray], form: LossForm, lr: float, probe_noise: bool,
-               stats: dict[str, Any]) -> tuple[np.ndarray, int]:
+               stats: UpdateStats) -> tuple[np.ndarray, int]:
         """One epoch over ``data`` in fresh minibatches: the sums of their statistics, and how many."""
         chunks = _minibatches(len(data["obs"]), self.config.minibatch_size, self.rng)
         if epoch == 0 and probe_noise:
@@ -400,7 +443,7 @@ class PPOLearner:
         return self._epoch_torch(minibatches, form), len(chunks)
 
     # ----------------------------------------------------------------- update
-    def update(self, batch: dict[str, np.ndarray], probe_noise: bool = False) -> dict[str, Any]:
+    def update(self, batch: dict[str, np.ndarray], probe_noise: bool = False) -> UpdateStats:
         """One PPO iteration on ``batch``; returns loss statistics (and grad_noise if probed)."""
         import torch
 
@@ -417,7 +460,7 @@ class PPOLearner:
         n = len(batch["obs"])
         keys = ("obs", "actions", "logprobs", "values", "advantages", "returns")
         data = learner_arrays({k: batch[k] for k in keys}, self.spec.action_kind)
-        stats: dict[str, Any] = {}
+        stats: UpdateStats = {}
         sums = np.zeros(5)
         count = 0
         stopped_early = False
@@ -460,7 +503,7 @@ class PPOLearner:
         return stats
 
     # ----------------------------------------------------------------- checkpoints
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> LearnerState:
         """Everything needed to continue: model, optimiser, counters, RNG state (as JSON-able)."""
         if self.numpy_step is not None:
             self.numpy_step.sync_optimizer_state()
@@ -472,7 +515,7 @@ class PPOLearner:
             "rng": self.rng.bit_generator.state,
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: LearnerState) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         if self.numpy_step is not None:

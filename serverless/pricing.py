@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import UserError, field_name
+from core.json_edge import JsonObject
 from serverless.architectures import ARCHITECTURES
 
 __all__ = ["ARCHITECTURES", "DEFAULT_TABLE", "PriceTable", "billed_ms"]
@@ -144,7 +145,7 @@ class PriceTable:
     def vm_cost(self, seconds: float) -> float:
         return seconds / 3600.0 * self.vm_usd_per_hour
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonObject:
         return {"version": self.version, "region": self.region, "retrieved": self.retrieved, "sources": self.sources,
                 "learner_vm": self.vm_instance_type, "warnings": list(self.warnings)}
 
@@ -188,7 +189,7 @@ class _Fields:
         except ValueError:
             raise UserError(f"price table {self.source}: {dotted} must be a date such as 2026-11-30, got {text!r}") from None
 
-    def mapping(self, dotted: str) -> dict[str, Any]:
+    def mapping(self, dotted: str) -> JsonObject:
         value = self._get(dotted)
         if not isinstance(value, dict):
             raise UserError(f"price table {self.source}: {dotted} must be an object, got {value!r}")

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
+from core.json_edge import JsonObject
 from serverless.invocation import InvokeBatch
 from serverless.policy import decode_npz_field, encode_b64, export_numpy
 from serverless.ppo import PPOLearner, compute_gae
 from serverless.run_config import RunConfig
 from serverless.slots import slot_plan
+from serverless.rollout_event import EpisodeSnapshot, RolloutEvent, RolloutReply
 
 
-def decode_trajectories(result: dict[str, Any]) -> dict[str, np.ndarray]:
+def decode_trajectories(result: RolloutReply) -> dict[str, np.ndarray]:
     """A handler result's trajectories (npz, never pickle), inline or from S3."""
     return decode_npz_field(result, "trajectories")
 
@@ -37,7 +39,7 @@ def _segments(tr: dict[str, np.ndarray]) -> list[Segment]:
     return out
 
 
-def decode_segments(results: list[dict[str, Any]]) -> list[Segment]:
+def decode_segments(results: list[RolloutReply]) -> list[Segment]:
     """Every result's segments, decoded; segments from env slots are put in slot order, so
     the batch (and the minibatches the learner draws from it) does not depend on which
     function ran which slot."""
@@ -62,7 +64,7 @@ def batch_from_segments(segments: list[Segment], gamma: float, lam: float) -> di
     return {k: np.concatenate(v) for k, v in parts.items()}
 
 
-def assemble_batch(results: list[dict[str, Any]], gamma: float, lam: float) -> dict[str, np.ndarray]:
+def assemble_batch(results: list[RolloutReply], gamma: float, lam: float) -> dict[str, np.ndarray]:
     """The results' trajectories as one PPO batch (:func:`decode_segments`, then
     :func:`batch_from_segments`)."""
     return batch_from_segments(decode_segments(results), gamma, lam)
@@ -79,9 +81,9 @@ def rollout_events(
     learner: PPOLearner,
     run: RunConfig,
     steps_per_env: int = 0,
-    slot_episodes: dict[int, dict[str, Any]] | None = None,
-    env_kwargs: dict[str, Any] | None = None,
-) -> list[dict[str, Any]]:
+    slot_episodes: dict[int, EpisodeSnapshot] | None = None,
+    env_kwargs: JsonObject | None = None,
+) -> list[RolloutEvent]:
     """One event per actor; the weights are encoded once and shared by all.
 
     Each event carries its env slots, each seeded by (seed, iteration, slot) and with its
@@ -120,7 +122,35 @@ def rollout_events(
     return events
 
 
-def rollout_summary(batch: InvokeBatch) -> dict[str, Any]:
+class _RolloutSummaryRequired(TypedDict):
+    """The figures every iteration's summary has."""
+
+    invocations: int
+    errors: int
+    cold_starts: int
+    init_ms_total: float
+    replayed_slots: int
+    billed_ms_total: int
+    mean_duration_ms: float | None
+    max_duration_ms: float | None
+    billing_label: str | None
+    handler_cpu_share: float | None
+    handler_cpu_share_best: float | None
+    measured_wall_s: float
+    lambda_s: float
+    lambda_s_label: str
+    concurrency: int
+
+
+class RolloutSummary(_RolloutSummaryRequired, total=False):
+    """One iteration's invocations in figures (:func:`rollout_summary`); with ``rounds`` and
+    ``wasted_attempts`` when a retry or a hedge took more than one round."""
+
+    rounds: int
+    wasted_attempts: int
+
+
+def rollout_summary(batch: InvokeBatch) -> RolloutSummary:
     """One iteration's invocations in figures (kept in its ``IterationRecord``)."""
     bills = [inv.billing for inv in batch.invocations]
     ok = [b for b in bills if b.error is None]

@@ -36,8 +36,10 @@ from typing import Any
 import numpy as np
 
 from core.errors import UserError
+from core.json_edge import JsonObject
 from serverless.backends.faults import classify_error
 from serverless.invocation import BillingRecord, Invocation, InvokeBatch
+from serverless.rollout_event import RolloutEvent, RolloutReply
 
 FAULT_REPORT_KINDS = ("errors", "timeouts", "stragglers", "throttle", "stale")
 
@@ -90,11 +92,11 @@ class FaultTally:
     hedge_wins: int = 0
     injected: dict[str, int] = field(default_factory=dict)  # by the fault-injection wrapper, if any
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "FaultTally":
+    def from_dict(cls, data: JsonObject) -> "FaultTally":
         tally = cls()
         for name in ("observed", "recovered"):
             getattr(tally, name).update({str(k): int(v) for k, v in data.get(name, {}).items()})
@@ -132,7 +134,7 @@ class _Attempt:
 class Collected:
     """One iteration's rollouts: one result per slot, and every attempt's bill."""
 
-    results: list[dict[str, Any]]  # slot order
+    results: list[RolloutReply]  # slot order
     used_ids: list[tuple[int, int, int]]  # (iteration, slot, seq) of each result used
     used: list[BillingRecord]
     wasted: list[tuple[str, BillingRecord]]  # (kind, bill) of attempts whose result was not used
@@ -150,7 +152,7 @@ class RolloutCollector:
         self.tally = FaultTally()
         self.durations: deque[float] = deque(maxlen=policy.history)
 
-    def collect(self, events: list[dict[str, Any]], memory_mb: int, concurrency: int, iteration: int) -> Collected:
+    def collect(self, events: list[RolloutEvent], memory_mb: int, concurrency: int, iteration: int) -> Collected:
         attempts: dict[int, list[_Attempt]] = {slot: [] for slot in range(len(events))}
         pending = [_Attempt(slot, 0, 0.0) for slot in attempts]
         batches: list[InvokeBatch] = []
@@ -178,7 +180,7 @@ class RolloutCollector:
 
     # ------------------------------------------------------------------ one round
     def _send(
-        self, events: list[dict[str, Any]], pending: list[_Attempt], memory_mb: int, concurrency: int, iteration: int
+        self, events: list[RolloutEvent], pending: list[_Attempt], memory_mb: int, concurrency: int, iteration: int
     ) -> InvokeBatch:
         out = [events[a.slot] | {"rollout_id": [iteration, a.slot, a.seq]} for a in pending]
         batch = self.backend.invoke(out, memory_mb, concurrency=max(1, min(concurrency, len(out))))

@@ -4,13 +4,32 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
+from core.json_edge import JsonObject
 from serverless.ledger import CostLedger
 from serverless.rollouts import FaultTally
 from serverless.run_config import RunConfig
+from serverless.rollout_event import EpisodeSnapshot, RolloutReply
+
+
+class CurvePoint(TypedDict):
+    """One point of the learning curve, after an iteration (cumulative figures)."""
+
+    iteration: int
+    env_steps: int
+    wall_s: float
+    lambda_time_s: float
+    mean_return: float | None
+    episodes: int
+    cost_usd: float
+
+
+# A configuration change: the iteration it came after and the run shapes (RunConfig.to_dict())
+# either side; "from" is a keyword, hence the functional form.
+ConfigChange = TypedDict("ConfigChange", {"iteration": int, "env_steps": int, "from": dict[str, int], "to": dict[str, int]})
 
 
 @dataclass
@@ -26,11 +45,11 @@ class RunState:
     wall_s_before: float = 0.0  # measured wall time of the run before this process resumed it
     recent_returns: deque[float] = field(default_factory=deque)
     episodes: int = 0
-    curve: list[dict[str, Any]] = field(default_factory=list)
-    config_changes: list[dict[str, Any]] = field(default_factory=list)
+    curve: list[CurvePoint] = field(default_factory=list)
+    config_changes: list[ConfigChange] = field(default_factory=list)
     # env slots: each slot's episode in progress, as its last result gave it (sent back
     # with the slot so that any instance continues it; serverless.handler)
-    slot_episodes: dict[int, dict[str, Any]] = field(default_factory=dict)
+    slot_episodes: dict[int, EpisodeSnapshot] = field(default_factory=dict)
     # rollout bookkeeping over the iterations trained on (serverless.rollouts)
     rollouts_used: int = 0
     lost_rollouts: int = 0
@@ -41,7 +60,7 @@ class RunState:
     def __post_init__(self) -> None:
         self.recent_returns = deque(self.recent_returns, maxlen=self.reach_window)
 
-    def keep_slot_episodes(self, results: list[dict[str, Any]]) -> list[int]:
+    def keep_slot_episodes(self, results: list[RolloutReply]) -> list[int]:
         """Remember each slot's episode in progress; return the slots whose replay failed."""
         mismatched: list[int] = []
         for res in results:
@@ -50,7 +69,7 @@ class RunState:
             mismatched += [int(k) for k in res.get("replay_mismatch", [])]
         return mismatched
 
-    def add_episodes(self, results: list[dict[str, Any]]) -> None:
+    def add_episodes(self, results: list[RolloutReply]) -> None:
         """Actor order; with env slots, slot order (episodes of one slot in their order)."""
         finished: list[tuple[int | None, float]] = []
         for res in results:
@@ -76,7 +95,7 @@ class RunState:
         """Mean of the last ``reach_window`` completed training episodes >= target."""
         return len(self.recent_returns) >= self.reach_window and float(np.mean(self.recent_returns)) >= target
 
-    def to_json(self, env_id: str, wall_s: float, ledger: CostLedger) -> dict[str, Any]:
+    def to_json(self, env_id: str, wall_s: float, ledger: CostLedger) -> JsonObject:
         return {
             "env_id": env_id,
             "iteration": self.iteration,
@@ -97,7 +116,7 @@ class RunState:
         }
 
     @classmethod
-    def from_json(cls, state: dict[str, Any], reach_window: int) -> "RunState":
+    def from_json(cls, state: JsonObject, reach_window: int) -> "RunState":
         rollouts = state.get("rollouts", {})
         return cls(
             run=RunConfig(**state["run"]),

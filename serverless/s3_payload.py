@@ -31,6 +31,7 @@ import uuid
 from typing import Any
 
 from serverless.invocation import LAMBDA_SYNC_PAYLOAD_LIMIT_BYTES
+from serverless.rollout_event import RolloutReply
 
 DEFAULT_PREFIX = "rollouts"
 # Room left under the 6 MB limit for the JSON envelope around the large field.
@@ -144,12 +145,12 @@ def fits_inline(obj: Any, limit_bytes: int = LAMBDA_SYNC_PAYLOAD_LIMIT_BYTES) ->
 
 
 def maybe_offload_result(
-    result: dict[str, Any],
+    result: RolloutReply,
     bucket: str | None,
     prefix: str = DEFAULT_PREFIX,
     limit_bytes: int = LAMBDA_SYNC_PAYLOAD_LIMIT_BYTES,
     run_id: str | None = None,
-) -> dict[str, Any]:
+) -> RolloutReply:
     """Return ``result`` unchanged if it fits the response limit, else move its trajectories to S3.
 
     The returned copy has ``trajectories_s3 = {"bucket", "key"}`` instead of

@@ -57,24 +57,28 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
 from core.errors import UserError
+from core.json_edge import JsonObject
 from serverless.backends import BACKENDS
 from serverless.backends.faults import FaultInjectingBackend, FaultSpec
-from serverless.checkpoint import load_checkpoint, save_checkpoint
+from serverless.checkpoint import RunIdentity, load_checkpoint, save_checkpoint
 from serverless.iteration_clock import IterationClock, PhaseBreakdown
+from serverless.layout_probe import LayoutProbe
 from serverless.learner_machines import LearnerMachine
 from serverless.ledger import BILLED, MODELLED, CostLedger
 from serverless.policy import PolicySpec
-from serverless.ppo import PPOConfig, PPOLearner
+from serverless.ppo import GradNoiseProbe, PPOConfig, PPOLearner, UpdateStats
 from serverless.pricing import ARCHITECTURES, PriceTable
 from serverless.rollout_batch import (
-    assemble_batch, batch_from_segments, decode_segments, decode_trajectories, rollout_events, rollout_summary,
+    RolloutSummary, assemble_batch, batch_from_segments, decode_segments, decode_trajectories, rollout_events,
+    rollout_summary,
 )
 from serverless.rollouts import Collected, RolloutRetryPolicy, RolloutCollector, RolloutsFailed
 from serverless.run_config import RunConfig
-from serverless.run_state import RunState
+from serverless.rollout_event import RolloutReply
+from serverless.run_state import ConfigChange, CurvePoint, RunState
 from serverless.slots import slot_plan
 
 __all__ = [
@@ -103,7 +107,7 @@ class TrainSpec:
     ppo: PPOConfig = field(default_factory=PPOConfig)
     seed: int = 0
     backend: str = "local"
-    backend_options: dict[str, Any] = field(default_factory=dict)
+    backend_options: JsonObject = field(default_factory=dict)
     architecture: str = "x86_64"
     checkpoint_every: int = 10  # iterations; 0 = never
     checkpoint_dir: Path | None = None  # default a new .trainwise/checkpoints/<env>-seed<S>/<run> (resume: the newest of this run)
@@ -114,7 +118,7 @@ class TrainSpec:
     resume_run: RunConfig | None = None
     faults: FaultSpec | None = None  # inject faults into the backend's invocations
     retry: RolloutRetryPolicy = field(default_factory=RolloutRetryPolicy)
-    env_kwargs: dict[str, Any] = field(default_factory=dict)  # gymnasium.make(env_id, **env_kwargs)
+    env_kwargs: JsonObject = field(default_factory=dict)  # gymnasium.make(env_id, **env_kwargs)
     # the learner's machine (serverless.learner_machines); None: the price table's learner VM
     learner: LearnerMachine | None = None
 
@@ -142,7 +146,7 @@ class TrainSpec:
         if self.reach_window < 1:
             raise UserError(f"reach window must be >= 1 episode, got {self.reach_window}")
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> RunIdentity:
         """What makes a checkpoint this run's: a resume checks it field by field. The budget
         (``max_steps``) may grow on a resume, and the backend may change."""
         return {"env_id": self.env_id, "env_kwargs": dict(self.env_kwargs), "seed": self.seed,
@@ -159,7 +163,7 @@ class TrainSpec:
         parent = runs_root(cache_dir("checkpoints"), self.env_id, self.seed)
         return find_run_dir(parent, self.identity()) if self.resume else unique_dir(parent)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "env_id": self.env_id,
             "target_reward": self.target_reward,
@@ -178,6 +182,24 @@ class TrainSpec:
         } | ({"env_kwargs": dict(self.env_kwargs)} if self.env_kwargs else {}) | ({"resume_run": self.resume_run.to_dict()} if self.resume_run is not None else {}) | ({"learner": asdict(self.learner)} if self.learner is not None else {})
 
 
+class FaultsReport(TypedDict, total=False):
+    """The faults a run met (:meth:`Trainer.faults_report`): injected, observed and recovered, by
+    kind, what the collector did about them and what they cost."""
+
+    spec: str | None
+    injected: dict[str, int] | None
+    observed: dict[str, int]
+    recovered: dict[str, int]
+    unrecovered: dict[str, int]
+    retries: int
+    hedges: int
+    hedge_wins: int
+    rollouts_used: int
+    retry_policy: JsonObject  # the RolloutRetryPolicy's fields
+    cost_usd: float
+    cost_label: str
+
+
 @dataclass
 class IterationRecord:
     """What happened in one iteration; given to the controller and kept in the result."""
@@ -193,16 +215,16 @@ class IterationRecord:
     host_s: float  # the learner host's share of this iteration on the Lambda clock (iteration_clock.learner_host_s)
     host_speed: float  # the learner host's speed factor applied on the modelled clock (serverless.host_speed); 1.0 otherwise
     iteration_lambda_s: float  # this iteration on the Lambda clock: lambda_s + host_s
-    rollout: dict[str, Any]  # billing summary of this iteration's invocations
+    rollout: RolloutSummary  # billing summary of this iteration's invocations
     cost_usd: float  # cumulative
     mean_return: float | None  # mean of the last reach_window completed episodes
     episodes: int  # cumulative completed episodes
-    ppo_stats: dict[str, Any] = field(default_factory=dict)
-    grad_noise: dict[str, Any] | None = None
+    ppo_stats: UpdateStats = field(default_factory=lambda: UpdateStats())
+    grad_noise: GradNoiseProbe | None = None
     breakdown: PhaseBreakdown | None = None  # wall time by phase (measured; the checkpoint added once written)
-    layout_probe: dict[str, Any] | None = None  # counterfactual layouts (serverless.layout_probe), when asked
+    layout_probe: LayoutProbe | None = None  # counterfactual layouts (serverless.layout_probe), when asked
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         data = asdict(self)
         data["run"] = self.run.to_dict()
         data["breakdown"] = None if self.breakdown is None else self.breakdown.to_dict()
@@ -232,18 +254,18 @@ class TrainResult:
     wall_s: float
     lambda_time_s: float
     lambda_time_label: str
-    curve: list[dict[str, Any]]
-    config: dict[str, Any]
+    curve: list[CurvePoint]
+    config: JsonObject  # the TrainSpec's to_dict, with the policy spec
     ledger: CostLedger
     iterations: list[IterationRecord]
     episodes: int
     stop_reason: str
     final_mean_return: float | None
-    config_changes: list[dict[str, Any]]
+    config_changes: list[ConfigChange]
     notes: list[str]
     checkpoint: str | None
     controller_s: float = 0.0  # the controller's time between iterations, in lambda_time_s
-    faults: dict[str, Any] = field(default_factory=dict)  # injected, observed and recovered, by kind
+    faults: FaultsReport = field(default_factory=lambda: FaultsReport())  # injected, observed and recovered, by kind
     lost_rollouts: int = 0  # slots of trained iterations with no result
     duplicate_rollouts: int = 0  # slots of trained iterations with more than one result used
 
@@ -251,7 +273,7 @@ class TrainResult:
     def cost_usd(self) -> float:
         return self.ledger.total_usd
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "reached": self.reached,
             "env_steps": self.env_steps,
@@ -423,7 +445,8 @@ class _Training:
         state.count_rollouts(len(events), got.used_ids)
         return got
 
-    def _learn(self, clock: IterationClock, results: list[dict[str, Any]], layouts: tuple[int, ...] = ()) -> dict[str, Any]:
+    def _learn(self, clock: IterationClock, results: list[RolloutReply],
+               layouts: tuple[int, ...] = ()) -> tuple[UpdateStats, LayoutProbe | None]:
         """Episodes into the returns window, then GAE and one PPO update (before it, at the
         same parameters, the counterfactual ``layouts`` when asked; their time is the
         breakdown's ``other``)."""
@@ -447,10 +470,8 @@ class _Training:
         probe = self.probe_noise_every > 0 and state.iteration % self.probe_noise_every == 0
         with clock.phase("update"):
             stats = self.learner.update(data, probe_noise=probe)
-        if layout_probe is not None:
-            stats["layout_probe"] = layout_probe
         state.env_steps += int(len(data["obs"]))
-        return stats
+        return stats, layout_probe
 
     def _on_learner_machine(self, times: Any, update_cpu_s: float) -> Any:
         """On the modelled clock, the learner host's part at the learner machine's speed: the
@@ -469,14 +490,14 @@ class _Training:
         got = self._collect(clock, run)
         self.lambda_label = got.batch.lambda_s_label
         steps_before = self.state.env_steps
-        stats = self._learn(clock, got.results, layouts)
+        stats, layout_probe = self._learn(clock, got.results, layouts)
         times = clock.stop(
             rollout_lambda_s=got.batch.lambda_s, rollout_wall_s=got.batch.wall_s, modelled=self.lambda_label == "modelled"
         )
         times = self._on_learner_machine(times, float(stats["learner_cpu_s"]))
         self.state.lambda_time_s += times.lambda_s
         self.ledger.add_learner_time(times.lambda_s)
-        record = self._record(run, got, times, stats)
+        record = self._record(run, got, times, stats, layout_probe)
         record.breakdown = clock.breakdown(got.results)
         self.ledger.add_phase_times(record.breakdown.to_dict()["phases_s"])
         self.records.append(record)
@@ -484,7 +505,8 @@ class _Training:
         self.state.iteration += 1
         return record, clock
 
-    def _record(self, run: RunConfig, got: Collected, times: Any, stats: dict[str, Any]) -> IterationRecord:
+    def _record(self, run: RunConfig, got: Collected, times: Any, stats: UpdateStats,
+                layout_probe: LayoutProbe | None) -> IterationRecord:
         rollout = rollout_summary(got.batch)
         if got.rounds > 1:
             rollout["rounds"] = got.rounds
@@ -506,7 +528,7 @@ class _Training:
             mean_return=self.state.mean_recent(),
             episodes=self.state.episodes,
             grad_noise=stats.pop("grad_noise", None),
-            layout_probe=stats.pop("layout_probe", None),
+            layout_probe=layout_probe,
             ppo_stats=stats,
         )
 
@@ -565,7 +587,7 @@ class _Training:
             self.backend.close()
 
     # ------------------------------------------------------------------ the result
-    def faults_report(self) -> dict[str, Any]:
+    def faults_report(self) -> FaultsReport:
         tally = self.state.faults
         return {
             "spec": self.injector.spec.describe() if self.injector is not None else None,

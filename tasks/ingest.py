@@ -26,10 +26,11 @@ from tasks.caching import PROFILE_CACHE_POLICY
 from tasks import timeouts
 from tasks.measure import one_measurement_at_a_time
 from tasks.progress import Progress, ReportingWorker
-from tasks.report import fmt, md_table, section, table_artifact
+from tasks.report import ReportSection, fmt, md_table, section, table_artifact
 from tasks.retry import EXTERNAL_RETRIES
 from core import paths
 from core.errors import UserError
+from core.json_edge import JsonObject
 from optimizers.spec import DataSpec, IngestSpec
 from optimizers.tuning import IngestTuningResult, TuningFailure, VerifiedConfig
 
@@ -44,7 +45,7 @@ class IngestData:
     path: str
     generated: bool
     reused: bool
-    manifest: dict[str, Any] = field(default_factory=dict)
+    manifest: JsonObject = field(default_factory=dict)  # the data's manifest file (ingestion.datagen)
     shards: tuple[str, ...] = ()
 
     @property
@@ -88,7 +89,7 @@ def _shards(folder: Path) -> tuple[str, ...]:
     return tuple(list_shards(folder, DATA_FORMAT)[0])
 
 
-def pipeline_workload_of(ing: IngestSpec, data: IngestData) -> dict[str, Any]:
+def pipeline_workload_of(ing: IngestSpec, data: IngestData) -> JsonObject:
     """What a pipeline profile depends on (its cache key): the data (by manifest, so
     regenerated identical data keeps its profile), the CPU budget, the batch size and the
     profiling window."""
@@ -102,7 +103,7 @@ def pipeline_workload_of(ing: IngestSpec, data: IngestData) -> dict[str, Any]:
     }
 
 
-def _node(cpu_budget: int | None) -> dict[str, Any]:
+def _node(cpu_budget: int | None) -> JsonObject:
     from ingestion.node import this_machine
 
     n = this_machine()
@@ -124,7 +125,7 @@ def _pipeline(data_path: str, cpu_budget: int | None, batch_size: int, shards: t
     **EXTERNAL_RETRIES,
 )
 @one_measurement_at_a_time
-def profile_pipeline(workload: dict[str, Any]) -> dict[str, Any]:
+def profile_pipeline(workload: JsonObject) -> JsonObject:
     """Time each prefix of the pipeline and a few parallel configurations, and fit the
     simulator to them (``ingestion.calibrate``); return the calibration as JSON. Prefect's
     cache decides whether to profile, so the library's own file cache is bypassed here
@@ -141,7 +142,7 @@ def profile_pipeline(workload: dict[str, Any]) -> dict[str, Any]:
     return cal.to_json()
 
 
-def _calibration_loader(profile: dict[str, Any]) -> Any:
+def _calibration_loader(profile: JsonObject) -> Any:
     """The cached profile in the form the optimizers take: a callable, called only by
     the optimizers that use a calibration (plumber, intune)."""
 
@@ -172,7 +173,7 @@ def _progress_reporter(progress: Progress, optimizer: str, position: tuple[int, 
 def tune_ingestion(
     optimizer: str,
     data: IngestData,
-    profile: dict[str, Any],
+    profile: JsonObject,
     ing: IngestSpec,
     progress_key: str,
     position: tuple[int, int] = (0, 1),
@@ -229,7 +230,7 @@ def measure_configurations(
 
 
 def _tuned_row(t: IngestTuningResult | TuningFailure, v: VerifiedConfig | None, ratio_col: str,
-               base: float | None) -> dict[str, Any]:
+               base: float | None) -> JsonObject:
     """One optimizer's row of the comparison table."""
     ok = isinstance(t, IngestTuningResult)
     verified = v.rows_per_s if v is not None else None
@@ -255,7 +256,7 @@ def render_intune_section(
     verified: list[VerifiedConfig],
     profile_cached: bool,
     run_dir: str,
-) -> dict[str, Any]:
+) -> ReportSection:
     """The throughput plot, the optimizer comparison table artifact and the markdown."""
     from tasks.plots import throughput_png
 

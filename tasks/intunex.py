@@ -18,11 +18,12 @@ from typing import Any
 from prefect import get_run_logger, task
 
 from core.atomic import save_figure
+from core.json_edge import JsonObject
 from tasks.caching import PROFILE_CACHE_POLICY
-from tasks.report import fmt, md_table, section, table_artifact
+from tasks.report import ReportSection, fmt, md_table, section, table_artifact
 
 
-def _cluster(workload: dict[str, Any]) -> Any:
+def _cluster(workload: JsonObject) -> Any:
     from ingestion.cluster.instances import select
     from ingestion.cluster.jobs import parse_jobs
     from ingestion.cluster.model import from_jobs_file
@@ -32,7 +33,7 @@ def _cluster(workload: dict[str, Any]) -> Any:
                           budget_usd_per_h=workload.get("budget_usd_per_h"))
 
 
-def profile_workload(jobs_file: str, jobs: dict[str, Any], instance_types: list[str] | None) -> dict[str, Any]:
+def profile_workload(jobs_file: str, jobs: JsonObject, instance_types: list[str] | None) -> JsonObject:
     """What the cluster profile depends on: the jobs' pipelines (not their demands) and the types."""
     pipelines = {**jobs, "jobs": [{k: v for k, v in j.items() if k != "demand_rows_per_s"} | {"demand_rows_per_s": 1.0}
                                   for j in jobs["jobs"]], "budget_usd_per_h": None}
@@ -40,7 +41,7 @@ def profile_workload(jobs_file: str, jobs: dict[str, Any], instance_types: list[
 
 
 @task(name="cluster-profile", cache_policy=PROFILE_CACHE_POLICY, result_serializer="json", persist_result=True)
-def cluster_profile(workload: dict[str, Any]) -> dict[str, Any]:
+def cluster_profile(workload: JsonObject) -> JsonObject:
     """The node-level agent's and AUTOTUNE's choice for every job on every unit (cluster model)."""
     from optimizers.intunex.node_agent import NodeTable
 
@@ -52,8 +53,8 @@ def cluster_profile(workload: dict[str, Any]) -> dict[str, Any]:
 
 
 @task(name="plan-cluster")
-def plan_cluster(jobs_file: str, jobs: dict[str, Any], instance_types: list[str] | None, objective: str,
-                 budget_usd_per_h: float | None, profile: dict[str, Any], seed: int = 0) -> dict[str, Any]:
+def plan_cluster(jobs_file: str, jobs: JsonObject, instance_types: list[str] | None, objective: str,
+                 budget_usd_per_h: float | None, profile: JsonObject, seed: int = 0) -> JsonObject:
     """InTuneX's plan and the baselines', on the cluster model with the cached node-level table."""
     from optimizers.intunex.node_agent import NodeTable
     from optimizers.intunex.run import plan_result
@@ -68,7 +69,7 @@ def plan_cluster(jobs_file: str, jobs: dict[str, Any], instance_types: list[str]
     return result
 
 
-def throughput_per_usd_png(rows: list[dict[str, Any]], path: Path) -> Path:
+def throughput_per_usd_png(rows: list[JsonObject], path: Path) -> Path:
     """Bars of rows delivered per dollar, InTuneX and each baseline (simulated)."""
     from tasks.plots import _pyplot
 
@@ -89,7 +90,7 @@ def throughput_per_usd_png(rows: list[dict[str, Any]], path: Path) -> Path:
 
 
 @task(name="render-intunex-section")
-def render_intunex_section(name: str, result: dict[str, Any], profile_cached: bool, run_dir: str) -> dict[str, Any]:
+def render_intunex_section(name: str, result: JsonObject, profile_cached: bool, run_dir: str) -> ReportSection:
     """The plot, the comparison table artifact and the markdown of the plan."""
     rows = [{"planner": "intunex", **{k: result[k] for k in ("throughput_per_usd", "usd_per_h", "all_fed", "nodes", "oom")}}]
     rows += [{"planner": n, **{k: b[k] for k in ("throughput_per_usd", "usd_per_h", "all_fed", "nodes", "oom")}}

@@ -15,6 +15,7 @@ from uuid import UUID
 
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from prefect.logging import get_run_logger
+from serverless.rollout_event import RolloutEvent
 
 
 class Progress:
@@ -64,7 +65,7 @@ class ReportingBackend:
         self.env_steps = 0
         self.returns: deque[float] = deque(maxlen=window)
 
-    def invoke(self, events: list[dict[str, Any]], memory_mb: int, concurrency: int | None = None) -> Any:
+    def invoke(self, events: list[RolloutEvent], memory_mb: int, concurrency: int | None = None) -> Any:
         batch = self.inner.invoke(events, memory_mb, concurrency)
         for inv in batch.invocations:
             if inv.result:

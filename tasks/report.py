@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypedDict
 
 from prefect import get_run_logger, task
 from prefect.artifacts import create_image_artifact, create_markdown_artifact, create_table_artifact
 
 from core.atomic import write_text
+from core.json_edge import JsonObject
 from core.results import write_json
 from tasks.plots import data_uri, plot_key, plots_bucket, presigned_png_url
 
@@ -55,6 +56,18 @@ def table_artifact(key: str, rows: Sequence[Mapping[str, Any]], description: str
     create_table_artifact(table=clean, key=key, description=description)
 
 
+class ReportSection(TypedDict):
+    """One branch's part of the report (:func:`section`): its markdown, its plots and a summary
+    for ``result.json``; JSON-able."""
+
+    kind: str
+    title: str
+    markdown: str
+    plots: list[str]
+    summary: JsonObject
+    profile_cached: bool | None
+
+
 def section(
     kind: str,
     title: str,
@@ -63,7 +76,7 @@ def section(
     plots: Sequence[Path] = (),
     summary: Mapping[str, Any] | None = None,
     profile_cached: bool | None = None,
-) -> dict[str, Any]:
+) -> ReportSection:
     """What a branch hands to :func:`render_report` (JSON-able)."""
     return {
         "kind": kind,
@@ -130,11 +143,11 @@ def render_report(
     name: str,
     title: str,
     run_dir: str,
-    sections: list[dict[str, Any]],
+    sections: list[ReportSection],
     *,
     config: str,
     extra: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> JsonObject:
     """Write ``report.md`` and ``result.json`` into the run folder, publish the plots as
     image artifacts and the report, plots inline, as the ``<name>-report`` markdown
     artifact. Returns the result dict."""

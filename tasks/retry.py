@@ -41,7 +41,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any
+from typing import Any, Callable, TypedDict
 
 from prefect.tasks import exponential_backoff
 
@@ -153,7 +153,16 @@ def retry_if_transient(task: Any, task_run: Any, state: Any) -> bool:
 
 # Two retries, 10 s then 20 s (jittered): long enough for a throttle to clear, short
 # enough that a real outage surfaces within a minute.
-EXTERNAL_RETRIES: dict[str, Any] = {
+class RetryOptions(TypedDict):
+    """Prefect's retry keywords of a task (``@task(**EXTERNAL_RETRIES)``)."""
+
+    retries: int
+    retry_delay_seconds: Callable[[int], list[float]]  # prefect.tasks.exponential_backoff
+    retry_jitter_factor: float
+    retry_condition_fn: Callable[..., bool]
+
+
+EXTERNAL_RETRIES: RetryOptions = {
     "retries": 2,
     "retry_delay_seconds": exponential_backoff(backoff_factor=10),
     "retry_jitter_factor": 0.5,

@@ -25,9 +25,10 @@ from prefect.context import TaskRunContext
 from tasks import timeouts
 from tasks.measure import one_measurement_at_a_time
 from tasks.progress import Progress, ReportingBackend
-from tasks.report import fmt, md_table, section, table_artifact
+from tasks.report import ReportSection, fmt, md_table, section, table_artifact
 from tasks.retry import EXTERNAL_RETRIES
 from core.errors import UserError
+from core.json_edge import JsonObject
 from optimizers.seraph.job import SeraphJob
 from optimizers.seraph.pilot import PilotOutcome
 from optimizers.seraph.result import SeraphPlan, SeraphResult
@@ -52,7 +53,7 @@ class ProfileKey(CachePolicy):
     **EXTERNAL_RETRIES,
 )
 @one_measurement_at_a_time
-def profile_rl_workload(job: SeraphJob, profile_key: str, checkpoint_dir: str, reuse: bool = True) -> dict[str, Any]:
+def profile_rl_workload(job: SeraphJob, profile_key: str, checkpoint_dir: str, reuse: bool = True) -> JsonObject:
     """Seraph's ``profile`` step for the job, as ``rl tune`` calls it: the file cache when
     ``reuse``, else a pilot (short real training that probes memory sizes, concurrency and
     batch) whose final checkpoint goes to ``checkpoint_dir``. Returns the outcome as JSON;
@@ -122,7 +123,7 @@ def train_rl_on_functions(planned: SeraphPlan, progress_key: str) -> SeraphResul
 
 @task(name="train-rl-baseline", timeout_seconds=timeouts.TRAIN_RL_S, **EXTERNAL_RETRIES)
 @one_measurement_at_a_time
-def train_rl_baseline(baseline: str, job: SeraphJob) -> dict[str, Any]:
+def train_rl_baseline(baseline: str, job: SeraphJob) -> JsonObject:
     """Train the same workload to the same target at a fixed baseline configuration
     (no profiling, no re-tuning), so the report compares Seraph with a real run."""
     from optimizers.rl_baselines.static import run_static
@@ -145,8 +146,8 @@ def render_seraph_section(
     planned: SeraphPlan,
     result: SeraphResult,
     run_dir: str,
-    baselines: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
+    baselines: list[JsonObject] | None = None,
+) -> ReportSection:
     """Plots (reward vs time and cost, Pareto front), table artifacts, the markdown, and
     ``seraph/result.json``: the JSON ``trainwise rl tune --json-out`` writes."""
     from core.results import write_json
@@ -184,7 +185,7 @@ def render_seraph_section(
     return section("seraph", f"Seraph: {rl['env_id']}", md, plots=plots, summary=summary, profile_cached=profile_cached)
 
 
-def _plots(rl: dict[str, Any], plan: dict[str, Any], trained: dict[str, Any], folder: Path) -> list[Any]:
+def _plots(rl: JsonObject, plan: JsonObject, trained: JsonObject, folder: Path) -> list[Any]:
     """Reward vs time and cost, and the predicted Pareto front, as PNG files in ``folder``."""
     from optimizers.seraph import render_pareto_png
 
@@ -206,7 +207,7 @@ def _plots(rl: dict[str, Any], plan: dict[str, Any], trained: dict[str, Any], fo
 
 
 def _markdown(
-    rl: dict[str, Any], plan: dict[str, Any], profile: dict[str, Any], achieved: dict[str, Any], profile_cached: bool,
+    rl: JsonObject, plan: JsonObject, profile: JsonObject, achieved: JsonObject, profile_cached: bool,
     changes: int,
 ) -> str:
     """The section's prose: what was tuned, the profile, the chosen shape and the result."""
@@ -239,12 +240,12 @@ _PHASE_COLUMNS = [
 ]
 
 
-def _front_row(row: str, cand: Any) -> dict[str, Any]:
+def _front_row(row: str, cand: Any) -> JsonObject:
     return {"row": row, **_shape(cand), "time_s": _get(cand, "predicted_time_s"), "cost_usd": _get(cand, "predicted_cost_usd"),
             "label": "modelled"}
 
 
-def _compare_rows(plan: dict[str, Any], achieved: dict[str, Any], baselines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _compare_rows(plan: JsonObject, achieved: JsonObject, baselines: list[JsonObject]) -> list[JsonObject]:
     """Chosen, fastest and cheapest (predicted), achieved, and each baseline (trained)."""
     chosen = plan.get("config") or {}
     predicted = plan.get("predicted") or {}
@@ -264,7 +265,7 @@ def _compare_rows(plan: dict[str, Any], achieved: dict[str, Any], baselines: lis
     return rows
 
 
-def _phase_rows(trained: dict[str, Any]) -> list[dict[str, Any]]:
+def _phase_rows(trained: JsonObject) -> list[JsonObject]:
     return [
         {**{k: v for k, v in ph.items() if k not in ("config", "label")}, "config": _shape_text(ph.get("config"))}
         for ph in trained.get("phases") or []
@@ -288,7 +289,7 @@ def _get(c: Any, key: str) -> Any:
     return c.get(key) if isinstance(c, dict) else None
 
 
-def _versus(achieved: dict[str, Any], baselines: list[dict[str, Any]]) -> str:
+def _versus(achieved: JsonObject, baselines: list[JsonObject]) -> str:
     """One sentence per baseline: Seraph's cost and time as a share of the baseline's."""
     lines = []
     for b in baselines:
@@ -316,7 +317,7 @@ def record_rl_run(job: SeraphJob, result: SeraphResult) -> str | None:
 
 @task(name="sweep-rl-seeds", cache_policy=NO_CACHE)
 @one_measurement_at_a_time
-def sweep_rl_seeds(request: Any, seeds: tuple[int, ...], progress_key: str) -> dict[str, Any]:
+def sweep_rl_seeds(request: Any, seeds: tuple[int, ...], progress_key: str) -> JsonObject:
     """``rl sweep``: every seed trained as a run of the job, its arm chosen from the job's
     history; a progress artifact counts the seeds done."""
     from optimizers.seraph.sweep import sweep
@@ -334,7 +335,7 @@ def sweep_rl_seeds(request: Any, seeds: tuple[int, ...], progress_key: str) -> d
 
 
 @task(name="render-sweep-section", cache_policy=NO_CACHE)
-def render_sweep_section(name: str, sweep: dict[str, Any], run_dir: str) -> dict[str, Any]:
+def render_sweep_section(name: str, sweep: JsonObject, run_dir: str) -> ReportSection:
     """The sweep's table (a row per seed: arm, reached, env steps, cost, time) and its whole bill."""
     from core.results import write_json
 

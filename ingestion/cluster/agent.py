@@ -58,6 +58,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from core.errors import UserError
+from core.json_edge import JsonObject
 from ingestion.cluster.service import start_worker
 
 TOKEN_ENV = "TRAINWISE_AGENT_TOKEN"
@@ -251,7 +252,7 @@ class Agent:
     ended: dict[str, int | None] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def node(self) -> dict[str, Any]:
+    def node(self) -> JsonObject:
         self.reap()
         with self._lock:
             return {"cpus": list(self.cpus), "workers": {i: {"dispatcher": w.request.dispatcher, "cpus": list(w.request.cpus),
@@ -269,7 +270,7 @@ class Agent:
         first = sorted(found, key=lambda a: (a.version, int(a)))[0]
         return f"[{first}]:{port}" if first.version == 6 else f"{first}:{port}"
 
-    def start(self, request: WorkerRequest, reached_at: str) -> dict[str, Any]:
+    def start(self, request: WorkerRequest, reached_at: str) -> JsonObject:
         """Start a worker, or :class:`Refused` (403 dispatcher not allowed, 429 the job's cap, 503 no port)."""
         target = self.allowed(request.dispatcher)
         if target is None:
@@ -290,7 +291,7 @@ class Agent:
             self.workers[worker_id] = Worker(request, port, start_worker(target, request.cpus, port, address))
         return {"id": worker_id, "address": address}
 
-    def status(self, worker_id: str) -> dict[str, Any] | None:
+    def status(self, worker_id: str) -> JsonObject | None:
         self.reap()
         with self._lock:
             worker = self.workers.get(worker_id)
@@ -433,6 +434,6 @@ class AgentNodes:
                                                         "cpus": list(self.cpus[node])})
         return _AgentWorker(client, answer["id"])
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonObject:
         return {"kind": "node agents", "count": self.count, "addresses": [c.address for c in self.clients],
                 "cpus": [list(c) for c in self.cpus]}

@@ -18,9 +18,10 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 from core.errors import UserError
+from core.json_edge import JsonObject
 from ingestion.node import Node
 
 TABLE = Path(__file__).with_name("data") / "instances.json"
@@ -49,7 +50,7 @@ class InstanceType:
 
 
 @lru_cache(maxsize=4)
-def _load(path: str) -> tuple[dict[str, Any], tuple[InstanceType, ...]]:
+def _load(path: str) -> tuple[JsonObject, tuple[InstanceType, ...]]:
     doc = json.loads(Path(path).read_text())
     fields = InstanceType.__dataclass_fields__
     types = tuple(InstanceType(**{k: v for k, v in t.items() if k in fields}) for t in doc["instance_types"])
@@ -68,20 +69,20 @@ class FamilySpeed:
     basis: str
     date: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"factor": self.factor, "band": [self.low, self.high], "source": self.source, "basis": self.basis,
                 "date": self.date}
 
 
-def measured_rate(instance_type: str, speeds_dir: Path = SPEEDS) -> dict[str, Any] | None:
+def measured_rate(instance_type: str, speeds_dir: Path = SPEEDS) -> JsonObject | None:
     """The node-speed record of ``instance_type`` (``data/node_speed/<type>.json``), if one exists."""
     path = speeds_dir / f"{instance_type}.json"
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def _measured_records(speeds_dir: Path) -> dict[str, dict[str, Any]]:
+def _measured_records(speeds_dir: Path) -> dict[str, JsonObject]:
     """Per family, the first measured record (sorted by file name)."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, JsonObject] = {}
     for path in sorted(speeds_dir.glob("*.json")) if speeds_dir.is_dir() else []:
         doc = json.loads(path.read_text())
         out.setdefault(str(doc["family"]), doc)
@@ -115,7 +116,7 @@ def band_speeds(end: str, path: Path = TABLE, speeds_dir: Path = SPEEDS) -> dict
     return {f: (s.low if end == "low" else s.high) for f, s in family_speeds(path, speeds_dir).items()}
 
 
-def table_info(path: Path = TABLE) -> dict[str, Any]:
+def table_info(path: Path = TABLE) -> JsonObject:
     """The table's version, date, region and sources (for result files)."""
     info, _ = _load(str(path))
     out = {k: info[k] for k in ("version", "retrieved", "region", "pricing", "sources")}

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
 
 from core.errors import UserError
 
@@ -91,7 +92,7 @@ def _where(loc: tuple[Any, ...]) -> str:
     return out or "(file)"
 
 
-def describe(error: dict[str, Any]) -> str:
+def describe(error: ErrorDetails) -> str:
     """One pydantic error as ``jobs[0].demand_rows_per_s: must be > 0, got -5``."""
     ctx = error.get("ctx") or {}
     template = _MESSAGES.get(error["type"])

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, Sequence
 
 from core.errors import UserError
-from ingestion.cluster.service import LocalService, read, start_worker
+from core.json_edge import JsonObject
+from ingestion.cluster.service import LocalService, ReadResult, read, start_worker
 
 WARMUP_S = 2.0
 READY_TIMEOUT_S = 180.0
@@ -81,9 +82,9 @@ def place(shares_by_job: Mapping[str, Sequence[float]], nodes: int) -> list[Plac
 
 
 def _read_all(datasets: Mapping[str, Any], services: Mapping[str, LocalService], phase: str, seconds: float,
-              pace: Mapping[str, float] | None, windows: int = 1) -> dict[str, Any]:
+              pace: Mapping[str, float] | None, windows: int = 1) -> dict[str, ReadResult]:
     """Read every job at once (a thread each); the :class:`~ingestion.cluster.service.ReadResult` per job."""
-    out: dict[str, Any] = {}
+    out: dict[str, ReadResult] = {}
     errors: list[BaseException] = []
 
     def one(job: str) -> None:
@@ -124,7 +125,7 @@ class Nodes(Protocol):
     def start_worker(self, node: int, dispatcher_port: int) -> Worker:
         """Start a worker on ``node`` that registers with the dispatcher on this machine's ``dispatcher_port``."""
 
-    def describe(self) -> dict[str, Any]: ...
+    def describe(self) -> JsonObject: ...
 
 
 @dataclass
@@ -158,7 +159,7 @@ class LocalNodes:
     def start_worker(self, node: int, dispatcher_port: int) -> Worker:
         return _Process(start_worker(f"localhost:{dispatcher_port}", self.cpus[node]))
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> JsonObject:
         return {"kind": "local", "count": self.count, "cpus": [list(c) for c in self.cpus]}
 
 

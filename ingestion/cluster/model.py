@@ -31,11 +31,12 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
 from core.errors import UserError
+from core.json_edge import JsonObject
 from ingestion.cluster.instances import InstanceType, nominal_speeds
 from ingestion.cluster.jobs import Job, JobsFile
 from ingestion.cluster.pipelines import REAL_PIPELINES
@@ -145,7 +146,7 @@ class ClusterResult:
         """Rows delivered per dollar (rows/s x 3,600 / $/h)."""
         return self.delivered * 3600.0 / self.usd_per_h if self.usd_per_h > 0 else 0.0
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JsonObject:
         return {"label": self.label, "all_fed": self.all_fed, "throughput_per_usd": self.throughput_per_usd,
                 "usd_per_h": self.usd_per_h, "delivered_rows_per_s": self.delivered,
                 "nodes": sum(self.nodes.values()), "nodes_by_type": dict(self.nodes), "oom": self.oom,

@@ -31,6 +31,7 @@ from typing import Any, Callable
 import numpy as np
 
 from core.errors import UserError
+from core.json_edge import JsonObject
 
 BUILTIN = "dlrm"
 EMBEDDING_DIM = 16
@@ -135,7 +136,7 @@ class Demand:
     batch_size: int
     label: str = "measured"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"trainer": self.trainer, "demand_rows_per_s": self.demand_rows_per_s,
                 "compute_rows_per_s": self.compute_rows_per_s, "windows_rows_per_s": list(self.windows_rows_per_s),
                 "spread": self.spread, "margin": self.margin, "batch_size": self.batch_size, "label": self.label}

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from core.atomic import write_file, write_text
 from core.errors import UserError
+from core.json_edge import JsonObject
 from ingestion.node import Node
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,7 +71,7 @@ def node_of(node: Node | Mapping[str, Any] | None) -> Node:
     return Node(**node) if node else this_machine()
 
 
-def node_fields(node: Node) -> dict[str, Any]:
+def node_fields(node: Node) -> JsonObject:
     return {"name": node.name, "vcpus": node.vcpus, "ram_gib": node.ram_gib, "hourly_usd": node.hourly_usd,
             "ram_budget_share": node.ram_budget_share}
 

@@ -14,8 +14,9 @@ same worker, interleaved (what ``trainwise ingest tune`` reports as ``vs_autotun
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Callable
 
+from core.json_edge import JsonObject
 from ingestion.knobs import Config
 from ingestion.measurement import Measurement, MeasureProtocol, paired_ratio
 from ingestion.pipeline import PipelineSpec
@@ -58,10 +59,10 @@ class AutotuneComparison:
     autotune_rows_per_s: list[float]
     order: list[str]
     failed_rounds: int
-    protocol: dict[str, Any]
+    protocol: dict[str, float | int]  # MeasureProtocol.as_kwargs()
     error: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return asdict(self)
 
 

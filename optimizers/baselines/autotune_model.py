@@ -21,7 +21,7 @@ times are the pipeline's true ones (AUTOTUNE measures them at run time).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from ingestion.knobs import Config, Knob, KnobSpace
 from ingestion.node import Node
@@ -42,7 +42,15 @@ def modelled_output_time(model: PipelineModel, config: Config) -> float:
     return worst * (1.0 + 0.1 * buffers)
 
 
-def hill_climb(model: PipelineModel, space: KnobSpace, node: Node, max_rounds: int = 10_000) -> tuple[Config, dict[str, Any]]:
+class HillClimbInfo(TypedDict):
+    """How the AUTOTUNE model's hill climb ended: its rounds, why it stopped, its label."""
+
+    rounds: int
+    stopped_by: str
+    label: str
+
+
+def hill_climb(model: PipelineModel, space: KnobSpace, node: Node, max_rounds: int = 10_000) -> tuple[Config, HillClimbInfo]:
     tunable = _tunable(model, space)
     config = space.initial()
     for k in tunable:

@@ -14,7 +14,7 @@ thread's wall time, so time waiting on I/O counts). Knobs other than thread coun
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 from scipy.optimize import linprog
@@ -81,7 +81,15 @@ def round_to_grid(space: KnobSpace, shares: dict[str, float], rates: dict[str, f
         config[name] = up
 
 
-def plumber_plan(space: KnobSpace, node: Node, model: PipelineModel) -> dict[str, Any]:
+class PlumberPlan(TypedDict):
+    """The LP's optimum (rows/s), each stage's share of the cores, and the configuration rounded to the grid."""
+
+    lp_rows_per_s: float
+    core_shares: dict[str, float]
+    config: Config
+
+
+def plumber_plan(space: KnobSpace, node: Node, model: PipelineModel) -> PlumberPlan:
     """The LP, its solution and the rounded configuration."""
     config = space.initial()
     c, w, _, _ = stage_costs(model, config)

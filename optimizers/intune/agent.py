@@ -15,7 +15,6 @@ import json
 import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -23,6 +22,7 @@ from torch import nn
 
 from optimizers.intune.env import N_ACTIONS, OBS_DIM, OBS_VERSION
 from core.errors import UserError
+from core.json_edge import JsonObject
 
 
 @dataclass
@@ -91,7 +91,7 @@ class MaskedDQN:
     seed: int = 0
     obs_dim: int = OBS_DIM
     n_actions: int = N_ACTIONS
-    info: dict[str, Any] = field(default_factory=dict)
+    info: JsonObject = field(default_factory=dict)  # where the agent came from (saved with it, shown in reports)
 
     def __post_init__(self) -> None:
         torch.manual_seed(self.seed)

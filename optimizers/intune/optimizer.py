@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
+from core.json_edge import JsonObject
 from ingestion.knobs import KnobSpace
 from ingestion.measurement import Config, Measurement
 from ingestion.node import Node
@@ -252,7 +253,7 @@ class InTuneOptimizer:
             self.on_finish(self)
         return None
 
-    def report(self) -> dict[str, Any]:
+    def report(self) -> JsonObject:
         state, best = self.state, self.best
         return {
             "optimizer": self.name,

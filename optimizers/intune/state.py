@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable, TypedDict
 
 import numpy as np
 
@@ -37,6 +37,33 @@ class SearchSetup:
     clock: Callable[[], float] = time.monotonic
 
 
+class _TrialRecordRequired(TypedDict):
+    """The keys every trial record has."""
+
+    config: dict[str, int]
+    rows_per_s: float
+    oom: bool
+
+
+class TrialRecord(_TrialRecordRequired, total=False):
+    """One measurement the search took, in order: a new configuration or a repeat of one."""
+
+    failure: str  # why a failed measurement failed
+    repeat: bool  # a repeat of a configuration already measured
+
+
+class RaceExit(TypedDict):
+    """A configuration the confirmation race eliminated: after which round, by how much the
+    leader beat it (the paired ratio and its interval) and by which rule."""
+
+    config: dict[str, int]
+    after_round: int
+    leader_over_it: float
+    low: float
+    high: float
+    by: str
+
+
 @dataclass
 class SearchState:
     """What the search has measured and decided so far; the phases read and update it.
@@ -60,7 +87,7 @@ class SearchState:
     samples: dict[tuple, list[float]] = field(default_factory=dict)
     paired: dict[tuple, list[float]] = field(default_factory=dict)
     expanded: dict[tuple, int] = field(default_factory=dict)
-    history: list[dict[str, Any]] = field(default_factory=list)
+    history: list[TrialRecord] = field(default_factory=list)
     durations: list[float] = field(default_factory=list)
     refit_factors: list[float] = field(default_factory=list)
     current: Config | None = None
@@ -77,7 +104,7 @@ class SearchState:
     race_order: list[tuple] = field(default_factory=list)
     race_rounds: int = 0
     race_entrants: int = 0
-    race_out: list[dict[str, Any]] = field(default_factory=list)
+    race_out: list[RaceExit] = field(default_factory=list)
     t0: float | None = None
     last_ask: float | None = None
     finished: str | None = None

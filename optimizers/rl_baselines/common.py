@@ -3,7 +3,7 @@ and measure a few iterations of a shape (for the tuners that probe before traini
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from optimizers.seraph.models import RunShape
 from optimizers.seraph.pilot import SweepController, Workload
@@ -29,7 +29,62 @@ def _spec(workload: Workload, shape: RunShape, *, target_reward: float, seed: in
     )
 
 
-def summary(res: Any) -> dict[str, Any]:
+class RunSummary(TypedDict):
+    """What one training run achieved (:func:`summary`)."""
+
+    reached: bool
+    env_steps: int
+    lambda_time_s: float
+    cost_usd: float
+    wall_s: float
+    iterations: int
+    final_mean_return: float | None
+    label: str
+
+
+class ShapeRun(RunSummary):
+    """A run at one fixed shape (:func:`train_shape`): its shape and what it achieved."""
+
+    config: dict[str, int]  # RunShape.as_dict()
+
+
+class SweepRow(TypedDict):
+    """One memory size of the memory sweep: the warm batch's cost (USD) and duration (s)."""
+
+    memory_mb: int
+    cost_usd: float
+    duration_s: float
+
+
+class OptunaTrial(TypedDict):
+    """One trial of the Optuna baseline: the shape it probed, the objective's value and its cost."""
+
+    actors: int
+    memory_mb: int
+    batch: int
+    value: float
+    trial_cost_usd: float
+
+
+class BaselineDetails(TypedDict, total=False):
+    """A tuning baseline's own evidence: the memory sweep's rows, or Optuna's trials."""
+
+    sweep: list[SweepRow]
+    trials: list[OptunaTrial]
+
+
+class BaselineRun(ShapeRun, BaselineDetails, total=False):
+    """A baseline's run as the benchmarks and the flow report it: the method, what tuning
+    cost (charged to the totals) and the seed when a caller adds it."""
+
+    method: str
+    seed: int
+    tuning_cost_usd: float
+    tuning_lambda_s: float
+    training_cost_usd: float
+
+
+def summary(res: Any) -> RunSummary:
     return {
         "reached": res.reached,
         "env_steps": res.env_steps,
@@ -51,7 +106,7 @@ def train_shape(
     backend: str = "local",
     backend_obj: Any = None,
     progress: bool = False,
-) -> dict[str, Any]:
+) -> ShapeRun:
     """A full training run at a fixed shape; the summary of what it achieved."""
     from serverless.trainer import train
 
@@ -67,7 +122,7 @@ def probe_shapes(
     seed: int,
     backend: str = "local",
     backend_obj: Any = None,
-) -> tuple[list[Any], dict[str, Any]]:
+) -> tuple[list[Any], RunSummary]:
     """Run one short training with one iteration per listed shape; the views and a summary."""
     from serverless.trainer import RunConfig, train
 
@@ -90,8 +145,8 @@ def train_after_tuning(
     seed: int,
     tuning_cost_usd: float,
     tuning_lambda_s: float,
-    details: dict[str, Any],
-) -> dict[str, Any]:
+    details: BaselineDetails,
+) -> BaselineRun:
     """Train the tuned shape on a fresh backend (no warm actors carried over from the
     tuning probes) and charge the tuning to the totals."""
     out = train_shape(workload, shape, target_reward=target_reward, seed=seed)

@@ -9,9 +9,9 @@ Seraph is compared with. A grid this coarse is a lower bound on a true oracle.
 from __future__ import annotations
 
 import statistics
-from typing import Any, Iterable
+from typing import Iterable, TypedDict
 
-from optimizers.rl_baselines.common import train_shape
+from optimizers.rl_baselines.common import BaselineRun, ShapeRun, train_shape
 from optimizers.seraph.models import RunShape
 from optimizers.seraph.objectives import OBJECTIVES, scale_of
 from optimizers.seraph.pilot import Workload
@@ -19,7 +19,7 @@ from optimizers.seraph.pilot import Workload
 
 def run_grid(
     workload: Workload, shapes: Iterable[RunShape], *, target_reward: float, seeds: Iterable[int]
-) -> list[dict[str, Any]]:
+) -> list[BaselineRun]:
     rows = []
     for s in shapes:
         for seed in seeds:
@@ -30,16 +30,27 @@ def run_grid(
 SHAPE_KEYS = ("actors", "memory_mb", "batch")
 
 
-def runs_by_shape(rows: Iterable[dict[str, Any]]) -> dict[tuple[int, int, int], list[dict[str, Any]]]:
+class RankedShape(TypedDict):
+    """A grid shape that reached the target on every seed, with its medians over the seeds."""
+
+    config: dict[str, int]
+    median: float  # the objective's value of the median cost and time
+    objective: str
+    median_cost_usd: float
+    median_lambda_time_s: float
+    seeds: int
+
+
+def runs_by_shape(rows: Iterable[ShapeRun]) -> dict[tuple[int, int, int], list[ShapeRun]]:
     """The grid's runs grouped by shape, ``(actors, memory_mb, batch)``, in the order first seen."""
-    by_shape: dict[tuple[int, int, int], list[dict[str, Any]]] = {}
+    by_shape: dict[tuple[int, int, int], list[ShapeRun]] = {}
     for r in rows:
         c = r["config"]
         by_shape.setdefault((c["actors"], c["memory_mb"], c["batch"]), []).append(r)
     return by_shape
 
 
-def ranked_shapes(rows: list[dict[str, Any]], objective: str, weight: float = 0.5) -> list[dict[str, Any]]:
+def ranked_shapes(rows: list[ShapeRun], objective: str, weight: float = 0.5) -> list[RankedShape]:
     """The grid's shapes that reached the target on every seed, best first by the objective's
     value of their median cost and median time (``median``; balanced: scaled by the largest
     medians)."""
@@ -65,7 +76,7 @@ def ranked_shapes(rows: list[dict[str, Any]], objective: str, weight: float = 0.
     return sorted(ranked, key=lambda o: o["median"])
 
 
-def oracle(rows: list[dict[str, Any]], objective: str) -> dict[str, Any] | None:
+def oracle(rows: list[ShapeRun], objective: str) -> RankedShape | None:
     """The grid shape with the best median (over seeds) time or cost to the target."""
     ranked = ranked_shapes(rows, objective)
     return ranked[0] if ranked else None

@@ -15,15 +15,16 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from optimizers.rl_baselines.common import train_after_tuning
+from optimizers.rl_baselines.common import BaselineRun, SweepRow, train_after_tuning
 from optimizers.rl_baselines.static import STATIC_DEFAULT
 from optimizers.seraph.models import RunShape
 from optimizers.seraph.objectives import OBJECTIVES, scale_of
 from optimizers.seraph.space import DEFAULT_MEMORY_SWEEP
 from optimizers.seraph.pilot import Workload
+from serverless.rollout_event import RolloutEvent
 
 
-def _events(workload: Workload, shape: RunShape, seed: int) -> list[dict[str, Any]]:
+def _events(workload: Workload, shape: RunShape, seed: int) -> list[RolloutEvent]:
     from serverless.envs import inspect_env
     from serverless.policy import encode_weights, export_numpy
     from serverless.ppo import PPOConfig, PPOLearner
@@ -47,7 +48,7 @@ def _events(workload: Workload, shape: RunShape, seed: int) -> list[dict[str, An
 
 def sweep(
     workload: Workload, backend_obj: Any, *, seed: int, memories: tuple[int, ...] = DEFAULT_MEMORY_SWEEP
-) -> tuple[list[dict[str, Any]], float, float]:
+) -> tuple[list[SweepRow], float, float]:
     """Per memory: warm cost (USD, Power Tuning's formula) and duration (s) of one batch."""
     from serverless.pricing import PriceTable
 
@@ -67,7 +68,7 @@ def sweep(
     return rows, spent, spent_s
 
 
-def pick(rows: list[dict[str, Any]], objective: str, weight: float = 0.5) -> int:
+def pick(rows: list[SweepRow], objective: str, weight: float = 0.5) -> int:
     """The memory size the objective prefers (balanced: scaled by the sweep's maxima); exact
     ties go to the objective's tie-break figure, with no tolerance, as Power Tuning does."""
     obj = OBJECTIVES.make(objective, weight)
@@ -79,7 +80,7 @@ def pick(rows: list[dict[str, Any]], objective: str, weight: float = 0.5) -> int
 
 def run_memory_sweep(
     workload: Workload, *, target_reward: float, seed: int, objective: str, backend_obj: Any, weight: float = 0.5
-) -> dict[str, Any]:
+) -> BaselineRun:
     rows, spent, spent_s = sweep(workload, backend_obj, seed=seed)
     m = pick(rows, objective, weight)
     shape = RunShape(STATIC_DEFAULT.actors, m, STATIC_DEFAULT.batch)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from optimizers.rl_baselines.common import probe_shapes, train_after_tuning
+from optimizers.rl_baselines.common import BaselineRun, probe_shapes, train_after_tuning
 from optimizers.seraph.models import RunShape
 from optimizers.seraph.objectives import OBJECTIVES
 from optimizers.seraph.space import SearchSpace
@@ -30,7 +30,7 @@ def run_optuna(
     backend_obj: Any,
     weight: float = 0.5,
     max_trials: int = 40,
-) -> dict[str, Any]:
+) -> BaselineRun:
     import optuna
 
     obj = OBJECTIVES.make(objective, weight)

@@ -14,14 +14,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from optimizers.rl_baselines.common import train_shape
+from optimizers.rl_baselines.common import BaselineRun, train_shape
 from optimizers.seraph.baseline import STATIC_DEFAULT_CONFIG
 from optimizers.seraph.pilot import Workload
 
 STATIC_DEFAULT = STATIC_DEFAULT_CONFIG.shape
 
 
-def run_static(workload: Workload, *, target_reward: float, seed: int, backend_obj: Any = None) -> dict[str, Any]:
+def run_static(workload: Workload, *, target_reward: float, seed: int, backend_obj: Any = None) -> BaselineRun:
     workload = replace(workload, ppo={**workload.ppo, "steps_per_env": 0})
     out = train_shape(workload, STATIC_DEFAULT, target_reward=target_reward, seed=seed, backend_obj=backend_obj)
     return {"method": "static_default", "tuning_cost_usd": 0.0, "tuning_lambda_s": 0.0, **out}

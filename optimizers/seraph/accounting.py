@@ -13,11 +13,14 @@ from typing import Any
 
 import numpy as np
 
+from core.json_edge import JsonObject
 from optimizers.seraph.models import Observation, RunShape
 from optimizers.seraph.planner import Plan, Planner
 from optimizers.seraph.pilot import PilotOutcome
 from optimizers.seraph.records import view
 from optimizers.seraph.workload_profile import PilotSummary
+from serverless.run_state import ConfigChange, CurvePoint
+from serverless.trainer import FaultsReport
 
 LABEL = "modelled (local Lambda emulator clock and price table)"
 
@@ -61,8 +64,8 @@ class Phase:
             measured_cost_usd=self.measured_cost_usd + measured_usd, measured_wall_s=self.measured_wall_s + wall_s,
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        head: dict[str, Any] = {"phase": self.phase, "config": self.config.as_dict() if isinstance(self.config, RunShape) else self.config}
+    def to_dict(self) -> JsonObject:
+        head: JsonObject = {"phase": self.phase, "config": self.config.as_dict() if isinstance(self.config, RunShape) else self.config}
         if self.first_iteration is not None:
             head["first_iteration"] = self.first_iteration
         return head | {
@@ -85,7 +88,7 @@ class StepsCheck:
         ok = self.predicted is not None and self.measured
         return abs(self.predicted - self.measured) / self.measured if ok else None  # type: ignore[operator]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"predicted": self.predicted, "measured": self.measured, "relative_error": self.relative_error,
                 "references": self.references, "label": "predicted: modelled; measured: env steps counted"}
 
@@ -100,7 +103,7 @@ class ModelCheck:
     per_iteration: tuple[tuple[float, ...], ...]
     env_steps_to_target: StepsCheck | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         out = {
             "iteration_time_median_abs_error": self.median_abs_error,
             "iteration_time_median_abs_error_profile_model": self.median_abs_error_profile_model,
@@ -245,9 +248,9 @@ class TuningOverhead:
     def net_cost_usd(self) -> float:
         return self.gross_cost_usd - self.pilot.pilot_training_value_usd
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         b = self.pilot
-        out: dict[str, Any] = {
+        out: JsonObject = {
             "profiling_cost_usd": b.profiling_cost_usd, "profiling_lambda_time_s": b.profiling_lambda_time_s,
             "probe_cost_usd": b.probe_cost_usd, "pilot_training_cost_usd": b.pilot_training_cost_usd,
             "pilot_training_value_usd": b.pilot_training_value_usd, "profiling_wall_s": self.profiling_wall_s,
@@ -290,7 +293,7 @@ class Achieved:
     final_mean_return: float | None
     stop_reason: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "reached": self.reached,
             "env_steps": self.env_steps,
@@ -335,17 +338,17 @@ def achieved(res: Any, pilot: PilotSummary, resumed: bool, overhead: TuningOverh
 class TrainingSummary:
     """The run's curve, shape changes, ledger and notes, as the trainer reported them."""
 
-    curve: list[dict[str, Any]]
-    config_changes: list[Any]
-    ledger: dict[str, Any]
+    curve: list[CurvePoint]
+    config_changes: list[ConfigChange]
+    ledger: JsonObject  # CostLedger.to_dict()
     notes: list[str]
     b_noise_final: float | None
     controller_s: float  # the controller's observe and re-plan work between iterations (in the run's time and cost)
-    faults: Any  # faults met and recovered from (docs/faults.md)
+    faults: FaultsReport  # faults met and recovered from (docs/faults.md)
     lost_rollouts: int  # with duplicate_rollouts: that no rollout was lost or reused
     duplicate_rollouts: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "curve": self.curve, "config_changes": self.config_changes, "ledger": self.ledger, "notes": self.notes,
             "b_noise_final": self.b_noise_final, "controller_s": self.controller_s, "faults": self.faults,

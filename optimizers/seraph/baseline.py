@@ -18,7 +18,7 @@ out (one env per function).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from core.errors import UserError
 
@@ -87,7 +87,7 @@ class BaselineConfig:
     @classmethod
     def parse(cls, text: str) -> "BaselineConfig":
         """``actors=A,memory=M,batch=B[,steps_per_env=N]``; errors name the key at fault."""
-        values: dict[str, Any] = {}
+        values: dict[str, int] = {}
         for part in (p.strip() for p in str(text).split(",")):
             if not part:
                 continue

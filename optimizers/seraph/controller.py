@@ -52,6 +52,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
+from core.json_edge import JsonObject
 from optimizers.seraph.do_no_harm import MODEL_ERROR_CAP
 from optimizers.seraph.models import RunShape
 from optimizers.seraph.search import Candidate, SearchOutcome
@@ -114,7 +115,7 @@ class Decision:
     b_noise: float | None = None
     predicted_gain: float | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return dict(self.__dict__)
 
 

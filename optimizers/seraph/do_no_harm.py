@@ -21,8 +21,8 @@ when its reference runs needed significantly fewer env steps.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
+from core.json_edge import JsonObject
 from optimizers.seraph.objectives import Objective
 from optimizers.seraph.search import Candidate, Constraints, SearchOutcome, front_scale
 
@@ -44,7 +44,7 @@ class BaselineVerdict:
     predicted_saving: float | None = None  # on the objective, relative to the baseline (modelled)
     model_error: float | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {
             "config": self.baseline.as_dict(),
             "chosen": self.chosen,
@@ -123,7 +123,7 @@ class MemoryVerdict:
     chosen: int
     reason: str
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {"probed_mb": self.probed_mb, "measured_mb": self.measured_mb, "predicted_saving": self.predicted_saving,
                 "model_error": self.model_error, "chosen": self.chosen, "reason": self.reason}
 

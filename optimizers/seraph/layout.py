@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Any
 
+from core.json_edge import JsonObject
 from optimizers.seraph.baseline import BaselineConfig
+from optimizers.seraph.references import ReferenceEntry
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class LayoutRuns:
     def median(self) -> float:
         return float(statistics.median(self.env_steps))
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {
             "batch": self.batch, "steps_per_env": self.steps_per_env, "runs": len(self.env_steps),
             "median_env_steps": self.median, "source": self.source,
@@ -77,7 +78,7 @@ class LayoutChoice:
     def baseline_env_steps(self) -> float | None:
         return None if self.baseline_runs is None else self.baseline_runs.median
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {
             "batch": self.batch,
             "steps_per_env": self.steps_per_env,
@@ -91,7 +92,7 @@ class LayoutChoice:
         }
 
 
-def _layout_entry(env_id: str, steps_per_env: int) -> dict[str, Any] | None:
+def _layout_entry(env_id: str, steps_per_env: int) -> ReferenceEntry | None:
     """The committed references of ``env_id`` measured at slots of ``steps_per_env``, or None."""
     from optimizers.seraph.references import load_references
 
@@ -101,7 +102,7 @@ def _layout_entry(env_id: str, steps_per_env: int) -> dict[str, Any] | None:
     return entry
 
 
-def _runs_by_batch(entry: dict[str, Any]) -> dict[int, list[float]]:
+def _runs_by_batch(entry: ReferenceEntry) -> dict[int, list[float]]:
     """An entry's env steps to the target, per batch."""
     runs: dict[int, list[float]] = {}
     for r in entry.get("runs", []):

@@ -30,8 +30,8 @@ reference at one thread.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from core.json_edge import JsonObject
 from serverless.learner_machines import LearnerMachine, LearnerTable, ThreadScaling, load_learner_table
 
 
@@ -44,7 +44,7 @@ class LearnerOption:
     iteration_s: float
     learner_usd: float  # the learner's cost of one iteration
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         m = self.machine
         return {"instance_type": m.instance_type, "architecture": m.architecture, "vcpus": m.vcpus,
                 "usd_per_hour": m.usd_per_hour, "speed_counted": self.speed, "speed_band": list(m.speed),
@@ -73,7 +73,7 @@ class LearnerChoice:
                 f"{self.machine.instance_type} runs the update on {self.machine.threads} thread(s), "
                 f"counted at {self.machine.threads_speedup:.2f}x")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"instance_type": self.machine.instance_type, "architecture": self.machine.architecture,
                 "update_threads": self.machine.threads, "update_speedup_counted": self.machine.threads_speedup,
                 "reference": self.reference.instance_type, "reason": self.reason, "label": "modelled",

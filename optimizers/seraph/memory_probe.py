@@ -61,8 +61,9 @@ really ran before the pilot, so the learner waited its whole span.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
+from core.json_edge import JsonObject
 from optimizers.seraph.models import Observation, RunShape
 from serverless.invocation import LAMBDA_MB_PER_VCPU  # one full vCPU
 
@@ -85,7 +86,7 @@ class ProbeRow:
     duration_s: float  # the warm call's handler duration as measured (not rounded): the speed
     cold_steps: int  # the cold call's env steps (``steps`` is the warm call's)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {
             "memory_mb": self.memory_mb, "steps": self.steps, "cold_steps": self.cold_steps,
             "cold_lambda_s": self.cold_lambda_s, "init_s": self.init_s, "warm_lambda_s": self.warm_lambda_s,
@@ -99,9 +100,37 @@ class ProbeRow:
         )
 
 
+class ProbeSummary(TypedDict):
+    """What the probe measured (:func:`_summary`): per size a :class:`ProbeRow`, the
+    observations for the performance model, its span and its functions' cost."""
+
+    rows: list[JsonObject]  # ProbeRow.as_dict() per size
+    observations: list[Observation]
+    env_steps: int
+    skipped_sizes: list[int]
+    skipped_reason: str | None
+    span_s: float
+    span_label: str
+    overlaps_pilot: bool
+    function_cost_usd: float
+    learner_usd_per_s: float
+    cost_label: str
+
+
+class MemoryProbe(ProbeSummary):
+    """The probe charged its learner wait (:func:`charge_learner_wait`): what it adds to the
+    run's time and cost."""
+
+    beside_s: float
+    learner_wait_s: float
+    lambda_time_s: float
+    lambda_time_label: str
+    cost_usd: float
+
+
 def _summary(
     rows: list[ProbeRow], waves_s: list[float], skipped: list[int], modelled: bool, ledger: Any, steps: int, cold_steps: int
-) -> dict[str, Any]:
+) -> ProbeSummary:
     """The probe's rows, observations, span and function cost (no learner time yet)."""
     per_size = [r.cold_lambda_s + r.warm_lambda_s for r in rows]
     return {
@@ -136,8 +165,8 @@ def probe_memory_sizes(
     steps: int = PROBE_STEPS,
     cold_steps: int = PROBE_COLD_STEPS,
     architecture: str = "x86_64",
-    env_kwargs: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    env_kwargs: JsonObject | None = None,
+) -> MemoryProbe:
     """Invoke a cold rollout of ``cold_steps`` and a warm one of ``steps`` env steps at each
     memory size; price them.
 
@@ -208,7 +237,7 @@ def cost_probe_sizes(cpu_share: float | None, sweep: list[int], baseline_mb: int
     return [m for m in sweep if m == baseline_mb and m != LAMBDA_MB_PER_VCPU]
 
 
-def no_probe(skipped: list[int], reason: str, *, learner_usd_per_s: float, modelled: bool) -> dict[str, Any]:
+def no_probe(skipped: list[int], reason: str, *, learner_usd_per_s: float, modelled: bool) -> MemoryProbe:
     """The probe's result when it probes no size: the same fields, nothing spent."""
     return charge_learner_wait({
         "rows": [], "observations": [], "env_steps": 0, "skipped_sizes": skipped, "skipped_reason": reason,
@@ -231,7 +260,7 @@ def still_gaining(per_step_ms: list[float]) -> bool:
     return per_step_ms[-1] <= (1.0 - PLATEAU_GAIN) * per_step_ms[-2]
 
 
-def charge_learner_wait(probe: dict[str, Any], *, beside_s: float) -> dict[str, Any]:
+def charge_learner_wait(probe: ProbeSummary, *, beside_s: float) -> MemoryProbe:
     """The probe's time and cost once it runs beside ``beside_s`` seconds of other work
     (the pilot's Lambda-clock time) that keeps the learner VM busy anyway.
 

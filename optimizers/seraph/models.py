@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 from scipy.optimize import nnls  # at import, not on the first fit: module import time is not planning time
 
+from core.json_edge import JsonObject
 from serverless.invocation import LAMBDA_MB_PER_VCPU
 
 
@@ -80,13 +81,13 @@ class Observation:
     #: the handler's duration as measured, not rounded up to the billing unit (probe rows)
     duration_s: float | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         d = asdict(self)
         d["shape"] = self.shape.as_dict()
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Observation":
+    def from_dict(cls, d: JsonObject) -> "Observation":
         return cls(**{**d, "shape": RunShape(**d["shape"])})
 
 
@@ -260,7 +261,7 @@ class PerformanceModel:
         k = self._k(self.rollout_coef, memory_mb)
         return float("inf") if k <= 0 else 1.0 / k
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {
             "memory_levels": self.memory_levels,
             "rollout_coef": self.rollout_coef,
@@ -294,7 +295,7 @@ class Prices:
     source: str = "AWS Lambda public price list (x86, us-east-1)"
     warnings: tuple[str, ...] = ()  # the price table's: a region it has no table for, a stale table
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {**asdict(self), "warnings": list(self.warnings)}
 
 
@@ -314,7 +315,7 @@ class CostModel:
         """Modelled cost of one env step at ``s``: an iteration's cost over its batch."""
         return self.iteration_cost(s) / s.batch
 
-    def per_step_floor(self) -> dict[str, Any]:
+    def per_step_floor(self) -> JsonObject:
         """The least modelled cost per env step that any shape can reach, and where it comes from.
 
         Every env step costs at least its share of function compute and of the learner's
@@ -410,8 +411,8 @@ class ProgressModel:
         """The same curve for the part of training still to go."""
         return ProgressModel(self.b_noise, self.e_min * max(remaining_fraction, 0.0), self.residual)
 
-    def as_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"b_noise": self.b_noise, "e_min": self.e_min, "s_min": self.s_min}
+    def as_dict(self) -> JsonObject:
+        d: JsonObject = {"b_noise": self.b_noise, "e_min": self.e_min, "s_min": self.s_min}
         if self.residual:
             d["residual"] = [list(p) for p in self.residual]
         return d

@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from core.json_edge import JsonObject
 from optimizers.seraph.baseline import BaselineConfig
 from optimizers.seraph.layout import LayoutChoice
 from optimizers.seraph.do_no_harm import MODEL_ERROR_CAP, BaselineVerdict, MemoryVerdict, keep_baseline_unless_saving, keep_measured_memory
@@ -53,7 +54,7 @@ class Plan:
     candidates: list[Candidate]
     iteration_s: float | None = None
     iteration_cost_usd: float | None = None
-    noise: dict[str, Any] = field(default_factory=dict)
+    noise: JsonObject = field(default_factory=dict)  # the noise scale's report (Planner.noise_report), for the JSON
     verdict: BaselineVerdict | None = None  # the baseline and whether the plan kept it
     memory_verdict: MemoryVerdict | None = None  # a probed memory size against the pilot's (do_no_harm)
     layout: LayoutChoice | None = None  # the rollout layout chosen before the pilot, and why
@@ -66,7 +67,7 @@ class Plan:
     def steps_per_env(self) -> int | None:
         return None if self.outcome.best is None else self.outcome.best.steps_per_env
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         best = self.outcome.best
         return {
             "objective": self.objective.name,
@@ -265,7 +266,7 @@ class Planner:
         b, e = pts[0]
         return ProgressModel.calibrate(self.b_noise, e, b)
 
-    def noise_report(self) -> dict[str, Any]:
+    def noise_report(self) -> JsonObject:
         return {
             "b_noise_used": self.b_noise,
             "progress_points": [list(p) for p in self.progress_points],

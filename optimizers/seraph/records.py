@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from optimizers.seraph.models import Observation, RunShape
+from serverless.ppo import GradNoiseProbe
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class RecordView:
     wall_s: float
     cost_usd: float  # cumulative
     mean_return: float | None
-    grad_noise: dict[str, Any] | None
+    grad_noise: GradNoiseProbe | None
     cold: bool
     billed_s_mean: float
 

@@ -10,7 +10,7 @@ assumes half of ``max_steps``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from core.json_edge import JsonObject
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,8 @@ class Reference:
     def env_steps(self) -> float:
         return float(self.points[0][1])
 
-    def as_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"points": [list(p) for p in self.points], "actors": self.actors, "source": self.source}
+    def as_dict(self) -> JsonObject:
+        d: JsonObject = {"points": [list(p) for p in self.points], "actors": self.actors, "source": self.source}
         if self.by_actors:
             d["by_actors"] = {str(a): [list(p) for p in pts] for a, pts in self.by_actors}
         return d

@@ -37,7 +37,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator, TypedDict
 
 from core.errors import UserError
 from core.results import write_json
@@ -83,7 +83,42 @@ def reference_slot_lengths(env_id: str) -> tuple[int, ...]:
     return tuple(sorted(lengths))
 
 
-def load_references(path: Path | None = None, *, steps_per_env: int = 0) -> dict[str, dict[str, Any]]:
+class ReferenceRun(TypedDict):
+    """One reference run: a batch and seed trained to the target (``censored``: it was not reached)."""
+
+    batch: int
+    seed: int
+    reached: bool
+    env_steps: int
+    censored: bool
+    wall_s: float
+
+
+class _ReferenceEntryRequired(TypedDict):
+    """The keys every reference entry has."""
+
+    points: list[list[float]]
+    actors: int
+    memory_mb: int
+    target_reward: float
+    max_steps: int
+    seeds: list[int]
+    runs: list[ReferenceRun]
+    source: str
+
+
+class ReferenceEntry(_ReferenceEntryRequired, total=False):
+    """An env's measured references (one entry of a references file's ``envs``): the median
+    env steps to the target per batch (``points``), the runs they come from and how they were
+    measured; :func:`main` adds the command and the date, and other actor counts under ``by_actors``."""
+
+    steps_per_env: int
+    command: str
+    measured_at: str
+    by_actors: dict[str, ReferenceEntry]
+
+
+def load_references(path: Path | None = None, *, steps_per_env: int = 0) -> dict[str, ReferenceEntry]:
     """The measured references per env id (empty if the file is missing), from ``path``
     or else from the file of ``steps_per_env`` (:func:`references_path`)."""
     if _IGNORED.get():
@@ -95,7 +130,7 @@ def load_references(path: Path | None = None, *, steps_per_env: int = 0) -> dict
         return {}
 
 
-def measured_reference(env_id: str, steps_per_env: int = 0) -> dict[str, Any] | None:
+def measured_reference(env_id: str, steps_per_env: int = 0) -> ReferenceEntry | None:
     """The measured entry for ``env_id`` at the slot length ``steps_per_env``; without one,
     the entry measured without slots, its ``source`` saying so (the level is then off by
     however much slots change learning; docs/rl.md, "Env slots"); else None."""
@@ -111,7 +146,7 @@ def measured_reference(env_id: str, steps_per_env: int = 0) -> dict[str, Any] | 
 def measure(
     env_id: str, target_reward: float, batches: list[int], seeds: list[int], max_steps: int | None,
     actors: int = REFERENCE_ACTORS, steps_per_env: int = 0,
-) -> dict[str, Any]:
+) -> ReferenceEntry:
     """Train to the target at each batch and seed; the median env steps per batch."""
     from dataclasses import replace
 
@@ -120,7 +155,7 @@ def measure(
 
     preset = preset_for(env_id)
     cap = max_steps if max_steps is not None else 3 * preset.max_steps  # the tuner's default cap
-    runs: list[dict[str, Any]] = []
+    runs: list[ReferenceRun] = []
     for batch in batches:
         for seed in seeds:
             spec = TrainSpec(
@@ -140,8 +175,8 @@ def measure(
 
 
 def summarise(
-    runs: list[dict[str, Any]], *, actors: int, target_reward: float, max_steps: int, steps_per_env: int = 0
-) -> dict[str, Any]:
+    runs: list[ReferenceRun], *, actors: int, target_reward: float, max_steps: int, steps_per_env: int = 0
+) -> ReferenceEntry:
     """One reference entry from runs: the median env steps per batch over its seeds."""
     all_batches = sorted({r["batch"] for r in runs})
     all_seeds = sorted({r["seed"] for r in runs})

@@ -11,8 +11,8 @@ price table (labelled so); ``wall_s`` figures are measured.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from core.json_edge import JsonObject
 from optimizers.seraph.accounting import LABEL, Achieved, ModelCheck, Phase, TrainingSummary, TuningOverhead
 from optimizers.seraph.controller import Decision
 from optimizers.seraph.learner_choice import LearnerChoice
@@ -46,14 +46,14 @@ class SeraphPlan:
     def message(self) -> str:
         return self.plan.outcome.message
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The plan as the result JSON's ``plan`` holds it (with the learner's machine)."""
         out = self.plan.as_dict()
         if self.learner is not None:
             out["learner"] = self.learner.to_dict()
         return out
 
-    def profile_summary(self) -> dict[str, Any]:
+    def profile_summary(self) -> JsonObject:
         """The result JSON's ``profile``: which profile, whether reused, the pilot's figures."""
         prof = self.pilot.profile
         return {"key": prof.key, "reused": self.pilot.reused, "b_noise_pilot": prof.b_noise, "pilot": prof.pilot.as_dict()}
@@ -70,7 +70,7 @@ class TrainedRun:
     training: TrainingSummary  # curve, ledger, config changes, notes
     layout_decisions: tuple[LayoutDecision, ...] = ()  # the online layout decisions, with their evidence
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """The result JSON's keys a trained run adds, in the order it lists them."""
         return {
             "achieved": self.achieved.to_dict(), "phases": [p.to_dict() for p in self.phases],
@@ -92,9 +92,9 @@ class SeraphResult:
     def achieved(self) -> Achieved | None:
         return None if self.run is None else self.run.achieved
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         planned = self.planned
-        out: dict[str, Any] = {
+        out: JsonObject = {
             "label": self.label, "workload": planned.job.summary(), "plan": planned.to_dict(),
             "profile": planned.profile_summary(),
         }

@@ -17,7 +17,7 @@ Each part is in dollars (negative: a saving); they add up to the difference of t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from core.json_edge import JsonObject
 
 #: The ledger's components, by the part of the bill they belong to.
 FUNCTIONS = ("function_gb_s", "requests", "faults")
@@ -38,7 +38,7 @@ class Bill:
         return self.functions_usd + self.learner_usd + self.tuning_usd
 
     @classmethod
-    def of_result(cls, result: dict[str, Any]) -> "Bill":
+    def of_result(cls, result: JsonObject) -> "Bill":
         """From a result JSON: ``rl tune``'s (``achieved`` and ``training.ledger``) or ``rl train``'s."""
         ledger = (result.get("training") or {}).get("ledger") or result["ledger"]
         parts = {line["component"]: float(line["usd"]) for line in ledger["lines"]}

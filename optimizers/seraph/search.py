@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from optimizers.seraph.models import RunShape
 from optimizers.seraph.objectives import TIE_TOLERANCE, Objective, Scale, scale_of
 from core.errors import UserError
+from core.json_edge import JsonObject
 
 __all__ = ["TIE_TOLERANCE", "Candidate", "Constraints", "Objective", "SearchOutcome", "choose", "pareto_front", "score_shapes"]
 
@@ -50,7 +51,7 @@ class Candidate:
     cost_usd: float
     steps_per_env: int = 0  # the rollout layout's env length (0: one env per function)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {
             **self.shape.as_dict(),
             "steps_per_env": self.steps_per_env,
@@ -71,7 +72,7 @@ class SearchOutcome:
     cheapest: Candidate
     front: list[Candidate] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {
             "best": None if self.best is None else self.best.as_dict(),
             "feasible": self.feasible,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from core.json_edge import JsonObject
 from optimizers.seraph.models import RunShape, all_shapes
 
 #: The concurrent function counts the search considers (a power-of-two ladder).
@@ -31,7 +31,7 @@ class SearchSpace:
     def shapes(self) -> list[RunShape]:
         return all_shapes(self.actors, self.memories, self.batches, min_steps_per_actor=self.min_steps_per_actor)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {
             "actors": list(self.actors),
             "memory_mb": list(self.memories),

@@ -20,9 +20,10 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 from core.errors import UserError
+from core.json_edge import JsonObject
 from optimizers.seraph.arms import BanditSettings
 from optimizers.seraph.history import Phase
 from optimizers.seraph.job import SeraphJob
@@ -45,7 +46,7 @@ class SeedRun:
     wall_s: float
     configs: tuple[Phase, ...]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {"seed": self.seed, "arm": self.arm, "reason": self.reason, "reached": self.reached,
                 "env_steps": self.env_steps, "cost_usd": self.cost_usd, "lambda_time_s": self.lambda_time_s,
                 "wall_s": self.wall_s, "configs": [p.__dict__ for p in self.configs]}
@@ -59,7 +60,7 @@ class SweepResult:
     wall_s: float
     concurrency: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "job": self.job, "label": self.label, "concurrency": self.concurrency,
             "runs": [r.to_dict() for r in sorted(self.runs, key=lambda r: r.seed)],

@@ -25,6 +25,7 @@ from typing import Any, Mapping
 from optimizers.seraph.models import Observation, RunShape
 from core import state
 from serverless.learner_machines import ThreadScaling
+from core.json_edge import JsonObject
 from core.paths import cache_dir, fingerprint, hardware_fingerprint
 
 #: Part of every profile's key: raised whenever what a profile holds or how it is measured
@@ -54,11 +55,11 @@ class ProfileNoise:
     history: tuple[NoisePoint, ...] = ()
     smoothing_alpha: float | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {"b_noise": self.b_noise, "history": [h.as_dict() for h in self.history], "smoothing_alpha": self.smoothing_alpha}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ProfileNoise":
+    def from_dict(cls, d: JsonObject) -> "ProfileNoise":
         b = d.get("b_noise")
         alpha = d.get("smoothing_alpha")
         history = tuple(
@@ -114,7 +115,7 @@ class PilotSummary:
         sweep = self.memory_probe.get("requested_sweep")
         return None if sweep is None else [int(m) for m in sweep]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {
             "iterations": self.iterations, "env_steps": self.env_steps, "cost_usd": self.cost_usd,
             "cost_label": self.cost_label, "lambda_time_s": self.lambda_time_s, "lambda_time_label": self.lambda_time_label,
@@ -146,7 +147,7 @@ class PilotSummary:
 
 @dataclass(frozen=True)
 class Profile:
-    workload: dict[str, Any]
+    workload: JsonObject  # the workload's key (Workload.key_dict()): JSON, fingerprinted into the profile's key
     backend: str
     hardware: str
     observations: list[Observation]
@@ -164,7 +165,7 @@ class Profile:
     def b_noise(self) -> float | None:
         return self.noise.b_noise
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {
             "key": self.key,
             "version": self.version,
@@ -179,7 +180,7 @@ class Profile:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Profile":
+    def from_dict(cls, d: JsonObject) -> "Profile":
         return cls(
             workload=d["workload"],
             backend=d["backend"],
@@ -193,17 +194,17 @@ class Profile:
         )
 
 
-def profile_key(workload: dict[str, Any], backend: str, hardware: str | None = None) -> str:
+def profile_key(workload: JsonObject, backend: str, hardware: str | None = None) -> str:
     return fingerprint(
         {"workload": workload, "backend": backend, "hardware": hardware or hardware_fingerprint(), "v": PROFILE_VERSION}
     )
 
 
-def profile_path(workload: dict[str, Any], backend: str, root: Path | None = None) -> Path:
+def profile_path(workload: JsonObject, backend: str, root: Path | None = None) -> Path:
     return (root or cache_dir("profiles")) / f"seraph-{profile_key(workload, backend)}.json"
 
 
-def load_profile(workload: dict[str, Any], backend: str, root: Path | None = None) -> Profile | None:
+def load_profile(workload: JsonObject, backend: str, root: Path | None = None) -> Profile | None:
     """The cached profile for this workload, backend and machine, or None."""
     path = profile_path(workload, backend, root)
     if not state.pull(path):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from core.errors import UserError
+from core.json_edge import JsonObject
 from core.registry import Registry
 from serverless.invocation import FigureLabel, FunctionBackend
 
@@ -96,7 +97,7 @@ def tunable_backends() -> tuple[str, ...]:
     return tuple(e.name for e in BACKENDS.entries() if e.tunable)
 
 
-def check_backend_options(name: str, options: dict[str, Any]) -> None:
+def check_backend_options(name: str, options: JsonObject) -> None:
     """A UserError unless every one of ``options`` is an option backend ``name`` declares,
     with a value of its type."""
     if not isinstance(options, dict):

@@ -29,6 +29,7 @@ from serverless.backends import BACKENDS, BackendEntry
 from serverless.invocation import BillingRecord, FunctionBackend, InvokeBatch
 from serverless.network import NetworkSpec
 from serverless.policy import PolicySpec, encode_b64
+from serverless.rollout_event import RolloutEvent
 
 #: The malformed probe event's actor id (a stand-in for Lambda's data plane can answer it with an error).
 BAD_ACTOR_ID = 999
@@ -50,7 +51,7 @@ class BackendCheck:
     clock_label: str
 
 
-def probe_events(good: int = 2, num_steps: int = 16, env_id: str = "CartPole-v1") -> list[dict[str, Any]]:
+def probe_events(good: int = 2, num_steps: int = 16, env_id: str = "CartPole-v1") -> list[RolloutEvent]:
     """``good`` small CartPole rollout events with random policy weights, then one malformed
     event (``num_steps`` 0, which the handler rejects) with actor id :data:`BAD_ACTOR_ID`."""
     spec = PolicySpec(obs_dim=4, action_kind="discrete", act_dim=2, network=NetworkSpec((8,)))
@@ -79,7 +80,7 @@ def _check_billing(name: str, i: int, b: Any, memory_mb: int, entry: BackendEntr
     _require(b.label in entry.billing, name, f"invocation {i}: billing label {b.label!r}, its entry declares {entry.billing}")
 
 
-def _check_good(name: str, i: int, event: dict[str, Any], inv: Any) -> None:
+def _check_good(name: str, i: int, event: RolloutEvent, inv: Any) -> None:
     b = inv.billing
     _require(b.error is None, name, f"invocation {i} (a good event) failed: {b.error}")
     _require(isinstance(inv.result, dict), name, f"invocation {i}: no result dict")
@@ -96,7 +97,7 @@ def _check_failed(name: str, i: int, inv: Any) -> None:
              f"invocation {i} (a malformed event): its error is not reported in its billing record")
 
 
-def _check_batch(name: str, batch: Any, events: list[dict[str, Any]], memory_mb: int, concurrency: int,
+def _check_batch(name: str, batch: Any, events: list[RolloutEvent], memory_mb: int, concurrency: int,
                  entry: BackendEntry) -> None:
     _require(isinstance(batch, InvokeBatch), name, f"invoke returned a {type(batch).__name__}, not an InvokeBatch")
     _require(len(batch.invocations) == len(events), name,
@@ -114,7 +115,7 @@ def _check_batch(name: str, batch: Any, events: list[dict[str, Any]], memory_mb:
 
 
 def check_backend(backend: FunctionBackend, entry: BackendEntry | None = None, *,
-                  events: list[dict[str, Any]] | None = None, memory_mb: int = CHECK_MEMORY_MB,
+                  events: list[RolloutEvent] | None = None, memory_mb: int = CHECK_MEMORY_MB,
                   concurrency: int = 2) -> BackendCheck:
     """Exercise ``backend`` (see the module doc); ``entry`` defaults to its registered entry."""
     name = getattr(backend, "name", None)

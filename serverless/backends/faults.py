@@ -36,6 +36,7 @@ import numpy as np
 from core.errors import UserError
 from serverless.invocation import LAMBDA_MAX_TIMEOUT_S, BillingRecord, Invocation, InvokeBatch
 from serverless.pricing import billed_ms
+from serverless.rollout_event import RolloutEvent
 
 # The kinds of fault, in the order one uniform draw is split among them.
 FAULT_KINDS = ("throttle", "errors", "timeouts", "stragglers")
@@ -114,7 +115,7 @@ class FaultSpec:
         if not isinstance(text, str) or not text.strip():
             raise UserError(f"fault spec: give key=value pairs separated by commas, e.g. errors=0.1,seed=1; keys: {_ALLOWED}")
         known = {f.name for f in fields(cls)}
-        values: dict[str, Any] = {}
+        values: dict[str, float | int] = {}
         for part in text.split(","):
             key, sep, raw = (s.strip() for s in part.partition("="))
             if not sep or not key or not raw:
@@ -170,11 +171,11 @@ class FaultInjectingBackend:
         inner_timeout = getattr(self.inner, "timeout_s", None)
         return float(inner_timeout) if inner_timeout else float(LAMBDA_MAX_TIMEOUT_S)
 
-    def _draw(self, event: dict[str, Any]) -> str | None:
+    def _draw(self, event: RolloutEvent) -> str | None:
         rid = event.get("rollout_id")
         return None if rid is None else self.spec.draw(tuple(int(x) for x in rid))
 
-    def invoke(self, events: list[dict[str, Any]], memory_mb: int, concurrency: int | None = None) -> InvokeBatch:
+    def invoke(self, events: list[RolloutEvent], memory_mb: int, concurrency: int | None = None) -> InvokeBatch:
         kinds = [self._draw(e) for e in events]
         for kind in kinds:
             if kind is not None:

@@ -67,6 +67,8 @@ from serverless.invocation import (
 from serverless.lambda_config import DEFAULT_CONFIG_PATH, LambdaConfig
 from serverless.lambda_report import decode_log_result, parse_report
 from core.errors import UserError
+from core.json_edge import JsonObject
+from serverless.rollout_event import RolloutEvent, RolloutReply
 
 
 _THROTTLE_CODES = {
@@ -139,7 +141,7 @@ class LambdaBackend:
         self._lambda: Any = None
         self._s3: Any = None
         self._ready = False
-        self._latest: dict[str, Any] = {}  # $LATEST's configuration, as check() read it
+        self._latest: JsonObject = {}  # $LATEST's configuration, as check() read it
         self._memory_mb: int | None = None  # $LATEST's memory size
         self._publish_lock = threading.Lock()
         self._aliases: dict[int, str] = {}  # memory size -> the alias that runs it, this session
@@ -188,7 +190,7 @@ class LambdaBackend:
 
     # -- checks and errors -------------------------------------------------------------------
 
-    def check(self) -> dict[str, Any]:
+    def check(self) -> JsonObject:
         """Fail early, and clearly, on missing credentials, a missing function or a wrong region."""
         import boto3
 
@@ -377,7 +379,7 @@ class LambdaBackend:
 
     # -- payloads ----------------------------------------------------------------------------
 
-    def prepare_payload(self, event: dict[str, Any]) -> bytes:
+    def prepare_payload(self, event: RolloutEvent) -> bytes:
         """The request body for one event: weights inline if they fit, else moved to S3."""
         if "weights_npz_b64" in event and not s3_payload.fits_inline(event, self.payload_limit_bytes):
             if not self.config.bucket:
@@ -419,7 +421,7 @@ class LambdaBackend:
                 f"exists and that this identity may s3:PutObject under {self.config.s3_prefix}/weights/"
             ) from None
 
-    def decode_result(self, payload: bytes) -> dict[str, Any]:
+    def decode_result(self, payload: bytes) -> RolloutReply:
         """Parse a result and check its trajectories are a pickle-free npz (fetching them from S3 if moved)."""
         result = json.loads(payload)
         if not isinstance(result, dict):
@@ -437,7 +439,7 @@ class LambdaBackend:
 
     # -- invoking ----------------------------------------------------------------------------
 
-    def invoke_raw(self, payload: bytes, qualifier: str) -> dict[str, Any]:
+    def invoke_raw(self, payload: bytes, qualifier: str) -> JsonObject:
         """The one place that calls ``lambda:Invoke``, on alias ``qualifier`` (tests hook
         botocore events on this client)."""
         return self.lambda_client.invoke(
@@ -480,7 +482,7 @@ class LambdaBackend:
         body = response["Payload"].read()
         report = parse_report(decode_log_result(response.get("LogResult")))
         error: str | None = None
-        result: dict[str, Any] | None = None
+        result: RolloutReply | None = None
         if response.get("FunctionError"):
             error = _function_error_text(response["FunctionError"], body)
         else:
@@ -511,7 +513,7 @@ class LambdaBackend:
         except _Rejected as exc:
             return Invocation(None, BillingRecord(0, 0.0, 0.0, memory_mb, error=f"rejected: {exc}", label="billed")), False
 
-    def invoke(self, events: list[dict[str, Any]], memory_mb: int, concurrency: int | None = None) -> LambdaInvokeBatch:
+    def invoke(self, events: list[RolloutEvent], memory_mb: int, concurrency: int | None = None) -> LambdaInvokeBatch:
         """Invoke one function per event at ``memory_mb`` (its alias, :meth:`alias_for`), at
         most ``concurrency`` at once, one attempt each (the module's docstring says why)."""
         if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
@@ -560,7 +562,7 @@ def alias_name(memory_mb: int) -> str:
     return f"{ALIAS_PREFIX}{memory_mb}mb"
 
 
-def _deployed(configuration: dict[str, Any]) -> tuple[Any, ...]:
+def _deployed(configuration: JsonObject) -> tuple[Any, ...]:
     """What a version shares with ``$LATEST`` to run the same deployment: every field of
     :data:`_DEPLOYMENT_FIELDS` (code, handler, runtime, role, environment, ...), in that order."""
     return tuple(configuration.get(k) for k in _DEPLOYMENT_FIELDS)

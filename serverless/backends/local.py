@@ -32,10 +32,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from serverless.invocation import LAMBDA_MAX_TIMEOUT_S, BillingRecord, Invocation, InvokeBatch
-from serverless.backends.local_worker import read_frame, write_frame
+from serverless.backends.local_worker import WorkerMessage, WorkerReply, read_frame, write_frame
 from serverless.envs import user_import_paths
 from serverless.invocation import check_memory_mb
 from serverless.lambda_clock import (
@@ -47,6 +46,7 @@ from serverless.lambda_clock import (
 )
 from serverless.pricing import billed_ms
 from serverless.throttle import DEFAULT_PERIOD_S, DutyCycleThrottle, process_cpu_seconds, run_throttled
+from serverless.rollout_event import RolloutEvent, RolloutReply
 
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 
@@ -83,8 +83,8 @@ class _Worker:
         return self.proc.poll() is None
 
     def request(
-        self, message: dict[str, Any], share: float | None, period_s: float, timeout_s: float | None = None
-    ) -> tuple[dict[str, Any] | None, float]:
+        self, message: WorkerMessage, share: float | None, period_s: float, timeout_s: float | None = None
+    ) -> tuple[WorkerReply | None, float]:
         """Send one message, wait for the reply (throttled when ``share`` < 1).
 
         Past ``timeout_s`` the worker is killed (like a Lambda timeout: the instance is
@@ -137,7 +137,7 @@ class _Worker:
 
 @dataclass
 class _Outcome:
-    result: dict[str, Any] | None
+    result: RolloutReply | None
     error: str | None
     modelled: ModelledInvocation
 
@@ -191,7 +191,7 @@ class LocalBackend:
                 w.request({"op": "reset"}, None, self.throttle_period_s)
 
     # ------------------------------------------------------------------ invoke
-    def _run_on(self, slot: int, events: list[tuple[int, dict[str, Any]]], memory_mb: int) -> list[tuple[int, _Outcome]]:
+    def _run_on(self, slot: int, events: list[tuple[int, RolloutEvent]], memory_mb: int) -> list[tuple[int, _Outcome]]:
         share = cpu_share(memory_mb)
         out: list[tuple[int, _Outcome]] = []
         for index, event in events:
@@ -233,7 +233,7 @@ class LocalBackend:
             out.append((index, _Outcome(result, error, modelled)))
         return out
 
-    def invoke(self, events: list[dict[str, Any]], memory_mb: int, concurrency: int | None = None) -> InvokeBatch:
+    def invoke(self, events: list[RolloutEvent], memory_mb: int, concurrency: int | None = None) -> InvokeBatch:
         check_memory_mb(memory_mb)
         if not events:
             return InvokeBatch([], 0.0, 0.0, "modelled", concurrency or 0)
@@ -254,7 +254,7 @@ class LocalBackend:
             if self._memory_mb is not None and memory_mb != self._memory_mb:
                 self._reset_all()  # a new memory size is a new function version: cold instances
             self._memory_mb = memory_mb
-            assigned: list[list[tuple[int, dict[str, Any]]]] = [[] for _ in workers]
+            assigned: list[list[tuple[int, RolloutEvent]]] = [[] for _ in workers]
             for i, event in enumerate(events):
                 assigned[int(event.get("actor_id", i)) % n_workers].append((i, event))
             assert self._pool is not None

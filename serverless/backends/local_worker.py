@@ -21,18 +21,48 @@ import os
 import struct
 import sys
 import time
-from typing import Any, BinaryIO
+from typing import BinaryIO, Literal, TypedDict
+
+from serverless.rollout_event import RolloutEvent, RolloutReply
 
 _HEADER = struct.Struct(">I")
 
 
-def write_frame(stream: BinaryIO, payload: dict[str, Any]) -> None:
+class _WorkerMessageRequired(TypedDict):
+    """The key every frame to the worker has."""
+
+    op: Literal["invoke", "reset", "exit"]
+
+
+class WorkerMessage(_WorkerMessageRequired, total=False):
+    """A frame to the worker (the module's docstring)."""
+
+    event: RolloutEvent
+
+
+class WorkerReply(TypedDict, total=False):
+    """A frame from the worker: ready, an invocation's outcome, or a reset's acknowledgement
+    (``timed_out`` is set by the backend when it killed the worker)."""
+
+    ready: bool
+    pid: int
+    import_ms: float
+    ok: bool
+    result: RolloutReply
+    error: str
+    timed_out: bool
+    wall_ms: float
+    cpu_ms: float
+    speed_factor: float
+
+
+def write_frame(stream: BinaryIO, payload: WorkerMessage | WorkerReply) -> None:
     blob = json.dumps(payload, separators=(",", ":")).encode()
     stream.write(_HEADER.pack(len(blob)) + blob)
     stream.flush()
 
 
-def read_frame(stream: BinaryIO) -> dict[str, Any] | None:
+def read_frame(stream: BinaryIO) -> WorkerMessage | WorkerReply | None:
     head = stream.read(_HEADER.size)
     if len(head) < _HEADER.size:
         return None

@@ -52,12 +52,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from core.errors import UserError
+from core.json_edge import JsonObject
 from serverless.invocation import BillingRecord, Invocation, InvokeBatch
 from serverless.invocation import check_memory_mb
 from serverless.pricing import billed_ms
+from serverless.rollout_event import RolloutEvent, RolloutReply
 
 _PROJECT_ROOT = Path(__file__).resolve().parents[2]
 #: the project's packages the handler imports (serverless imports only core below it)
@@ -65,14 +67,14 @@ _PROJECT_PACKAGES = ("serverless", "core")
 _WEIGHTS = "weights_npz_b64"
 
 
-def rollout_runtime_env(env_modules: tuple[str, ...] = ()) -> dict[str, Any]:
+def rollout_runtime_env(env_modules: tuple[str, ...] = ()) -> JsonObject:
     """The rollout actors' Ray ``runtime_env``: ``py_modules`` with the project's packages and
     ``env_modules`` (paths of the users' env modules: a ``.py`` file or a package directory)."""
     project = [str(_PROJECT_ROOT / name) for name in _PROJECT_PACKAGES]
     return {"py_modules": [*project, *env_modules], "excludes": ["__pycache__", "*.pyc"]}
 
 
-def _uploaded(runtime_env: dict[str, Any]) -> dict[str, Any]:
+def _uploaded(runtime_env: JsonObject) -> JsonObject:
     """``runtime_env`` with its local ``py_modules`` packed into the cluster's object store and
     replaced by their ``gcs://`` URIs.
 
@@ -92,7 +94,7 @@ def _uploaded(runtime_env: dict[str, Any]) -> dict[str, Any]:
     return packed
 
 
-def env_modules_of(events: list[dict[str, Any]]) -> tuple[str, ...]:
+def env_modules_of(events: list[RolloutEvent]) -> tuple[str, ...]:
     """The users' env modules the events' ``module:EnvId`` ids need (not those installed in
     site-packages, which the nodes have), as paths, sorted."""
     from serverless.envs import env_module_root
@@ -101,11 +103,24 @@ def env_modules_of(events: list[dict[str, Any]]) -> tuple[str, ...]:
     return tuple(sorted(str(r) for r in roots if r is not None))
 
 
+class _RayReplyRequired(TypedDict):
+    """The key every actor's answer has."""
+
+    ok: bool
+
+
+class _RayReply(_RayReplyRequired, total=False):
+    """An actor's answer: the handler's reply, or the error it raised."""
+
+    result: RolloutReply
+    error: str
+
+
 class RolloutActor:
     """One function instance (a Ray actor): runs the handler, whose warm state lives on in
     this process between calls."""
 
-    def run(self, event: dict[str, Any], weights_b64: str | None) -> dict[str, Any]:
+    def run(self, event: RolloutEvent, weights_b64: str | None) -> _RayReply:
         """``handler(event)`` with the weights put back into the event; errors as a reply."""
         from serverless.handler import handler
 
@@ -129,7 +144,7 @@ class RolloutActor:
         reset_warm_state()
 
 
-def _invocation(reply: dict[str, Any], memory_mb: int) -> Invocation:
+def _invocation(reply: _RayReply, memory_mb: int) -> Invocation:
     """An actor's reply as an invocation billed from the handler's measured duration."""
     if not reply.get("ok"):
         return Invocation(None, BillingRecord(0, 0.0, 0.0, memory_mb, error=str(reply.get("error")), label="measured"))
@@ -174,7 +189,7 @@ class RayBackend:
         runtime_env = _uploaded(rollout_runtime_env(env_modules))
         return self._ray.remote(num_cpus=1, max_restarts=0, runtime_env=runtime_env)(RolloutActor)
 
-    def _ship(self, events: list[dict[str, Any]]) -> None:
+    def _ship(self, events: list[RolloutEvent]) -> None:
         """Make sure the actors carry every env module the events need: new actors if not."""
         needed = env_modules_of(events)
         if set(needed) <= set(self._shipped):
@@ -212,7 +227,7 @@ class RayBackend:
             self._weights = (weights, self._ray.put(weights))
         return self._weights[1]
 
-    def _submit(self, actor: Any, event: dict[str, Any]) -> Any:
+    def _submit(self, actor: Any, event: RolloutEvent) -> Any:
         """Send ``event`` to ``actor``, its weights by reference."""
         weights = event.get(_WEIGHTS)
         if not isinstance(weights, str):
@@ -220,7 +235,7 @@ class RayBackend:
         rest = {k: v for k, v in event.items() if k != _WEIGHTS}
         return actor.run.remote(rest, self._weights_ref(weights))
 
-    def _run_pooled(self, actors: list[Any], events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[int]]:
+    def _run_pooled(self, actors: list[Any], events: list[RolloutEvent]) -> tuple[list[_RayReply], list[int]]:
         """Each event on the pool's next free actor; the replies in the events' order, and the
         index of the actor each event ran on.
 
@@ -235,7 +250,7 @@ class RayBackend:
         index = {id(actor): i for i, actor in enumerate(actors)}
         placed: list[int] = []
 
-        def submit(actor: Any, event: dict[str, Any]) -> Any:
+        def submit(actor: Any, event: RolloutEvent) -> Any:
             placed.append(index[id(actor)])
             return self._submit(actor, event)
 
@@ -245,7 +260,7 @@ class RayBackend:
         replies = [self._reply(pool, placed, i) for i in range(len(events))]
         return replies, placed
 
-    def _reply(self, pool: Any, placed: list[int], i: int) -> dict[str, Any]:
+    def _reply(self, pool: Any, placed: list[int], i: int) -> _RayReply:
         """The next result of ``pool`` (event ``i``'s); a dead actor or an error as a reply."""
         try:
             return pool.get_next()
@@ -255,7 +270,7 @@ class RayBackend:
         except Exception as exc:
             return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
 
-    def invoke(self, events: list[dict[str, Any]], memory_mb: int, concurrency: int | None = None) -> InvokeBatch:
+    def invoke(self, events: list[RolloutEvent], memory_mb: int, concurrency: int | None = None) -> InvokeBatch:
         check_memory_mb(memory_mb)
         if not events:  # as on the other backends: nothing to run, no invocations
             return InvokeBatch([], 0.0, 0.0, "measured", concurrency or 0)

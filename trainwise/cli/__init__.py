@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.errors import UserError
+from core.json_edge import JsonObject
 
-Handler = Callable[[argparse.Namespace], "dict[str, Any] | None"]
+Handler = Callable[[argparse.Namespace], "JsonObject | None"]
 
 _GROUPS = ("rl", "ingest", "run", "setup", "infra")  # each module: register(sub)
 
@@ -138,7 +139,7 @@ def _check_json_out(path: Path | None) -> None:
         raise UserError(f"--json-out {path} is not a regular file (a device or pipe); give a file path such as result.json")
 
 
-def _write_result(path: Path, result: dict[str, Any]) -> None:
+def _write_result(path: Path, result: JsonObject) -> None:
     """``--json-out``: written atomically; when the disk refuses (full, no permission), the error
     names the path and the result goes to stdout as JSON instead, so a finished run is not lost."""
     from core.results import environment, to_json, write_json

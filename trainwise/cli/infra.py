@@ -17,10 +17,10 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from trainwise.cli import add_json_out
 from core.errors import UserError
+from core.json_edge import JsonObject
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DIR = PROJECT_ROOT / "infra" / "terraform" / "envs" / "dev"
@@ -121,7 +121,7 @@ def _var_args(args: argparse.Namespace) -> list[str]:
     return out
 
 
-def cmd_plan_apply_destroy(args: argparse.Namespace) -> dict[str, Any]:
+def cmd_plan_apply_destroy(args: argparse.Namespace) -> JsonObject:
     cwd = _check_dir(Path(args.dir))
     extra = _var_args(args) + _layer_arg(args)
     binary = find_binary(args.binary)
@@ -132,25 +132,25 @@ def cmd_plan_apply_destroy(args: argparse.Namespace) -> dict[str, Any]:
     if action in ("apply", "destroy") and args.auto_approve:
         command.append("-auto-approve")
     _run(binary, command, cwd)
-    result: dict[str, Any] = {"action": action, "dir": str(cwd), "binary": binary}
+    result: JsonObject = {"action": action, "dir": str(cwd), "binary": binary}
     if action == "apply":
         print("next: trainwise infra output --write .trainwise/aws.json", file=sys.stderr)
     return result
 
 
-def terraform_outputs_to_config(outputs: dict[str, Any]) -> dict[str, Any]:
+def terraform_outputs_to_config(outputs: JsonObject) -> JsonObject:
     from serverless.lambda_config import config_from_terraform_outputs
 
     return config_from_terraform_outputs(outputs)
 
 
-def _write_config(path: Path, config: dict[str, Any]) -> None:
+def _write_config(path: Path, config: JsonObject) -> None:
     from core.atomic import write_text
 
     write_text(path, json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
-def cmd_output(args: argparse.Namespace) -> dict[str, Any]:
+def cmd_output(args: argparse.Namespace) -> JsonObject:
     if args.raw is not None and args.write is not None:
         raise UserError("--raw prints one output and --write writes the Lambda backend config; give one")
     if args.write is not None and args.write.exists() and args.write.is_dir():
@@ -185,7 +185,7 @@ def cmd_output(args: argparse.Namespace) -> dict[str, Any]:
     return {"config_path": str(args.write), "config": config}
 
 
-def _print_raw(outputs: dict[str, Any], name: str) -> dict[str, Any]:
+def _print_raw(outputs: JsonObject, name: str) -> JsonObject:
     """One output's value on stdout, a list joined with commas (``ingest cluster --workers $(...)``)."""
     if name not in outputs:
         raise UserError(f"--raw {name}: no such output; the outputs are {', '.join(sorted(outputs)) or 'none'}")

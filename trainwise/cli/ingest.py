@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import UserError
+from core.json_edge import JsonObject
 from optimizers.ingestion_optimizers import INGESTION_OPTIMIZERS
 from trainwise.cli import finite_float
 
@@ -102,7 +103,7 @@ def _node(args: argparse.Namespace) -> Any:
     )
 
 
-def _check_bad_rows(data: Path, fmt: str, shards: list[str], policy: str) -> dict[str, Any]:
+def _check_bad_rows(data: Path, fmt: str, shards: list[str], policy: str) -> JsonObject:
     """Scan TSV shards for malformed rows first: error names the first one, skip counts them."""
     from ingestion.dlrm import count_bad_rows
 
@@ -124,7 +125,7 @@ def _check_bad_rows(data: Path, fmt: str, shards: list[str], policy: str) -> dic
     return report
 
 
-def gen_data_handler(args: argparse.Namespace) -> dict[str, Any]:
+def gen_data_handler(args: argparse.Namespace) -> JsonObject:
     from ingestion.datagen import generate
 
     result = generate(args.rows, args.format, args.out, shards=args.shards, seed=args.seed)
@@ -141,7 +142,7 @@ def _validate_common(args: argparse.Namespace) -> tuple[Path, str, list[str]]:
     return args.data, fmt, shards
 
 
-def tune_handler(args: argparse.Namespace) -> dict[str, Any]:
+def tune_handler(args: argparse.Namespace) -> JsonObject:
     if args.time_budget_s <= 0:
         raise UserError(f"--time-budget-s must be positive, got {args.time_budget_s}")
     if args.max_trials is not None and args.max_trials < 1:
@@ -170,7 +171,7 @@ def tune_handler(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def _print_race(race: dict[str, Any] | None) -> None:
+def _print_race(race: JsonObject | None) -> None:
     if not race:
         return
     bound = race.get("buffers_memory_bound") or {}
@@ -178,7 +179,7 @@ def _print_race(race: dict[str, Any] | None) -> None:
           f"{race['decided_by']}" + (f"; memory holds these buffers down: {bound}" if bound else ""), file=sys.stderr)
 
 
-def _print_versus(versus: dict[str, Any] | None) -> None:
+def _print_versus(versus: JsonObject | None) -> None:
     if not versus:
         return
     if versus["vs_autotune"] is None:
@@ -189,7 +190,7 @@ def _print_versus(versus: dict[str, Any] | None) -> None:
           file=sys.stderr)
 
 
-def _load_config_file(path: Path) -> tuple[dict[str, int], dict[str, Any]]:
+def _load_config_file(path: Path) -> tuple[dict[str, int], JsonObject]:
     if not path.is_file():
         raise UserError(f"--config {path} does not exist or is not a file")
     try:
@@ -204,7 +205,7 @@ def _load_config_file(path: Path) -> tuple[dict[str, int], dict[str, Any]]:
     return dict(config), doc
 
 
-def bench_handler(args: argparse.Namespace) -> dict[str, Any]:
+def bench_handler(args: argparse.Namespace) -> JsonObject:
     config, doc = _load_config_file(args.config)
     if args.data is None:
         if "data" not in doc:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import UserError
+from core.json_edge import JsonObject
 from optimizers.intunex.names import BASELINES, OBJECTIVES
 
 
@@ -141,7 +142,7 @@ def _baselines(text: str | None, default: tuple[str, ...] = BASELINES) -> tuple[
     return names
 
 
-def cluster_handler(args: argparse.Namespace) -> dict[str, Any]:
+def cluster_handler(args: argparse.Namespace) -> JsonObject:
     from ingestion.cluster.instances import select
     from ingestion.cluster.jobs import load_jobs
 
@@ -174,7 +175,7 @@ def cluster_handler(args: argparse.Namespace) -> dict[str, Any]:
     return {**result, **measured}
 
 
-def _measured_demands(spec: Any) -> tuple[Any, dict[str, Any]]:
+def _measured_demands(spec: Any) -> tuple[Any, JsonObject]:
     """Jobs with ``demand_rows_per_s: measure``: their trainers' measured demands (``ingestion.cluster.trainer``)."""
     if not any(j.demand_rows_per_s == "measure" for j in spec.jobs):
         return spec, {}
@@ -187,7 +188,7 @@ def _measured_demands(spec: Any) -> tuple[Any, dict[str, Any]]:
     return spec, {"measured_demand": {job: d.to_json() for job, d in measured.items()}}
 
 
-def _what_if(args: argparse.Namespace, baselines: tuple[str, ...]) -> dict[str, Any]:
+def _what_if(args: argparse.Namespace, baselines: tuple[str, ...]) -> JsonObject:
     """``--simulate --what-if``: plan a synthetic cluster (or --jobs FILE), with baselines, bound and budget front."""
     from ingestion.cluster.instances import select
     from ingestion.cluster.jobs import load_jobs
@@ -250,7 +251,7 @@ def _nodes(args: argparse.Namespace) -> Any:
     return AgentNodes.connect(addresses, ports)
 
 
-def _live(args: argparse.Namespace, spec: Any) -> dict[str, Any]:
+def _live(args: argparse.Namespace, spec: Any) -> JsonObject:
     """``--local-nodes N`` or ``--workers``: the live loop (``optimizers.intunex.live``)."""
     from optimizers.intunex.live import run_live
 
@@ -282,7 +283,7 @@ def _progress(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
-def _print_live(result: dict[str, Any]) -> None:
+def _print_live(result: JsonObject) -> None:
     last = result["rounds"][-1]
     print(f"InTuneX live ({result['label']}; prices modelled): {len(result['rounds'])} rounds, model error "
           f"{last['model_error']:.1%} in the last; {result['throughput_per_usd']:,.0f} rows per $, "
@@ -296,7 +297,7 @@ def _print_live(result: dict[str, Any]) -> None:
               file=sys.stderr)
 
 
-def _print_summary(result: dict[str, Any]) -> None:
+def _print_summary(result: JsonObject) -> None:
     print(f"InTuneX ({result['label']}): {result['throughput_per_usd']:,.0f} rows per $, ${result['usd_per_h']:.3f}/h, "
           f"all fed: {result['all_fed']}, planned in {result['tuning_s']:.1f} s", file=sys.stderr)
     if result.get("gap_to_bound") is not None:

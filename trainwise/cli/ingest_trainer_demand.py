@@ -18,6 +18,7 @@ import sys
 from typing import Any
 
 from core.errors import UserError
+from core.json_edge import JsonObject
 
 #: Paced rates for --verify, as fractions of the trainer's compute rate.
 VERIFY_FRACTIONS = (0.7, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2)
@@ -42,7 +43,7 @@ def register_trainer_demand(isub: argparse._SubParsersAction) -> None:
     t.set_defaults(handler=trainer_demand_handler)
 
 
-def _verify(args: argparse.Namespace, step: Any, demand: Any) -> dict[str, Any]:
+def _verify(args: argparse.Namespace, step: Any, demand: Any) -> JsonObject:
     """Pace batches at fractions of the compute rate, re-measured just before each point (a shared
     machine's speed drifts between points), and measure the input-wait share at each."""
     from ingestion.cluster.trainer import measure_demand, wait_share_at
@@ -56,7 +57,7 @@ def _verify(args: argparse.Namespace, step: Any, demand: Any) -> dict[str, Any]:
         print(f"  paced at {f:.2f}x the compute rate ({f * local:,.0f} rows/s): input wait {share:.1%}", file=sys.stderr)
     # the lowest fraction from which the wait share stays under the bar at every higher fraction of the sweep
     under = [p["fraction"] for i, p in enumerate(sweep) if all(q["input_wait_share"] < WAIT_BAR for q in sweep[i:])]
-    out: dict[str, Any] = {"sweep": sweep, "wait_bar": WAIT_BAR, "fed_from_fraction": min(under) if under else None}
+    out: JsonObject = {"sweep": sweep, "wait_bar": WAIT_BAR, "fed_from_fraction": min(under) if under else None}
     if under:
         out["fed_from_rows_per_s"] = min(under) * demand.compute_rows_per_s
         out["demand_over_fed_from"] = demand.demand_rows_per_s / out["fed_from_rows_per_s"]
@@ -66,7 +67,7 @@ def _verify(args: argparse.Namespace, step: Any, demand: Any) -> dict[str, Any]:
     return out
 
 
-def trainer_demand_handler(args: argparse.Namespace) -> dict[str, Any]:
+def trainer_demand_handler(args: argparse.Namespace) -> JsonObject:
     from ingestion.cluster.trainer import load_trainer, measure_demand
 
     if args.batch_size < 1 or args.seconds <= 0 or args.repeats < 2 or not 0 <= args.margin <= 1:
@@ -75,7 +76,7 @@ def trainer_demand_handler(args: argparse.Namespace) -> dict[str, Any]:
     step = load_trainer(args.trainer)
     demand = measure_demand(args.trainer, batch_size=args.batch_size, seconds=args.seconds, repeats=args.repeats,
                             margin=args.margin, step=step)
-    result: dict[str, Any] = demand.to_json()
+    result: JsonObject = demand.to_json()
     if args.verify:
         result["verify"] = _verify(args, step, demand)
     print(f"{args.trainer}: {demand.compute_rows_per_s:,.0f} rows/s computing (spread {demand.spread:.1%} over "

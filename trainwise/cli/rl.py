@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import UserError
+from core.json_edge import JsonObject
 from serverless.backends import BACKENDS
 from trainwise.cli import add_backend_options, add_env_args, backend_options_of, finite_float
 
@@ -116,12 +117,12 @@ def build_train_spec(args: argparse.Namespace) -> Any:
     return spec
 
 
-def _clock_name(result: dict[str, Any]) -> str:
+def _clock_name(result: JsonObject) -> str:
     """The second clock named for what it measured (Ray rollouts are not Lambda)."""
     return BACKENDS.get(result["config"]["backend"]).clock_name
 
 
-def _summary(result: dict[str, Any]) -> str:
+def _summary(result: JsonObject) -> str:
     ledger = result["ledger"]
     lines = [
         f"reached target: {result['reached']} ({result['stop_reason']}); env steps {result['env_steps']}; "
@@ -139,7 +140,7 @@ def _summary(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _fault_lines(result: dict[str, Any]) -> list[str]:
+def _fault_lines(result: JsonObject) -> list[str]:
     """Faults met and what they cost, when there were any."""
     f = result.get("faults") or {}
     if not f or not (f.get("injected") or any(f.get("observed", {}).values())):
@@ -156,7 +157,7 @@ def _fault_lines(result: dict[str, Any]) -> list[str]:
     ]
 
 
-def run_train(args: argparse.Namespace) -> dict[str, Any]:
+def run_train(args: argparse.Namespace) -> JsonObject:
     # cheap checks first, so bad input fails before gymnasium or torch load
     from serverless.invocation import check_memory_mb
 

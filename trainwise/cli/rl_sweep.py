@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
 
+from core.json_edge import JsonObject
 from trainwise.cli.rl_tune import add_request_args, build_request
 
 
@@ -31,7 +31,7 @@ def register(rl_sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=handle)
 
 
-def handle(args: argparse.Namespace) -> dict[str, Any]:
+def handle(args: argparse.Namespace) -> JsonObject:
     from core.errors import UserError
     from optimizers.seraph.sweep import parse_seeds, sweep
 

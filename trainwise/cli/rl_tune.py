@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.errors import UserError
+from core.json_edge import JsonObject
 from serverless.backends import tunable_backends
 from trainwise.cli import backend_options_of
 
@@ -113,7 +114,7 @@ def _print_plan(planned: Any) -> None:
         )
 
 
-def handle(args: argparse.Namespace) -> dict[str, Any]:
+def handle(args: argparse.Namespace) -> JsonObject:
     request = build_request(args)
     from optimizers.seraph import SeraphJob, tune_and_train
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from core.errors import UserError
+from core.json_edge import JsonObject
 
 DEFAULT_CONFIG = "configs/demo.yaml"
 
@@ -93,7 +94,7 @@ def prefect_environment() -> Iterator[None]:
                 os.environ[name] = value
 
 
-def run_handler(args: argparse.Namespace) -> dict[str, Any]:
+def run_handler(args: argparse.Namespace) -> JsonObject:
     from optimizers.spec import load_spec
 
     need = {"seraph": "rl", "intune": "ingestion"}.get(args.flow)
@@ -119,7 +120,7 @@ def _check_state() -> None:
         s3_bucket_block(s3)
 
 
-def _result_of(state: Any, flow: str) -> dict[str, Any]:
+def _result_of(state: Any, flow: str) -> JsonObject:
     """The flow's result, its summary printed; a failed flow raises, after printing what it reported."""
     if not state.is_completed():
         partial = state.result(raise_on_failure=False)
@@ -127,12 +128,12 @@ def _result_of(state: Any, flow: str) -> dict[str, Any]:
             _print_summary(partial)
             raise UserError(f"the {flow} flow failed: {state.message}")
         state.result()  # raises the flow's own error (a UserError prints as one line)
-    result: dict[str, Any] = state.result()
+    result: JsonObject = state.result()
     _print_summary(result)
     return result
 
 
-def _print_summary(result: dict[str, Any]) -> None:
+def _print_summary(result: JsonObject) -> None:
     print()
     print(f"report:  {result['report']}")
     for plot in result.get("plots", []):
@@ -142,12 +143,12 @@ def _print_summary(result: dict[str, Any]) -> None:
     print(f"results: {result['run_dir']}")
 
 
-def serve_handler(args: argparse.Namespace) -> dict[str, Any]:
+def serve_handler(args: argparse.Namespace) -> JsonObject:
     with prefect_environment():
         return _serve(args)
 
 
-def _serve(args: argparse.Namespace) -> dict[str, Any]:
+def _serve(args: argparse.Namespace) -> JsonObject:
     from flows.deployments import load_deployments
 
     path = Path(args.prefect_file)

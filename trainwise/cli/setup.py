@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 from typing import Any
+from core.json_edge import JsonObject
 
 
 
@@ -50,7 +51,7 @@ def _slots(text: str) -> int:
     return value
 
 
-def setup_handler(args: argparse.Namespace) -> dict[str, Any]:
+def setup_handler(args: argparse.Namespace) -> JsonObject:
     from core import state
     from trainwise.cli.run import prefect_environment
 
