@@ -23,9 +23,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 from core.errors import UserError
+from core.json_edge import JsonObject
 
 TABLE_PATH = Path(__file__).parent / "data" / "learner_machines.json"
 
@@ -76,11 +77,11 @@ class ThreadScaling:
         threads, speedup = self.best(machine.vcpus)
         return replace(machine, threads=threads, threads_speedup=speedup)
 
-    def as_dict(self) -> dict[str, object]:
+    def as_dict(self) -> JsonObject:
         return {"threads_speedup": {str(t): s for t, s in self.speedups}, "threads_label": self.label}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "ThreadScaling":
+    def from_dict(cls, d: JsonObject) -> "ThreadScaling":
         """From :meth:`as_dict`'s keys; without ``threads_speedup`` (a profile from before it
         was measured) one thread at 1.0. A malformed entry is a ValueError."""
         raw = d.get("threads_speedup")

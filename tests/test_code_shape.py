@@ -36,9 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("core", "serverless", "ingestion", "optimizers", "tasks", "flows", "trainwise")
 MAX_FUNCTION_LINES = 90
 #: The ``dict[str, Any]`` annotations the packages may hold (see the module's docstring).
-DICT_STR_ANY_CEILING = 58
+DICT_STR_ANY_CEILING = 57
 #: The JSON edge's ``JsonObject`` uses the packages may hold (see the module's docstring).
-JSON_OBJECT_CEILING = 243
+JSON_OBJECT_CEILING = 245
 #: ``Mapping[str, Any]``, ``Dict[str, Any]`` and ``dict[str, object]``: untyped mappings by another spelling.
 UNTYPED_MAPPING_CEILING = 45
 

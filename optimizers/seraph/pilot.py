@@ -34,7 +34,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from optimizers.seraph.learner_threads import measure_thread_scaling, synthetic_batch
 from optimizers.seraph.memory_probe import charge_learner_wait, cost_probe_sizes, no_probe, probe_memory_sizes
@@ -45,6 +45,9 @@ from optimizers.seraph.workload_profile import PilotSummary, Profile, ProfileNoi
 from optimizers.seraph.records import observation, view
 from optimizers.seraph.defaults import DEFAULT_STEPS_PER_ENV
 from core.paths import hardware_fingerprint
+
+if TYPE_CHECKING:
+    from serverless.rollout_batch import RolloutSummary
 
 BASE_MEMORY_MB = 1769  # one vCPU: where the concurrency and batch sweeps run
 
@@ -492,10 +495,10 @@ def _pilot_summary(
     )
 
 
-def _cold_init_s(rollout: Mapping[str, Any]) -> float:
+def _cold_init_s(rollout: "RolloutSummary") -> float:
     """The mean INIT, in seconds, of an iteration's cold functions (0 without any)."""
-    cold = int(rollout.get("cold_starts", 0) or 0)
-    return float(rollout.get("init_ms_total", 0.0) or 0.0) / 1000.0 / cold if cold else 0.0
+    cold = int(rollout.get("cold_starts", 0))
+    return float(rollout.get("init_ms_total", 0.0)) / 1000.0 / cold if cold else 0.0
 
 
 def run_pilot(
