@@ -67,6 +67,7 @@ def planning_table(cluster: ClusterModel, nodes: NodeTable, method: str, objecti
     units = units if units is not None else cluster.units()
     names = sorted({u.itype.name for u in units})
     price = {t.name: t.usd_per_hour for t in cluster.types}
+    nodes.fill_units(units, method)
     rows = np.array([[nodes.rows(job, u, method) for u in units] for job in cluster.jobs])
     problem = Problem(rows, np.array([j.demand_rows_per_s for j in cluster.jobs]),
                       np.array([names.index(u.itype.name) for u in units]), np.array([u.fraction for u in units]),
