@@ -12,7 +12,14 @@ simulator).
 
 :class:`NodeTable` memoises the result per pipeline, unit size and family speed, so a node type
 that appears in many plans (or in many jobs with the same pipeline) is tuned once. Its other methods give
-what the baselines use: AUTOTUNE's configuration, and the exhaustive grid (the oracle).
+what the baselines use: AUTOTUNE's configuration, and the exhaustive grid (the oracle). With
+``processes`` > 1 it tunes what a planning table lacks in forked processes
+(:mod:`optimizers.intunex.node_pool`): each tuning is deterministic and independent of the others,
+so the table is the same.
+
+Within one tuning, the simulator's results (by configuration) and the masker's answers
+(:class:`TuningMasker`: safety and action targets, by configuration) are memoised: the agent's
+ranking, its observation and the polish visit the same configurations many times.
 """
 
 from __future__ import annotations

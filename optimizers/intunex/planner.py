@@ -160,7 +160,7 @@ def speed_band_check(cluster: ClusterModel, nodes: NodeTable, policy: LinearPoli
     out: dict[str, Any] = {"tolerance": tolerance, "ends": {}}
     for end, speeds in bands.items():
         other = replace(cluster, speeds={**cluster.speeds, **speeds})
-        table = NodeTable(other, nodes.agent)
+        table = NodeTable(other, nodes.agent, nodes.processes)
         table._memo = nodes._memo  # noqa: SLF001  the memo is keyed by family speed, so choices carry over
         alternative = plan_intunex(other, table, policy, seed=seed)
         held = other.evaluate(plan.assignment)
