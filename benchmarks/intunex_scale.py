@@ -2,6 +2,7 @@
 the exact bound.
 
     python -m benchmarks.intunex_scale --growth --json-out benchmarks/results/intunex-scale-growth.json
+    python -m benchmarks.intunex_scale --case 100,40,12 --processes 2   # one cluster, in a fresh process
     python -m benchmarks.intunex_scale --gap 48 --first-seed 5000 --json-out benchmarks/results/intunex-scale-gap.json
     python -m benchmarks.intunex_scale --merge A.json B.json --json-out gap.json   # a --gap run split over seeds
 
@@ -15,6 +16,9 @@ pipelines on a pool of N nodes of T instance types (xlarge to 8xlarge, x86 and G
 * ``--gap K`` plans K seeded clusters of 20-100 nodes (5-40 jobs, 4-12 types, drawn from each seed)
   and solves the exact bound on the planner's own table (HiGHS MILP, :mod:`optimizers.intunex.bound`):
   the median and worst gap of the plan's throughput per dollar to the bound's.
+* ``--case N,J,T`` plans one cluster of the ``--growth`` kind (seed ``--seed``) in a fresh process.
+* ``--processes P`` tunes the node level in P forked processes (:mod:`optimizers.intunex.node_pool`;
+  the plan is the same as with one). The CPU time counts every process.
 
 Planning and bound figures are simulated (cluster model); times and memory are measured on the
 machine it runs on, with the load average recorded.
@@ -28,6 +32,7 @@ import multiprocessing as mp
 import resource
 import statistics
 import time
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -43,8 +48,15 @@ def _rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def plan_case(nodes: int, jobs: int, types: int, seed: int, bound: bool) -> dict[str, Any]:
-    """Plan one what-if cluster (and its bound); times in seconds, memory in MiB (peak RSS added)."""
+def _cpu_s() -> tuple[float, float]:
+    """CPU seconds of this process, and of its children that have ended (the node-level workers)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+def plan_case(nodes: int, jobs: int, types: int, seed: int, bound: bool, processes: int = 1) -> dict[str, Any]:
+    """Plan one what-if cluster (and its bound); times in seconds, memory in MiB (peak RSS added of
+    this process; the node-level workers, when ``processes`` > 1, are forked copies of it)."""
     import torch
 
     from ingestion.cluster.instances import select
@@ -58,16 +70,18 @@ def plan_case(nodes: int, jobs: int, types: int, seed: int, bound: bool) -> dict
     node_agent()
     spec = synthetic_spec(nodes, jobs, types, seed=seed)
     cluster = from_jobs_file(spec, select(spec.pool.instance_types))
-    table = NodeTable(cluster)
+    table = NodeTable(cluster, processes=processes)
     before = _rss_mib()
-    started, cpu = time.monotonic(), time.process_time()
+    started, (own, children) = time.monotonic(), _cpu_s()
     planning_table(cluster, table, "intunex", "throughput-per-usd")
     node_s = time.monotonic() - started
     plan = plan_intunex(cluster, table, cluster_policy(), seed=seed)
-    total_s, cpu_s = time.monotonic() - started, time.process_time() - cpu
+    total_s, (own_after, children_after) = time.monotonic() - started, _cpu_s()
+    cpu_s, workers_s = own_after - own + children_after - children, children_after - children
     row = {"seed": seed, "nodes": nodes, "jobs": jobs, "types": types, "units": plan.info["units"],
-           "node_level_s": round(node_s, 2), "cluster_level_s": round(total_s - node_s, 2),
-           "plan_s": round(total_s, 2), "plan_cpu_s": round(cpu_s, 2), "peak_rss_added_mib": round(_rss_mib() - before, 1),
+           "processes": processes, "node_level_s": round(node_s, 2), "cluster_level_s": round(total_s - node_s, 2),
+           "plan_s": round(total_s, 2), "plan_cpu_s": round(cpu_s, 2), "workers_cpu_s": round(workers_s, 2),
+           "peak_rss_added_mib": round(_rss_mib() - before, 1),
            "all_fed": plan.result.all_fed, "usd_per_h": plan.result.usd_per_h, "plan_nodes": sum(plan.result.nodes.values()),
            "throughput_per_usd": plan.result.throughput_per_usd}
     if bound:
@@ -76,14 +90,11 @@ def plan_case(nodes: int, jobs: int, types: int, seed: int, bound: bool) -> dict
     return row
 
 
-def _in_child(args: tuple[int, int, int, int, bool]) -> dict[str, Any]:
-    return plan_case(*args)
-
-
-def isolated(nodes: int, jobs: int, types: int, seed: int, bound: bool) -> dict[str, Any]:
-    """:func:`plan_case` in a fresh process, so its memory figure is its own."""
-    with mp.get_context("spawn").Pool(1) as pool:
-        return pool.apply(_in_child, ((nodes, jobs, types, seed, bound),))
+def isolated(nodes: int, jobs: int, types: int, seed: int, bound: bool, processes: int = 1) -> dict[str, Any]:
+    """:func:`plan_case` in a fresh process, so its memory figure is its own (a pool worker that
+    may fork the node-level workers itself)."""
+    with ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
+        return pool.submit(plan_case, nodes, jobs, types, seed, bound, processes).result()
 
 
 def slope(xs: list[float], ys: list[float]) -> float | None:
@@ -94,11 +105,11 @@ def slope(xs: list[float], ys: list[float]) -> float | None:
     return float(np.polyfit([p[0] for p in pts], [p[1] for p in pts], 1)[0])
 
 
-def growth(seed: int) -> dict[str, Any]:
+def growth(seed: int, processes: int = 1) -> dict[str, Any]:
     rows = []
     for nodes, jobs, types in GROWTH:
         progress(f"{nodes} nodes x {jobs} jobs x {types} types")
-        rows.append(isolated(nodes, jobs, types, seed, False))
+        rows.append(isolated(nodes, jobs, types, seed, False, processes))
     print_table(["nodes", "jobs", "types", "units", "node level s", "cluster level s", "plan s", "plan CPU s",
                  "peak RSS +MiB", "fed"],
                 [[r["nodes"], r["jobs"], r["types"], r["units"], r["node_level_s"], r["cluster_level_s"], r["plan_s"],
@@ -121,13 +132,13 @@ def gap_case(seed: int) -> tuple[int, int, int]:
     return nodes, int(rng.integers(5, min(40, nodes) + 1)), int(rng.integers(4, 13))
 
 
-def gaps(count: int, first_seed: int, partial: Any = None) -> dict[str, Any]:
+def gaps(count: int, first_seed: int, partial: Any = None, processes: int = 1) -> dict[str, Any]:
     """``partial(rows)`` is called after each case (the benchmark writes what it has so far)."""
     rows: list[dict[str, Any]] = []
     for seed in range(first_seed, first_seed + count):
         nodes, jobs, types = gap_case(seed)
         progress(f"seed {seed}: {nodes} nodes x {jobs} jobs x {types} types")
-        rows.append(plan_case(nodes, jobs, types, seed, True))
+        rows.append(plan_case(nodes, jobs, types, seed, True, processes))
         r = rows[-1]
         progress(f"  gap {r['gap_to_bound']}, plan {r['plan_s']} s (CPU {r['plan_cpu_s']} s), bound {r['bound']['solve_s']} s")
         if partial is not None:
@@ -166,6 +177,21 @@ def merge(paths: list[str]) -> dict[str, Any]:
     return {"sources": paths, "cases": sorted(cases, key=lambda r: r["seed"]), "summary": gap_summary(cases)}
 
 
+def _parse_case(p: argparse.ArgumentParser, text: str) -> tuple[int, int, int]:
+    """``N,J,T`` -> (nodes, jobs, types), or the parser's one-line error (exit 2)."""
+    from core.errors import UserError
+    from optimizers.intunex.whatif import check_size
+
+    try:
+        nodes, jobs, types = (int(v) for v in text.split(","))
+        check_size(nodes, jobs, types)
+    except ValueError:
+        p.error(f"--case {text!r}: give N,J,T (nodes, jobs, instance types), e.g. 100,40,12")
+    except UserError as e:
+        p.error(f"--case {text!r}: {e}")
+    return nodes, jobs, types
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--growth", action="store_true", help="planning time and memory at 10-100 nodes")
@@ -174,24 +200,34 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=5100, help="seed of the --growth clusters (default 5100)")
     p.add_argument("--merge", nargs="+", default=None, metavar="FILE",
                    help="summarise the --gap cases of these result files together (runs split over seeds)")
+    p.add_argument("--case", default=None, metavar="N,J,T",
+                   help="plan one cluster of N nodes, J jobs, T types (seed --seed) in a fresh process")
+    p.add_argument("--processes", type=int, default=1, metavar="P",
+                   help="node-level tunings in P forked processes (default 1: in the planning process)")
     p.add_argument("--json-out", default=None)
     args = p.parse_args(argv)
     if args.merge:
         write_result(args.json_out, {"command": "python -m benchmarks.intunex_scale " + " ".join(argv or []),
                                      "label": "simulated plans; measured times", "gap": merge(args.merge)})
         return
-    if not args.growth and not args.gap:
-        p.error("give --growth, --gap K or --merge FILE...")
+    if not args.growth and not args.gap and not args.case:
+        p.error("give --growth, --gap K, --case N,J,T or --merge FILE...")
+    if args.processes < 1:
+        p.error(f"--processes must be >= 1, got {args.processes}")
+    case = _parse_case(p, args.case) if args.case else None
     payload: dict[str, Any] = {"command": "python -m benchmarks.intunex_scale " + " ".join(argv or []),
                                "label": "simulated plans; measured times and memory"}
     with recording_load(payload):
+        if case:
+            payload["case"] = isolated(*case, args.seed, False, args.processes)
+            print({k: v for k, v in payload["case"].items() if k != "throughput_per_usd"})
         if args.growth:
-            payload["growth"] = growth(args.seed)
+            payload["growth"] = growth(args.seed, args.processes)
         if args.gap:
             def partial(rows: list[dict[str, Any]]) -> None:
                 write_result(args.json_out, {**payload, "gap_partial": {"cases": rows}})
 
-            payload["gap"] = gaps(args.gap, args.first_seed, partial)
+            payload["gap"] = gaps(args.gap, args.first_seed, partial, args.processes)
     write_result(args.json_out, payload)
 
 

@@ -260,42 +260,74 @@ def processor_sharing_throughput(
     """Solve the processor-sharing fixed point; return (rows/s, per-server capacity, utilisation, phi).
 
     ``feeders[i]`` (optional) is the server whose work each of server ``i``'s threads also
-    waits for per element (a parallel stage's runner fetching its input; see :func:`servers`).
-    ``helper_s[i]`` (optional) is server ``i``'s CPU per row on other threads (module doc,
-    "Helper CPU"): runnable work that competes for the cores, within the CPU cap.
+    waits for per element (a parallel stage's runner fetching its input; see :func:`servers`);
+    it comes before server ``i``. ``helper_s[i]`` (optional) is server ``i``'s CPU per row on
+    other threads (module doc, "Helper CPU"): runnable work that competes for the cores, within
+    the CPU cap.
+
+    Each iteration is two passes over the servers (capacities, then the runnable shares, damped),
+    every figure computed with the operations of the module doc in a fixed order.
     """
     k = len(cpu_s)
     feeders = feeders or [None] * k
+    if any(f is not None and not 0 <= f < i for i, f in enumerate(feeders)):
+        raise ValueError(f"feeders {feeders}: each feeder must be a server before the one it feeds")
     helper = sum(helper_s) if helper_s else 0.0
     # with helper CPU the demand X * (cpu + helper) must fit the cores (without it the fixed point
     # keeps X * cpu within them by itself, and the cap is left out so nothing else changes)
     cpu_cap = cores / (sum(cpu_s) + helper) if helper > 0 else math.inf
-    rho = [1.0] * k
-    x = 0.0
-    caps = [0.0] * k
-    phi = 1.0
+    rows = list(zip(range(k), cpu_s, wait_s, threads, feeders))
+    rho, busy, caps = [1.0] * k, [0.0] * k, [0.0] * k
+    x, phi = 0.0, 1.0
+    runnable = sum(n * r for n, r in zip(threads, rho))
     for _ in range(iterations):
-        runnable = sum(n * r for n, r in zip(threads, rho)) + (x * helper / phi if helper > 0 else 0.0)
+        if helper > 0:
+            runnable += x * helper / phi
         phi = min(1.0, cores / runnable) if runnable > 0 else 1.0
-        busy = [c / phi + w for c, w in zip(cpu_s, wait_s)]  # seconds per row of one thread
-        slot = [b + (busy[f] if f is not None else 0.0) for b, f in zip(busy, feeders)]
-        caps = [n / t if t > 0 else math.inf for n, t in zip(threads, slot)]
-        x_new = min(min(caps), cpu_cap)
-        new_rho = [min(1.0, x_new * c / (phi * n)) for n, c in zip(threads, cpu_s)]
-        if abs(x_new - x) <= 1e-9 * max(x_new, 1.0) and max(abs(a - b) for a, b in zip(rho, new_rho)) < 1e-7:
-            x = x_new
-            break
+        low = math.inf
+        for i, c, w, n, f in rows:
+            b = busy[i] = c / phi + w  # seconds per row of one thread
+            t = b + busy[f] if f is not None else b  # a runner also fetches its input
+            cap = caps[i] = n / t if t > 0 else math.inf
+            if i == 0 or cap < low:
+                low = cap
+        x_new = cpu_cap if cpu_cap < low else low
+        settled = abs(x_new - x) <= 1e-9 * max(x_new, 1.0)
+        worst, runnable = 0.0, 0.0
+        for i, c, _, n, _ in rows:
+            r = x_new * c / (phi * n)  # the share of time the stage's threads are runnable
+            r = r if r < 1.0 else 1.0
+            d = abs(rho[i] - r)
+            if i == 0 or d > worst:
+                worst = d
+            rho[i] = 0.5 * rho[i] + 0.5 * r
+            runnable += n * rho[i]
         x = x_new
-        rho = [0.5 * a + 0.5 * b for a, b in zip(rho, new_rho)]
+        if settled and worst < 1e-7:
+            break
     util = [x / cap if cap > 0 and math.isfinite(cap) else 0.0 for cap in caps]
     return x, caps, util, phi
 
 
+#: Solutions of :func:`solve_servers` by their inputs (a pure function; configurations that
+#: differ only in buffer sizes, or a capacity read again for an observation, share one). Bounded:
+#: the hits come from the configurations of one search, which sit close together.
+_SOLVED: dict[tuple, tuple[float, tuple[float, ...], tuple[float, ...], float]] = {}
+SOLVED_MAX = 4096
+
+
 def solve_servers(group: list[Server], cores: float) -> tuple[float, list[float], list[float], float]:
-    """:func:`processor_sharing_throughput` of the servers :func:`servers` returned."""
-    return processor_sharing_throughput([g.cpu_s for g in group], [g.wait_s for g in group],
-                                        [g.threads for g in group], cores, feeders=[g.feeder for g in group],
-                                        helper_s=[g.helper_s for g in group])
+    """:func:`processor_sharing_throughput` of the servers :func:`servers` returned (memoised)."""
+    key = (cores, tuple((g.cpu_s, g.wait_s, g.threads, g.feeder, g.helper_s) for g in group))
+    hit = _SOLVED.get(key)
+    if hit is None:
+        x, caps, util, phi = processor_sharing_throughput(
+            [g.cpu_s for g in group], [g.wait_s for g in group], [g.threads for g in group], cores,
+            feeders=[g.feeder for g in group], helper_s=[g.helper_s for g in group])
+        if len(_SOLVED) >= SOLVED_MAX:
+            _SOLVED.clear()
+        hit = _SOLVED[key] = (x, tuple(caps), tuple(util), phi)
+    return hit[0], list(hit[1]), list(hit[2]), hit[3]
 
 
 def memory_mb(model: PipelineModel, config: Mapping[str, int]) -> tuple[float, list[float]]:

@@ -50,16 +50,20 @@ class Problem:
     budget: float | None = None
     objective: str = "throughput-per-usd"
     unit_vcpus: np.ndarray | None = None  # (units,) vCPUs of the unit's whole node type
+    _lower_bound: float | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def unit_price(self) -> np.ndarray:
         return self.type_price[self.unit_type] * self.unit_frac
 
     def lower_bound_cost(self) -> float:
-        """Dollars per hour if every job ran on its cheapest rows at full use (no integrality)."""
-        with np.errstate(divide="ignore"):
-            per_row = np.where(self.rows > 0, self.unit_price[None, :] / np.maximum(self.rows, 1e-12), np.inf)
-        return float(np.sum(self.demand * per_row.min(axis=1)))
+        """Dollars per hour if every job ran on its cheapest rows at full use (no integrality);
+        worked out once (every episode's score divides by it, and the table does not change)."""
+        if self._lower_bound is None:
+            with np.errstate(divide="ignore"):
+                per_row = np.where(self.rows > 0, self.unit_price[None, :] / np.maximum(self.rows, 1e-12), np.inf)
+            self._lower_bound = float(np.sum(self.demand * per_row.min(axis=1)))
+        return self._lower_bound
 
 
 class State:
@@ -256,24 +260,58 @@ def _costs(p: Problem, shares: np.ndarray) -> tuple[float, float, float]:
     return float(nodes @ p.type_price), float(nodes.sum()), float(shares @ p.type_price)
 
 
+def _additions_table(p: Problem, j: int, adds: list[tuple[int, ...]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per addition of ``adds``: the rows it gives job ``j``, and the node shares per type of its
+    first and of its second unit (zeros where it has none), so ``shares + first + second`` adds them
+    in the order :func:`recover` does."""
+    n, types = len(adds), len(p.type_price)
+    rows, first, second = np.zeros(n), np.zeros((n, types)), np.zeros((n, types))
+    for i, add in enumerate(adds):
+        for k, v in enumerate(add):
+            rows[i] += p.rows[j, v]
+            (first if k == 0 else second)[i, p.unit_type[v]] = p.unit_frac[v]
+    return rows, first, second
+
+
+def _candidates(p: Problem, j: int, shares: np.ndarray, supply: float, table: tuple[np.ndarray, np.ndarray, np.ndarray],
+                current: tuple[float, float]) -> np.ndarray:
+    """The additions (indices, in order) that may pass :func:`recover`'s test after a removal left
+    ``shares`` and ``supply``: every addition that passes is among them (the dollar sums, which a
+    matrix product may round differently, get a margin), and recover tests each exactly."""
+    rows, first, second = table
+    trial = (shares[None, :] + first) + second
+    nodes = np.ceil(trial - 1e-9)
+    cost, used = nodes @ p.type_price, trial @ p.type_price
+    slack = 1e-6 * max(1.0, abs(current[0]))
+    ok = (supply + rows >= p.demand[j] * (1 - 1e-9) - slack) & (nodes.sum(axis=1) <= p.max_nodes + 0.5)
+    if p.budget is not None:
+        ok &= cost <= p.budget * (1 + 1e-9) + slack
+    ok &= (cost < current[0] - 1e-9 + slack) | ((cost <= current[0] + 1e-9 + slack) & (used < current[1] - 1e-9 + slack))
+    return np.flatnonzero(ok)
+
+
 def recover(state: State) -> State | None:
     """One re-cover move, or None: take one to three units from a job and give it at most two others,
     any types and shares, so that the job stays fed and the plan (every job fed) costs less, or
     costs the same in whole nodes and uses fewer paid-for shares (which frees room in a node that
     a later move fills). This turns a whole node into a half and a quarter, or two or three units
-    into one, which single swaps miss."""
+    into one, which single swaps miss. The first such move in a fixed order (jobs, removals,
+    additions); the additions are screened together (:func:`_candidates`) and the few left tested
+    one by one."""
     p = state.p
     if p.objective == "max-throughput" or not bool(state.fed.all()):
         return None
     current = _costs(p, state.shares)[0::2]
     for j in range(p.rows.shape[0]):
         adds = _pair_additions(p, j)
+        table = _additions_table(p, j, adds)
         for removal in _removals(state.counts[j]):
             shares, supply = state.shares.copy(), state.supply[j]
             for u in removal:
                 shares[p.unit_type[u]] -= p.unit_frac[u]
                 supply -= p.rows[j, u]
-            for add in adds:
+            for i in _candidates(p, j, shares, supply, table, current):
+                add = adds[i]
                 if removal == add or supply + sum(p.rows[j, v] for v in add) < p.demand[j] * (1 - 1e-9):
                     continue
                 trial = shares.copy()

@@ -12,7 +12,14 @@ simulator).
 
 :class:`NodeTable` memoises the result per pipeline, unit size and family speed, so a node type
 that appears in many plans (or in many jobs with the same pipeline) is tuned once. Its other methods give
-what the baselines use: AUTOTUNE's configuration, and the exhaustive grid (the oracle).
+what the baselines use: AUTOTUNE's configuration, and the exhaustive grid (the oracle). With
+``processes`` > 1 it tunes what a planning table lacks in forked processes
+(:mod:`optimizers.intunex.node_pool`): each tuning is deterministic and independent of the others,
+so the table is the same.
+
+Within one tuning, the simulator's results (by configuration) and the masker's answers
+(:class:`TuningMasker`: safety and action targets, by configuration) are memoised: the agent's
+ranking, its observation and the polish visit the same configurations many times.
 """
 
 from __future__ import annotations
@@ -68,6 +75,32 @@ def simulate(model: PipelineModel, config: Config, node: Node) -> Measurement:
     return hit
 
 
+class TuningMasker(Masker):
+    """InTune's masker with each configuration's safety and action targets memoised: within one
+    tuning the space, node and model are fixed and nothing is learnt (no measured memory, no
+    failure), so both are functions of the configuration alone. The lists it returns are shared:
+    read them, do not change them."""
+
+    def __init__(self, space: KnobSpace, node: Node, belief: PipelineModel, memory_margin: float = MEMORY_MARGIN):
+        super().__init__(space, node, belief, memory_margin)
+        self._safe: dict[tuple, bool] = {}
+        self._targets: dict[tuple, list[Config | None]] = {}
+
+    def safe(self, config: Config) -> bool:
+        key = self.key(config)
+        hit = self._safe.get(key)
+        if hit is None:
+            hit = self._safe[key] = super().safe(config)
+        return hit
+
+    def targets(self, config: Config) -> list[Config | None]:
+        key = self.key(config)
+        hit = self._targets.get(key)
+        if hit is None:
+            hit = self._targets[key] = super().targets(config)
+        return hit
+
+
 def _score(model: PipelineModel, config: Config, node: Node, masker: Masker) -> float:
     return simulate(model, config, node).score if masker.safe(config) else -math.inf
 
@@ -115,16 +148,17 @@ def polish(model: PipelineModel, node: Node, masker: Masker, start: Config, max_
 
 
 def ranked_move(agent: MaskedDQN, obs, model: PipelineModel, space: KnobSpace, node: Node, config: Config,
-                mask) -> int:
+                mask, targets: list[Config | None] | None = None) -> int:
     """InTune's ranking of the valid actions (``optimizers.intune.phases.step.rank_moves``): the
     shipped agent's Q-value, a gamma-0 residual over the model's predicted log gain, plus that
-    gain (``MODEL_WEIGHT`` times it); "stop" is ranked by its Q-value alone. The top action."""
+    gain (``MODEL_WEIGHT`` times it); "stop" is ranked by its Q-value alone. The top action.
+    ``targets`` (optional): each action's configuration from ``config``, as the masker gave them."""
     q = agent.q_values(obs).astype(float)
     base_x = max(simulate(model, config, node).rows_per_s, 1e-9)
     valid = np.flatnonzero(mask)
     for a in valid:
         if a != STOP:
-            target = apply_action(space, config, ACTIONS[a])
+            target = targets[a] if targets is not None else apply_action(space, config, ACTIONS[a])
             assert target is not None
             q[a] += MODEL_WEIGHT * math.log(max(simulate(model, target, node).rows_per_s, 1e-9) / base_x)
     return int(valid[np.argmax(q[valid])])
@@ -143,7 +177,7 @@ def agent_rollout(agent: MaskedDQN, model: PipelineModel, space: KnobSpace, node
         mask = masker.mask(config, exclude=visited)
         if not mask.any():
             break
-        action = ranked_move(agent, obs, model, space, node, config, mask)
+        action = ranked_move(agent, obs, model, space, node, config, mask, masker.targets(config))
         if action == STOP:
             break
         new = apply_action(space, config, ACTIONS[action])
@@ -169,7 +203,7 @@ def tune_node(agent: MaskedDQN, model: PipelineModel, space: KnobSpace, node: No
 
 def _tune_node(agent: MaskedDQN, model: PipelineModel, space: KnobSpace, node: Node) -> NodeChoice:
     check_layout(space)
-    masker = Masker(space, node, model, MEMORY_MARGIN)
+    masker = TuningMasker(space, node, model, MEMORY_MARGIN)
     starts = [space.initial(), hill_climb(model, space, node)[0]]
     start = max(starts, key=lambda c: _score(model, c, node, masker))
     if not masker.safe(start):
@@ -226,14 +260,36 @@ def exhaustive_node(model: PipelineModel, space: KnobSpace, node: Node) -> NodeC
 class NodeTable:
     """Per job and unit: the chosen configuration and the rows/s it delivers, per method."""
 
-    def __init__(self, cluster: ClusterModel, agent: MaskedDQN | None = None):
+    def __init__(self, cluster: ClusterModel, agent: MaskedDQN | None = None, processes: int = 1):
         self.cluster = cluster
         self.agent = agent
+        #: Processes that fill the table (:meth:`fill_units`); 1 tunes in this process.
+        self.processes = processes
         self._memo: dict[tuple, NodeChoice | None] = {}
+
+    def fill_units(self, units: list[Unit], method: str) -> "NodeTable":
+        """Tune every job on every unit of ``units`` with ``method`` that the table lacks, in
+        ``processes`` processes (:mod:`optimizers.intunex.node_pool`); the choices are the same
+        as the serial loop's."""
+        from optimizers.intunex.node_pool import tune_parallel
+
+        for key, sent in tune_parallel(self, units, method, self.processes).items():
+            self._memo[key] = None if sent is None else NodeChoice(dict(sent[0]), *sent[1:])
+        return self
+
+    def known(self, key: tuple) -> bool:
+        """Whether the table holds the choice of memo key ``key`` (:meth:`key`)."""
+        return key in self._memo
+
+    def key(self, job: JobModel, unit: Unit, method: str) -> tuple:
+        """The memo's key: one tuning per method, pipeline, unit size and family speed."""
+        node = unit.node
+        return method, job.key, node.vcpus, round(node.ram_gib, 6), self.cluster.speed(unit)
 
     def fill(self, methods: tuple[str, ...] = ("intunex", "autotune")) -> "NodeTable":
         """Compute every job's choice on every unit for ``methods`` (the cluster profile)."""
         for method in methods:
+            self.fill_units(self.cluster.units(), method)
             for job in self.cluster.jobs:
                 for unit in self.cluster.units():
                     self.choice(job, unit, method)
@@ -264,7 +320,7 @@ class NodeTable:
     def choice(self, job: JobModel, unit: Unit, method: str = "intunex") -> NodeChoice | None:
         """The unit's configuration for ``job`` (None if the pipeline cannot run on the unit)."""
         node = unit.node
-        key = (method, job.key, node.vcpus, round(node.ram_gib, 6), self.cluster.speed(unit))
+        key = self.key(job, unit, method)
         if key not in self._memo:
             space = self.cluster.space(job, unit)
             pipeline = self.cluster.pipeline_on(job, unit)

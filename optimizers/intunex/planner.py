@@ -67,6 +67,7 @@ def planning_table(cluster: ClusterModel, nodes: NodeTable, method: str, objecti
     units = units if units is not None else cluster.units()
     names = sorted({u.itype.name for u in units})
     price = {t.name: t.usd_per_hour for t in cluster.types}
+    nodes.fill_units(units, method)
     rows = np.array([[nodes.rows(job, u, method) for u in units] for job in cluster.jobs])
     problem = Problem(rows, np.array([j.demand_rows_per_s for j in cluster.jobs]),
                       np.array([names.index(u.itype.name) for u in units]), np.array([u.fraction for u in units]),
@@ -159,7 +160,7 @@ def speed_band_check(cluster: ClusterModel, nodes: NodeTable, policy: LinearPoli
     out: dict[str, Any] = {"tolerance": tolerance, "ends": {}}
     for end, speeds in bands.items():
         other = replace(cluster, speeds={**cluster.speeds, **speeds})
-        table = NodeTable(other, nodes.agent)
+        table = NodeTable(other, nodes.agent, nodes.processes)
         table._memo = nodes._memo  # noqa: SLF001  the memo is keyed by family speed, so choices carry over
         alternative = plan_intunex(other, table, policy, seed=seed)
         held = other.evaluate(plan.assignment)

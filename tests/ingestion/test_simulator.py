@@ -241,3 +241,31 @@ def test_helper_cpu_round_trips_through_json_and_old_json_has_none():
     for s in old["stages"]:
         del s["helper_cpu_s_per_row"]
     assert PipelineModel.from_json(old).stage("parse").helper_cpu_s_per_row == 0.0
+
+
+def test_solved_fixed_points_are_reused_and_callers_get_their_own_lists():
+    """Configurations that differ only in a buffer share the servers' fixed point; a caller that
+    changes the lists it got back does not change what the next caller gets."""
+    from ingestion.simulator import servers, solve_servers
+
+    node = SIM_NODES[32]
+    model, space = random_pipeline(np.random.default_rng(2), "parse"), dlrm_like_space(node)
+    config = space.initial()
+    first = solve_servers(servers(model, config), 32.0)
+    first[1][0] = -1.0
+    again = solve_servers(servers(model, config), 32.0)
+    assert again[1][0] > 0 and again[0] == first[0]
+    bigger = {**config, "prefetch": 8 if config["prefetch"] != 8 else 16}
+    assert solve_servers(servers(model, bigger), 32.0) == again  # a buffer does not change the servers
+    burst = model.burstiness
+    ratio = simulate(model, bigger, node).rows_per_s / simulate(model, config, node).rows_per_s
+    assert ratio == pytest.approx((1 - burst / (1 + bigger["prefetch"])) / (1 - burst / (1 + config["prefetch"])))
+
+
+def test_a_feeder_must_come_before_the_stage_it_feeds():
+    from ingestion.simulator import processor_sharing_throughput
+
+    x, caps, _, _ = processor_sharing_throughput([1e-3, 1e-3], [0.0, 0.0], [1.0, 2.0], 4.0, feeders=[None, 0])
+    assert x == pytest.approx(min(caps)) and caps[1] == pytest.approx(2 / 2e-3)
+    with pytest.raises(ValueError, match="feeder"):
+        processor_sharing_throughput([1e-3, 1e-3], [0.0, 0.0], [2.0, 1.0], 4.0, feeders=[1, None])
