@@ -79,12 +79,14 @@ def batches_for(workload: "Workload") -> tuple[int, ...]:
 
 PILOT_ACTORS = (16, 16, 8, 8, 4, 2, 1, 1)
 #: The most functions a cost-objective pilot starts (:class:`PilotPlan`). Every function the
-#: pilot's first iteration starts is a cold start, and Lambda bills INIT: on CartPole at
-#: 1,769 MB the first iteration's eight cold functions were most of a fresh profile's cost.
-#: Cost plans chose 1-4 functions in 150 of the 151 cost-objective runs recorded under
-#: ``benchmarks/results/`` (one Pendulum run chose 8), so a cost pilot measures up to 4 and the
-#: fit's ``log2(actors)`` term extrapolates above it.
-COST_PILOT_TOP_ACTORS = 4
+#: pilot's first iteration starts is a cold start, and Lambda bills INIT: at 1,769 MB one costs
+#: about $1e-5, 7% of a CartPole run. A function the run does not keep is tuning the user pays
+#: for; cost plans chose 1-2 functions in 127 of the 151 cost-objective runs recorded under
+#: ``benchmarks/results/``. The cost plan does not plan more functions than its pilot visited
+#: (:meth:`optimizers.seraph.job.SeraphJob.search_space`). On CartPole, seeds 0-2 (modelled): a
+#: pilot of 4, 4, 2, 1 put tuning at 14% of the saving over the static default; 2, 2, 1 with the
+#: cap at 0.4%, at the same env steps.
+COST_PILOT_TOP_ACTORS = 2
 #: How often the pilot visits its first function count: cold, then warm (see :func:`pilot_schedule`).
 PILOT_VISITS_PER_COUNT = 2
 #: The fewest iterations the pilot runs: the performance model fits no fewer rows, and a

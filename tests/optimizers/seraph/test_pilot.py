@@ -198,9 +198,9 @@ def test_a_cost_pilot_starts_few_cold_functions_and_its_profile_serves_no_speed_
     workload = workload_for("LunarLander-v3", None, steps_per_env=128)  # batches of 2,048 and up: room for 16
     cost = PilotPlan(cost_stop_mb=1769, top_actors=COST_PILOT_TOP_ACTORS)
     speed = PilotPlan()
-    assert [s.actors for s in cost.schedule(workload)] == [4, 4, 2, 1]
+    assert [s.actors for s in cost.schedule(workload)] == [2, 2, 1]
     assert max(s.actors for s in speed.schedule(workload)) == 16
-    assert [s.actors for s in PilotPlan(min_actors=8, top_actors=4).schedule(workload)] == [8, 8, 8]  # the floor wins
+    assert [s.actors for s in PilotPlan(min_actors=8, top_actors=2).schedule(workload)] == [8, 8, 8]  # the floor wins
 
     def profile_of(plan: PilotPlan) -> Profile:
         return Profile(workload={}, backend="local", hardware="h", observations=[], noise=ProfileNoise(),
@@ -228,3 +228,19 @@ def test_the_thread_timing_measures_each_count_against_one_thread() -> None:
     assert torch.get_num_threads() == before
     alone = measure_thread_scaling(workload_for("CartPole-v1", None), 512, counts=())
     assert alone.scaling.speedups == ((1, 1.0),) and alone.vm_s == 0.0
+
+
+def test_the_cost_plan_does_not_plan_more_functions_than_its_pilot_visited() -> None:
+    from optimizers.seraph import SeraphJob, SeraphRequest
+    from optimizers.seraph.workload_profile import PilotSummary, Profile, ProfileNoise
+
+    def profile(top: int) -> Profile:
+        schedule = tuple(RunShape(a, BASE_MEMORY_MB, 1024) for a in (top, top, 1))
+        return Profile(workload={}, backend="local", hardware="h", observations=[], noise=ProfileNoise(),
+                       pilot=PilotSummary(schedule=schedule), memory_sweep=[BASE_MEMORY_MB])
+
+    cost = SeraphJob.of(SeraphRequest("CartPole-v1", 475, objective="cost"))
+    speed = SeraphJob.of(SeraphRequest("CartPole-v1", 475, objective="speed"))
+    assert max(cost.search_space(profile(2)).actors) == 2
+    assert max(cost.search_space(profile(16)).actors) == 16  # a wider profile serves it: measured up to 16
+    assert max(speed.search_space(profile(2)).actors) == 256  # speed extrapolates up: wide layouts pay in time
