@@ -110,7 +110,7 @@ def traced(call: Callable[[], Any]) -> tuple[Any, list[Event]]:
         value = call()
     finally:
         sys.setprofile(None)
-    return value, events[:-1] if events and events[-1].name == "traced" else events
+    return value, events
 
 
 def report(engine: str, stops: list[Stop]) -> str:
