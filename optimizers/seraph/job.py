@@ -11,7 +11,7 @@ the job; none of them works any of it out again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +28,9 @@ from optimizers.seraph.search import Constraints
 from optimizers.seraph.space import DEFAULT_ACTOR_COUNTS, DEFAULT_MEMORY_SWEEP, SearchSpace
 
 if TYPE_CHECKING:
+    from optimizers.seraph.references import EnvReferences
     from serverless.backends.faults import FaultSpec
+    from serverless.presets import Preset
     from optimizers.seraph.workload_profile import Profile
 
 
@@ -49,11 +51,14 @@ class SeraphJob:
 
     @classmethod
     def of(cls, request: SeraphRequest, price_table: Path | None = None) -> "SeraphJob":
-        """The job ``request`` asks for (reads the reference files and the price table once)."""
+        """The job ``request`` asks for: the env's preset looked up, its reference files and the
+        price table read, and its workload built, once each."""
+        from optimizers.seraph.references import EnvReferences
         from serverless.presets import preset_for
 
-        layout = layout_of(request)
-        workload = workload_of(request, layout)
+        preset = preset_for(request.env_id)
+        references = EnvReferences.read(request.env_id)
+        layout, workload = layout_and_workload(request, preset, references)
         return cls(
             request=request,
             layout=layout,
@@ -61,9 +66,9 @@ class SeraphJob:
             pilot=pilot_plan_of(request, layout),
             objective=request.objective_obj(),
             constraints=Constraints(request.deadline_s, request.budget_usd),
-            prices=prices_for(workload.architecture, price_table, request.backend, request.backend_options),
-            reference=reference_for(workload.env_id, workload.max_steps, preset_for(workload.env_id).batch, workload.steps_per_env),
-            episode_steps=episode_time_limit(workload.env_id),
+            prices=prices_for(request.architecture, price_table, request.backend, request.backend_options),
+            reference=reference_for(request.env_id, workload.max_steps, preset.batch, layout.steps_per_env, references),
+            episode_steps=episode_time_limit(request.env_id),
             faults=request.faults,
         )
 
@@ -97,29 +102,24 @@ class SeraphJob:
         }
 
 
-def layout_of(request: SeraphRequest) -> LayoutChoice:
-    """The rollout layout the run pilots and trains at (:mod:`optimizers.seraph.layout`):
-    the one the request fixes, else the baseline's unless references show better."""
+def layout_and_workload(request: SeraphRequest, preset: Preset, references: EnvReferences) -> tuple[LayoutChoice, Workload]:
+    """The rollout layout the run pilots and trains at (:mod:`optimizers.seraph.layout`): the
+    one the request fixes, else the baseline's unless references show better; and the workload
+    a profile is about (env, PPO preset, step cap, architecture, layout), built once. At the
+    baseline's layout the search keeps the baseline's batch: another batch there has no
+    measured steps to the target."""
     base = request.baseline_config
+    steps = DEFAULT_STEPS_PER_ENV if request.steps_per_env is None else request.steps_per_env
+    workload = workload_for(request.env_id, request.max_steps, request.architecture, steps,
+                            env_kwargs=request.env_kwargs, preset=preset)
     if request.steps_per_env is not None:
-        fixed = workload_for(request.env_id, request.max_steps, request.architecture, request.steps_per_env,
-                             env_kwargs=request.env_kwargs)
-        return fixed_layout(request.env_id, base, request.steps_per_env, pilot_batch(fixed))
-    slots = workload_for(request.env_id, request.max_steps, request.architecture, DEFAULT_STEPS_PER_ENV,
-                         env_kwargs=request.env_kwargs)
-    return choose_layout(request.env_id, base, DEFAULT_STEPS_PER_ENV, batches_for(slots))
-
-
-def workload_of(request: SeraphRequest, layout: LayoutChoice) -> Workload:
-    """The workload a profile is about (env, PPO preset, step cap, architecture, layout).
-    At the baseline's layout the search keeps the baseline's batch: another batch there
-    has no measured steps to the target."""
-    if request.steps_per_env is not None:
-        return workload_for(request.env_id, request.max_steps, request.architecture, request.steps_per_env,
-                            env_kwargs=request.env_kwargs)
+        batch = pilot_batch(workload, preset, references)
+        return fixed_layout(request.env_id, base, steps, batch, references), workload
+    layout = choose_layout(request.env_id, base, steps, batches_for(workload, preset), references)
     batches = (layout.batch,) if layout.at_baseline else layout.batches
-    return workload_for(request.env_id, request.max_steps, request.architecture, layout.steps_per_env, batches,
-                        request.env_kwargs)
+    # the same workload at the chosen layout: only the slot length and the batches differ
+    ppo = {**workload.ppo, "steps_per_env": layout.steps_per_env}
+    return layout, replace(workload, ppo=ppo, batches=tuple(batches))
 
 
 def pilot_plan_of(request: SeraphRequest, layout: LayoutChoice) -> PilotPlan:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from core.json_edge import JsonObject
 from optimizers.seraph.baseline import BaselineConfig
-from optimizers.seraph.references import ReferenceEntry
+from optimizers.seraph.references import EnvReferences, ReferenceEntry
 
 
 @dataclass(frozen=True)
@@ -92,11 +92,9 @@ class LayoutChoice:
         }
 
 
-def _layout_entry(env_id: str, steps_per_env: int) -> ReferenceEntry | None:
-    """The committed references of ``env_id`` measured at slots of ``steps_per_env``, or None."""
-    from optimizers.seraph.references import load_references
-
-    entry = load_references(steps_per_env=steps_per_env).get(env_id)
+def _layout_entry(references: EnvReferences, steps_per_env: int) -> ReferenceEntry | None:
+    """The env's references measured at slots of ``steps_per_env``, or None."""
+    entry = references.entries.get(steps_per_env)
     if entry is None or int(entry.get("steps_per_env", 0) or 0) != steps_per_env:
         return None
     return entry
@@ -110,20 +108,24 @@ def _runs_by_batch(entry: ReferenceEntry) -> dict[int, list[float]]:
     return runs
 
 
-def reference_runs(env_id: str, batch: int, steps_per_env: int) -> LayoutRuns | None:
+def reference_runs(env_id: str, batch: int, steps_per_env: int, references: EnvReferences | None = None) -> LayoutRuns | None:
     """The measured runs of ``env_id`` at exactly this layout (any function count up to the
-    slot count trains the same), or None."""
-    entry = _layout_entry(env_id, steps_per_env)
+    slot count trains the same), or None. ``references``: the env's, read already (else read here)."""
+    entry = _layout_entry(_read(env_id, references), steps_per_env)
     steps = tuple(_runs_by_batch(entry).get(batch, ())) if entry else ()
     return LayoutRuns(batch, steps_per_env, steps, entry["source"]) if steps else None
 
 
-def _slot_runs(env_id: str, steps_per_env: int, batches: tuple[int, ...]) -> LayoutRuns | None:
+def _read(env_id: str, references: EnvReferences | None) -> EnvReferences:
+    """``references`` when given, else the env's committed ones."""
+    return EnvReferences.read(env_id) if references is None else references
+
+
+def _slot_runs(entry: ReferenceEntry | None, steps_per_env: int, batches: tuple[int, ...]) -> LayoutRuns | None:
     """The runs of the slot layout's pilot batch: the reference batch with the fewest median
     env steps, or the largest one tied with it, and the runs of every tied batch pooled."""
     from optimizers.seraph.stats import steps_tied_batches
 
-    entry = _layout_entry(env_id, steps_per_env)
     if entry is None:
         return None
     runs = {b: r for b, r in _runs_by_batch(entry).items() if b in batches}
@@ -134,21 +136,23 @@ def _slot_runs(env_id: str, steps_per_env: int, batches: tuple[int, ...]) -> Lay
     return LayoutRuns(max(tied), steps_per_env, pooled, entry["source"])
 
 
-def _referenced_batches(env_id: str, steps_per_env: int) -> tuple[int, ...]:
-    """The batches with reference runs of ``env_id`` at slots of ``steps_per_env``."""
-    entry = _layout_entry(env_id, steps_per_env)
+def _referenced_batches(entry: ReferenceEntry | None) -> tuple[int, ...]:
+    """The batches an entry has reference runs at."""
     return tuple(sorted(_runs_by_batch(entry))) if entry else ()
 
 
-def choose_layout(env_id: str, baseline: BaselineConfig, slot_steps: int, slot_batches: tuple[int, ...]) -> LayoutChoice:
-    """The layout to pilot and train at (see the module's docstring)."""
-    from optimizers.seraph.references import reference_slot_lengths
+def choose_layout(env_id: str, baseline: BaselineConfig, slot_steps: int, slot_batches: tuple[int, ...],
+                  references: EnvReferences | None = None) -> LayoutChoice:
+    """The layout to pilot and train at (see the module's docstring). ``references``: the
+    env's, read already (:class:`~optimizers.seraph.references.EnvReferences`; else read here)."""
     from optimizers.seraph.stats import STEPS_TIE_P, rank_sum_p
 
-    base = reference_runs(env_id, baseline.batch, baseline.steps_per_env)
-    others = [n for n in reference_slot_lengths(env_id) if n not in (slot_steps, baseline.steps_per_env)]
-    candidates = [(slot_steps, slot_batches)] + [(n, _referenced_batches(env_id, n)) for n in others]
-    runs = [(n, batches, r) for n, batches in candidates if (r := _slot_runs(env_id, n, batches)) is not None]
+    refs = _read(env_id, references)
+    base = reference_runs(env_id, baseline.batch, baseline.steps_per_env, refs)
+    others = [n for n in refs.slot_lengths if n not in (slot_steps, baseline.steps_per_env)]
+    candidates = [(slot_steps, slot_batches)] + [(n, _referenced_batches(_layout_entry(refs, n))) for n in others]
+    runs = [(n, batches, r) for n, batches in candidates
+            if (r := _slot_runs(_layout_entry(refs, n), n, batches)) is not None]
     stay = f"the baseline's layout (batch {baseline.batch}, {baseline.steps_per_env} steps per env)"
     if not runs:
         why = "no reference runs" if base is None else f"no reference runs with slots of {slot_steps} steps"
@@ -182,10 +186,12 @@ def choose_layout(env_id: str, baseline: BaselineConfig, slot_steps: int, slot_b
     )
 
 
-def fixed_layout(env_id: str, baseline: BaselineConfig, steps_per_env: int, batch: int) -> LayoutChoice:
+def fixed_layout(env_id: str, baseline: BaselineConfig, steps_per_env: int, batch: int,
+                 references: EnvReferences | None = None) -> LayoutChoice:
     """A layout the user fixed (``--steps-per-env``); the baseline's runs still inform the plan."""
+    runs = reference_runs(env_id, baseline.batch, baseline.steps_per_env, references)
     return LayoutChoice(
         batch, steps_per_env, (batch, steps_per_env) == baseline.layout,
-        f"fixed by the request: {steps_per_env} steps per env", reference_runs(env_id, baseline.batch, baseline.steps_per_env),
+        f"fixed by the request: {steps_per_env} steps per env", runs,
         None, None, True,
     )

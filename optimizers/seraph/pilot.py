@@ -47,6 +47,8 @@ from optimizers.seraph.defaults import DEFAULT_STEPS_PER_ENV
 from core.paths import hardware_fingerprint
 
 if TYPE_CHECKING:
+    from optimizers.seraph.references import EnvReferences
+    from serverless.presets import Preset
     from serverless.rollout_batch import RolloutSummary
 
 BASE_MEMORY_MB = 1769  # one vCPU: where the concurrency and batch sweeps run
@@ -63,18 +65,18 @@ BATCHES: dict[str, tuple[int, ...]] = {
 }
 
 
-def batches_for(workload: "Workload") -> tuple[int, ...]:
+def batches_for(workload: "Workload", preset: "Preset | None" = None) -> tuple[int, ...]:
     """The batch sizes to search: the workload's own (at the baseline's layout, its batch),
-    else the env's set (else the preset's batch x 1/4 .. 4, plus 4,000), without batches under two PPO minibatches (the noise probe needs two sizes)."""
+    else the env's set (else the preset's batch x 1/4 .. 4, plus 4,000), without batches under two PPO minibatches (the noise probe needs two sizes).
+    ``preset``: the env's (:func:`serverless.presets.preset_for`), looked up already (else looked up here)."""
     from serverless.presets import preset_for
 
     batches = workload.batches or BATCHES.get(workload.env_id)
     if batches is None:
-        base = preset_for(workload.env_id).batch
+        base = (preset or preset_for(workload.env_id)).batch
         batches = tuple(sorted({4000, *(int(base * f) for f in (0.25, 0.5, 1, 2, 4))}))
     mb = int(workload.ppo.get("minibatch_size", 64))
     return tuple(b for b in batches if b >= 2 * mb)
-
 
 
 PILOT_ACTORS = (16, 16, 8, 8, 4, 2, 1, 1)
@@ -151,7 +153,7 @@ def pilot_schedule(batch: int, steps_per_env: int = 0, min_actors: int = 1,
     return [RunShape(a, BASE_MEMORY_MB, batch) for a in kept]
 
 
-def pilot_batch(workload: "Workload") -> int:
+def pilot_batch(workload: "Workload", preset: "Preset | None" = None, references: "EnvReferences | None" = None) -> int:
     """The batch the pilot trains at, where the plan most often lands, so that the run
     usually continues at the pilot's batch (a change of batch during training costs env
     steps; see the module's docstring). Of the batches the search considers, the one
@@ -160,22 +162,23 @@ def pilot_batch(workload: "Workload") -> int:
     (:func:`~optimizers.seraph.stats.steps_tied_batches`): at equal env steps a larger
     batch takes fewer iterations, so less per-iteration overhead in time and price.
     Without references for the env, the preset's batch if the search has it, else the
-    smallest."""
+    smallest. ``preset`` and ``references``: the env's, looked up and read already (else here)."""
     from optimizers.seraph.stats import steps_tied_batches
     from optimizers.seraph.references import measured_reference
     from serverless.presets import preset_for
 
-    batches = batches_for(workload)
+    batches = batches_for(workload, preset)
     if len(batches) == 1:
         return batches[0]
-    measured = measured_reference(workload.env_id, workload.steps_per_env)
+    measured = (measured_reference(workload.env_id, workload.steps_per_env) if references is None
+                else references.measured(workload.steps_per_env))
     points = {int(b): float(e) for b, e in measured["points"]} if measured else {}
     known = [b for b in batches if b in points]
     if known:
         runs = {b: [float(r["env_steps"]) for r in measured.get("runs", []) if int(r["batch"]) == b] for b in known}
         return max(steps_tied_batches({b: points[b] for b in known}, runs))
-    preset = preset_for(workload.env_id).batch
-    return preset if preset in batches else min(batches)
+    batch = (preset or preset_for(workload.env_id)).batch
+    return batch if batch in batches else min(batches)
 
 
 def noise_probe_every(workload: "Workload", every: int) -> int:
@@ -597,7 +600,7 @@ def serves(cached: Profile, plan: PilotPlan, workload: "Workload") -> bool:
 
 def workload_for(
     env_id: str, max_steps: int | None, architecture: str = "x86_64", steps_per_env: int = DEFAULT_STEPS_PER_ENV,
-    batches: tuple[int, ...] = (), env_kwargs: dict[str, Any] | None = None,
+    batches: tuple[int, ...] = (), env_kwargs: dict[str, Any] | None = None, preset: "Preset | None" = None,
 ) -> Workload:
     """The workload the trainer's preset defines for ``env_id`` (PPO settings included).
 
@@ -606,11 +609,12 @@ def workload_for(
     ``steps_per_env`` > 0 splits every batch into env slots (``PPOConfig.steps_per_env``;
     default :data:`DEFAULT_STEPS_PER_ENV`), 0 gives one env per function. ``batches``
     narrows the search to those batches (at the baseline's layout, its own).
-    ``env_kwargs`` go to ``gymnasium.make`` and into the profile's key.
+    ``env_kwargs`` go to ``gymnasium.make`` and into the profile's key. ``preset``: the
+    env's (:func:`serverless.presets.preset_for`), looked up already (else looked up here).
     """
     from serverless.presets import preset_for
 
-    preset = preset_for(env_id)
+    preset = preset_for(env_id) if preset is None else preset
     steps = max_steps if max_steps is not None else 3 * preset.max_steps
     ppo = replace(preset.ppo, steps_per_env=steps_per_env).to_dict()
     return Workload(env_id=env_id, max_steps=int(steps), ppo=ppo, architecture=architecture, batches=tuple(batches),

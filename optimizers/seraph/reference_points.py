@@ -10,7 +10,12 @@ assumes half of ``max_steps``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 from core.json_edge import JsonObject
+
+if TYPE_CHECKING:
+    from optimizers.seraph.references import EnvReferences
 
 
 @dataclass(frozen=True)
@@ -54,13 +59,15 @@ REFERENCES: dict[str, Reference] = {
 }
 
 
-def reference_for(env_id: str, max_steps: int, batch: int, steps_per_env: int = 0) -> Reference:
+def reference_for(env_id: str, max_steps: int, batch: int, steps_per_env: int = 0,
+                  references: "EnvReferences | None" = None) -> Reference:
     """The measured references of ``env_id`` at the slot length ``steps_per_env``
-    (:func:`optimizers.seraph.references.measured_reference`), else the built-in points,
-    else half of ``max_steps`` at ``batch``."""
-    from optimizers.seraph.references import ignoring_references, measured_reference
+    (:meth:`optimizers.seraph.references.EnvReferences.measured`; ``references``: the env's,
+    read already, else read here), else the built-in points, else half of ``max_steps`` at ``batch``."""
+    from optimizers.seraph.references import EnvReferences, ignoring_references
 
-    measured = measured_reference(env_id, steps_per_env)
+    refs = EnvReferences.read(env_id, (steps_per_env, 0)) if references is None else references
+    measured = refs.measured(steps_per_env)
     if measured is not None:
         return Reference(
             points=tuple((int(b), float(e)) for b, e in measured["points"]),

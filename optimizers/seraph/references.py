@@ -36,8 +36,9 @@ import os
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, TypedDict
+from typing import Iterable, Iterator, Mapping, TypedDict
 
 from core.errors import UserError
 from core.results import write_json
@@ -75,12 +76,17 @@ def references_path(steps_per_env: int = 0) -> Path:
 
 def reference_slot_lengths(env_id: str) -> tuple[int, ...]:
     """The slot lengths with committed reference runs of ``env_id`` (``references-spe<N>.json``)."""
-    lengths = []
+    return EnvReferences.read(env_id).slot_lengths
+
+
+def _slot_files() -> dict[int, Path]:
+    """The committed references files measured with env slots, by slot length."""
+    files = {}
     for path in REFERENCES_PATH.parent.glob("references-spe*.json"):
         n = path.stem.removeprefix("references-spe")
-        if n.isdigit() and env_id in load_references(path):
-            lengths.append(int(n))
-    return tuple(sorted(lengths))
+        if n.isdigit():
+            files[int(n)] = path
+    return files
 
 
 class ReferenceRun(TypedDict):
@@ -131,16 +137,50 @@ def load_references(path: Path | None = None, *, steps_per_env: int = 0) -> dict
 
 
 def measured_reference(env_id: str, steps_per_env: int = 0) -> ReferenceEntry | None:
-    """The measured entry for ``env_id`` at the slot length ``steps_per_env``; without one,
-    the entry measured without slots, its ``source`` saying so (the level is then off by
-    however much slots change learning; docs/rl.md, "Env slots"); else None."""
-    entry = load_references(steps_per_env=steps_per_env).get(env_id)
-    if entry is None and steps_per_env > 0:
-        entry = load_references().get(env_id)
-        if entry is not None:
-            note = f" (measured without env slots; the run uses slots of {steps_per_env} steps)"
-            entry = {**entry, "source": entry["source"] + note}
-    return entry
+    """The measured entry for ``env_id`` at the slot length ``steps_per_env``
+    (:meth:`EnvReferences.measured`; reads that slot length's file and the one without slots)."""
+    return EnvReferences.read(env_id, (steps_per_env, 0)).measured(steps_per_env)
+
+
+@dataclass(frozen=True)
+class EnvReferences:
+    """One env's committed references, each file read once: per slot length (0: measured
+    without env slots, ``references.json``), the env's entry in that slot length's file.
+    The layout decision, the pilot's batch and the reference point all read this one value."""
+
+    env_id: str
+    entries: Mapping[int, ReferenceEntry]  # slot length -> the env's entry in its file (files without it absent)
+    slot_lengths: tuple[int, ...] = ()  # the lengths > 0 whose ``references-spe<N>.json`` has the env
+
+    @classmethod
+    def read(cls, env_id: str, lengths: Iterable[int] | None = None) -> "EnvReferences":
+        """``env_id``'s entries in the files of ``lengths`` (default: every committed file,
+        :func:`references_path`'s and every ``references-spe<N>.json``), each file read once;
+        none inside :func:`references_ignored`."""
+        files = {0: REFERENCES_PATH, **_slot_files()} if lengths is None else {
+            max(n, 0): references_path(n) for n in lengths}
+        entries = {}
+        for n, path in files.items():
+            entry = load_references(path).get(env_id)
+            if entry is not None:
+                entries[n] = entry
+        return cls(env_id, entries, tuple(sorted(n for n in entries if n > 0)))
+
+    def at(self, steps_per_env: int) -> ReferenceEntry | None:
+        """The env's entry in the file of ``steps_per_env`` (whatever slot length it says it was measured at)."""
+        return self.entries.get(max(steps_per_env, 0))
+
+    def measured(self, steps_per_env: int = 0) -> ReferenceEntry | None:
+        """The entry at the slot length ``steps_per_env``; without one, the entry measured
+        without slots, its ``source`` saying so (the level is then off by however much slots
+        change learning; docs/rl.md, "Env slots"); else None."""
+        entry = self.at(steps_per_env)
+        if entry is None and steps_per_env > 0:
+            entry = self.at(0)
+            if entry is not None:
+                note = f" (measured without env slots; the run uses slots of {steps_per_env} steps)"
+                entry = {**entry, "source": entry["source"] + note}
+        return entry
 
 
 def measure(
