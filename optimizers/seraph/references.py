@@ -126,8 +126,9 @@ class ReferenceEntry(_ReferenceEntryRequired, total=False):
 
 def load_references(path: Path | None = None, *, steps_per_env: int = 0) -> dict[str, ReferenceEntry]:
     """The measured references per env id (empty if the file is missing), from ``path``
-    or else from the file of ``steps_per_env`` (:func:`references_path`)."""
-    if _IGNORED.get():
+    or else from the file of ``steps_per_env`` (:func:`references_path`); none while references
+    are ignored (:func:`ignoring_references`)."""
+    if ignoring_references():
         return {}
     path = references_path(steps_per_env) if path is None else path
     try:

@@ -78,4 +78,14 @@ def test_the_objective_changes_only_the_pilot_and_the_objective(objective: str, 
     job = _job("plain", "Pendulum-v1", None, objective, monkeypatch)
     assert (job.layout, job.workload, job.reference, job.prices) == (cost.layout, cost.workload, cost.reference, cost.prices)
     cost_only = objective == "cost"
-    assert (job.pilot.cost_stop_mb, job.pilot.top_actors) == ((1769, 4) if cost_only else (None, 16))
+    assert (job.pilot.cost_stop_mb, job.pilot.top_actors) == ((1769, 2) if cost_only else (None, 16))
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1", "LunarLander-v3"])
+def test_the_environment_variable_ignores_the_committed_references_as_the_context_does(
+        env_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    by_context = _job("ctx", env_id, None, "cost", monkeypatch)
+    by_variable = _job("env", env_id, None, "cost", monkeypatch)
+    assert (by_variable.layout, by_variable.workload, by_variable.reference) == (
+        by_context.layout, by_context.workload, by_context.reference)
+    assert "no reference runs" in by_variable.layout.reason
