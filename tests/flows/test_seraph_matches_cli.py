@@ -32,8 +32,7 @@ def _pilot_once(monkeypatch: Any, tmp_path: Path) -> list[dict[str, Any]]:
         checkpoint_dir = kwargs.get("checkpoint_dir")
         calls.append({
             "workload": workload.key_dict(), "backend": backend_name, "seed": kwargs.get("seed"),
-            "memory_sweep": tuple(kwargs.get("memory_sweep", ())), "min_actors": kwargs.get("min_actors"),
-            "cost_baseline_mb": kwargs.get("cost_baseline_mb"), "checkpoint": checkpoint_dir is not None,
+            "plan": kwargs.get("plan"), "checkpoint": checkpoint_dir is not None,
         })
         if "profile" not in ran:
             ran["profile"] = real_run_pilot(workload, backend_name, **{**kwargs, "backend": None, "checkpoint_dir": shared_ckpt})
@@ -87,7 +86,7 @@ def test_the_flow_and_rl_tune_profile_plan_and_start_training_alike(prefect_harn
     cli = _run_cli(tmp_path)
 
     assert len(calls) == 2 and calls[0] == calls[1]  # the same pilot asked for, with a checkpoint to resume from
-    assert calls[0]["checkpoint"] and calls[0]["cost_baseline_mb"] == 1769  # the baseline's size stops the cost probe
+    assert calls[0]["checkpoint"] and calls[0]["plan"].cost_stop_mb == 1769  # the baseline's size stops the cost probe
     assert flow["profile"]["key"] == cli["profile"]["key"]
     assert flow["profile"]["reused"] is False and cli["profile"]["reused"] is False
     for key in ("config", "steps_per_env", "predicted", "baseline", "search_space"):
