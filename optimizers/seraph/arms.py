@@ -219,7 +219,7 @@ def choose_arm(
                              explore=True, **common)
     best = min((s for s in stats.values() if s.name != SERAPH and s.mean_ratio is not None and s.reached_all),
                key=lambda s: s.mean_ratio or 0.0, default=None)
-    if best is not None and best.mean_ratio is not None and best.mean_ratio <= 1 - settings.improvement:
+    if best is not None and best.pays(settings):
         return ArmChoice(best.name, known[best.name], f"exploit {known[best.name].describe()}: {best.runs} run(s) "
                          f"at {best.mean_ratio:.2f}x the tuner's own runs", **common)
     why = "no arm measured better than the tuner's own runs" if best is not None else "nothing explored yet"

@@ -145,7 +145,7 @@ def search_space_for(workload: Workload, memories: tuple[int, ...], min_actors: 
     below them (:func:`optimizers.seraph.pilot.pilot_schedule`); ``max_actors`` (None: no cap)
     the most it may plan."""
     top = max_actors if max_actors is not None else max(DEFAULT_ACTOR_COUNTS)
-    actors = tuple(a for a in DEFAULT_ACTOR_COUNTS if min_actors <= a <= top) or (max(min_actors, min(top, min_actors)),)
+    actors = tuple(a for a in DEFAULT_ACTOR_COUNTS if min_actors <= a <= top) or (min_actors,)
     return SearchSpace(actors=actors, memories=memories, batches=batches_for(workload),
                        min_steps_per_actor=max(32, workload.steps_per_env))
 
