@@ -35,13 +35,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, NotRequired, Sequence, TypedDict
 
 from ingestion.datagen import CAT_NAMES, DENSE_NAMES, EXTENSIONS, FORMATS, MANIFEST, NUM_CAT, NUM_DENSE
 from ingestion.knobs import Config, Knob, KnobSpace
-from ingestion.node import Node
+from ingestion.node import Node, NodeFields, node_fields, node_of
 from core.errors import UserError
-from core.json_edge import JsonObject
 
 if TYPE_CHECKING:  # pragma: no cover
     import tensorflow as tf
@@ -280,7 +279,7 @@ def listed_shards(data_dir: str | os.PathLike[str], fmt: str | None,
 def dlrm_spec(
     data_dir: str,
     fmt: str | None = None,
-    node: Node | Mapping[str, Any] | None = None,
+    node: Node | NodeFields | None = None,
     batch_sizes: tuple[int, ...] | list[int] = (4096,),
     on_bad_row: str = "error",
     bucketize: bool = False,
@@ -293,15 +292,12 @@ def dlrm_spec(
     ``shards``: the shard files as :func:`list_shards` found them (with ``fmt``); None lists them
     here. Either way they are listed once: the spec and the worker's copy of it carry the list.
     """
-    from ingestion.node import this_machine
     from ingestion.pipeline import PipelineSpec
 
     files, fmt = listed_shards(data_dir, fmt, shards)  # validate now, before any worker starts
-    n = node if isinstance(node, Node) else (Node(**node) if node else this_machine())
+    n = node_of(node)
     space = dlrm_knob_space(n, batch_sizes=tuple(batch_sizes))
-    node_fields = {"name": n.name, "vcpus": n.vcpus, "ram_gib": n.ram_gib, "hourly_usd": n.hourly_usd,
-                   "ram_budget_share": n.ram_budget_share}
-    kwargs = {"data_dir": str(data_dir), "fmt": fmt, "node": node_fields, "batch_sizes": list(batch_sizes),
+    kwargs = {"data_dir": str(data_dir), "fmt": fmt, "node": node_fields(n), "batch_sizes": list(batch_sizes),
               "on_bad_row": on_bad_row, "bucketize": bucketize, "shards": files}
 
     def build(config: Config) -> "tf.data.Dataset":
@@ -404,8 +400,23 @@ def _prefetch(value: int) -> int:
     return tf.data.AUTOTUNE if value == AUTOTUNE else int(value)
 
 
+class CorruptShard(TypedDict):
+    file: str
+    record: int  # the index of the first record that fails
+    error: str
+
+
+class BadRows(TypedDict):
+    """What :func:`count_bad_rows` found (``ingest check``'s report)."""
+
+    rows: int
+    bad_rows: int
+    first_bad: str | None  # "file:line" (TSV) or "file:record N" (TFRecord)
+    corrupt_files: NotRequired[list[CorruptShard]]  # TFRecord shards only
+
+
 def count_bad_rows(data_dir: str | os.PathLike[str], fmt: str | None = None,
-                   shards: Sequence[str] | None = None) -> JsonObject:
+                   shards: Sequence[str] | None = None) -> BadRows:
     """Count malformed TSV lines: those not matching :data:`TSV_ROW_REGEX` (the same test
     the pipeline's ``on_bad_row="skip"`` applies). Returns rows, bad_rows and the first bad
     ``file:line``. TFRecord shards are read through once, checking every record's CRC
@@ -431,13 +442,13 @@ def count_bad_rows(data_dir: str | os.PathLike[str], fmt: str | None = None,
     return {"rows": total, "bad_rows": bad, "first_bad": first}
 
 
-def scan_tfrecords(files: list[Path]) -> JsonObject:
+def scan_tfrecords(files: list[Path]) -> BadRows:
     """Read every record of every shard (TensorFlow checks the length and data CRCs); a shard
     that is truncated or corrupt is listed with the index of the first record that fails."""
     import tensorflow as tf
 
     total = 0
-    corrupt: list[JsonObject] = []
+    corrupt: list[CorruptShard] = []
     for f in files:
         read = 0
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TypedDict
 
 from core.errors import UserError
 
@@ -44,3 +45,25 @@ def this_machine(hourly_usd: float = 0.0) -> Node:
         ram_gib=psutil.virtual_memory().total / 2**30,
         hourly_usd=hourly_usd,
     )
+
+
+class NodeFields(TypedDict):
+    """A node's fields as JSON: what a measurement worker rebuilds the node from."""
+
+    name: str
+    vcpus: int
+    ram_gib: float
+    hourly_usd: float
+    ram_budget_share: float
+
+
+def node_fields(node: Node) -> NodeFields:
+    return {"name": node.name, "vcpus": node.vcpus, "ram_gib": node.ram_gib, "hourly_usd": node.hourly_usd,
+            "ram_budget_share": node.ram_budget_share}
+
+
+def node_of(node: Node | NodeFields | None) -> Node:
+    """A node from a :class:`Node`, its fields (what a worker process gets) or None (this machine)."""
+    if isinstance(node, Node):
+        return node
+    return Node(**node) if node else this_machine()

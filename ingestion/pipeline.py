@@ -92,7 +92,7 @@ class SpecReference(TypedDict):
     kwargs: JsonObject  # the factory's keyword arguments
 
 
-def spec_from_reference(ref: Mapping[str, Any]) -> PipelineSpec:
+def spec_from_reference(ref: SpecReference) -> PipelineSpec:
     """Import ``ref["factory"]`` ("module:function") and call it with ``ref["kwargs"]``."""
     factory = str(ref.get("factory", ""))
     module_name, _, func_name = factory.partition(":")

@@ -18,10 +18,9 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, TypedDict
 
 from core.errors import UserError
-from core.json_edge import JsonObject
 from ingestion.node import Node
 
 TABLE = Path(__file__).with_name("data") / "instances.json"
@@ -49,12 +48,66 @@ class InstanceType:
                     ram_gib=self.ram_gib * fraction, hourly_usd=self.usd_per_hour * fraction)
 
 
+class FamilySpeedEntry(TypedDict):
+    """A family's speed as the table (and a result file) holds it."""
+
+    factor: float
+    band: list[float]  # [low, high]
+    source: str  # reference, assumed or measured
+    basis: str
+    date: str
+
+
+class TableHeader(TypedDict):
+    """The table file's fields besides its instance types."""
+
+    version: str
+    currency: str
+    region: str
+    retrieved: str
+    pricing: str
+    sources: dict[str, str]
+    notes: str
+    families: dict[str, str]
+    family_speed: dict[str, FamilySpeedEntry | str]  # "_about" and other "_" keys hold prose
+
+
+class TableInfo(TypedDict):
+    """The table's version, date, region, sources and family speeds, as result files carry them."""
+
+    version: str
+    retrieved: str
+    region: str
+    pricing: str
+    sources: dict[str, str]
+    family_speed: dict[str, FamilySpeedEntry]
+
+
+class NodeSpeedRecord(TypedDict):
+    """A measured node speed (``data/node_speed/<type>.json``, written by ``trainwise ingest node-speed``)."""
+
+    instance_type: str
+    family: str
+    source: str  # measured
+    machine: str  # the CPU's model name
+    arch: str
+    date: str
+    pipeline: str
+    config: dict[str, int]
+    window_s: float
+    repeats: int
+    prefix_rows_per_s: dict[str, float]
+    stage_rows_per_s: dict[str, float]
+    rows_per_s_per_vcpu: float
+    note: str
+
+
 @lru_cache(maxsize=4)
-def _load(path: str) -> tuple[JsonObject, tuple[InstanceType, ...]]:
+def _load(path: str) -> tuple[TableHeader, tuple[InstanceType, ...]]:
     doc = json.loads(Path(path).read_text())
     fields = InstanceType.__dataclass_fields__
-    types = tuple(InstanceType(**{k: v for k, v in t.items() if k in fields}) for t in doc["instance_types"])
-    return {k: v for k, v in doc.items() if k != "instance_types"}, types
+    types = tuple(InstanceType(**{k: v for k, v in t.items() if k in fields}) for t in doc.pop("instance_types"))
+    return doc, types
 
 
 @dataclass(frozen=True)
@@ -69,20 +122,14 @@ class FamilySpeed:
     basis: str
     date: str
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> FamilySpeedEntry:
         return {"factor": self.factor, "band": [self.low, self.high], "source": self.source, "basis": self.basis,
                 "date": self.date}
 
 
-def measured_rate(instance_type: str, speeds_dir: Path = SPEEDS) -> JsonObject | None:
-    """The node-speed record of ``instance_type`` (``data/node_speed/<type>.json``), if one exists."""
-    path = speeds_dir / f"{instance_type}.json"
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
-def _measured_records(speeds_dir: Path) -> dict[str, JsonObject]:
+def _measured_records(speeds_dir: Path) -> dict[str, NodeSpeedRecord]:
     """Per family, the first measured record (sorted by file name)."""
-    out: dict[str, JsonObject] = {}
+    out: dict[str, NodeSpeedRecord] = {}
     for path in sorted(speeds_dir.glob("*.json")) if speeds_dir.is_dir() else []:
         doc = json.loads(path.read_text())
         out.setdefault(str(doc["family"]), doc)
@@ -94,7 +141,7 @@ def family_speeds(path: Path = TABLE, speeds_dir: Path = SPEEDS) -> dict[str, Fa
     info, _ = _load(str(path))
     out = {f: FamilySpeed(f, float(e["factor"]), float(e["band"][0]), float(e["band"][1]), str(e["source"]),
                           str(e["basis"]), str(e["date"]))
-           for f, e in info.get("family_speed", {}).items() if not f.startswith("_")}
+           for f, e in info.get("family_speed", {}).items() if not f.startswith("_") and not isinstance(e, str)}
     records = _measured_records(speeds_dir)
     reference = next((records[f] for f, s in out.items() if s.source == "reference" and f in records), None)
     for family, doc in records.items():
@@ -116,11 +163,12 @@ def band_speeds(end: str, path: Path = TABLE, speeds_dir: Path = SPEEDS) -> dict
     return {f: (s.low if end == "low" else s.high) for f, s in family_speeds(path, speeds_dir).items()}
 
 
-def table_info(path: Path = TABLE) -> JsonObject:
+def table_info(path: Path = TABLE) -> TableInfo:
     """The table's version, date, region and sources (for result files)."""
     info, _ = _load(str(path))
-    out = {k: info[k] for k in ("version", "retrieved", "region", "pricing", "sources")}
-    return {**out, "family_speed": {f: s.to_json() for f, s in family_speeds(path).items()}}
+    return {"version": info["version"], "retrieved": info["retrieved"], "region": info["region"],
+            "pricing": info["pricing"], "sources": info["sources"],
+            "family_speed": {f: s.to_json() for f, s in family_speeds(path).items()}}
 
 
 def all_types(path: Path = TABLE) -> tuple[InstanceType, ...]:

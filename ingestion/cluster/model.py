@@ -31,12 +31,11 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Mapping, TypedDict
 
 import numpy as np
 
 from core.errors import UserError
-from core.json_edge import JsonObject
 from ingestion.cluster.instances import InstanceType, nominal_speeds
 from ingestion.cluster.jobs import Job, JobsFile
 from ingestion.cluster.pipelines import REAL_PIPELINES
@@ -146,7 +145,7 @@ class ClusterResult:
         """Rows delivered per dollar (rows/s x 3,600 / $/h)."""
         return self.delivered * 3600.0 / self.usd_per_h if self.usd_per_h > 0 else 0.0
 
-    def summary(self) -> JsonObject:
+    def summary(self) -> ClusterSummary:
         return {"label": self.label, "all_fed": self.all_fed, "throughput_per_usd": self.throughput_per_usd,
                 "usd_per_h": self.usd_per_h, "delivered_rows_per_s": self.delivered,
                 "nodes": sum(self.nodes.values()), "nodes_by_type": dict(self.nodes), "oom": self.oom,
@@ -157,6 +156,26 @@ class ClusterResult:
 def nodes_by_type(shares: Mapping[str, float]) -> dict[str, int]:
     """Whole nodes per type for the summed unit shares (halves and quarters pack exactly)."""
     return {t: int(math.ceil(s - 1e-9)) for t, s in shares.items() if s > 1e-9}
+
+
+class JobSupply(TypedDict):
+    supply_rows_per_s: float
+    demand_rows_per_s: float
+    fed: bool
+
+
+class ClusterSummary(TypedDict):
+    """A :class:`ClusterResult` as result files carry it."""
+
+    label: str
+    all_fed: bool
+    throughput_per_usd: float
+    usd_per_h: float
+    delivered_rows_per_s: float
+    nodes: int
+    nodes_by_type: dict[str, int]
+    oom: int
+    jobs: dict[str, JobSupply]
 
 
 @dataclass

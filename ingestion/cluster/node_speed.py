@@ -19,8 +19,7 @@ import platform
 from pathlib import Path
 
 from core.errors import UserError
-from core.json_edge import JsonObject
-from ingestion.cluster.instances import SPEEDS, by_name, local_type
+from ingestion.cluster.instances import SPEEDS, NodeSpeedRecord, by_name, local_type
 
 #: ``--instance-type local``: this machine as the live loop's local node (family ``local``).
 LOCAL = "local"
@@ -42,7 +41,7 @@ def family_of(instance_type: str) -> str:
     return "local" if instance_type == LOCAL else by_name(instance_type).family
 
 
-def measure(instance_type: str, window_s: float = 1.0, repeats: int = 3) -> JsonObject:
+def measure(instance_type: str, window_s: float = 1.0, repeats: int = 3) -> NodeSpeedRecord:
     """The node-speed record of this machine as ``instance_type`` (measured, on one pinned CPU)."""
     from ingestion.calibrate import sequential_config, stage_costs_from_prefixes
     from ingestion.cluster.pipelines import BATCH, _data
@@ -69,7 +68,7 @@ def measure(instance_type: str, window_s: float = 1.0, repeats: int = 3) -> Json
             "note": "one pinned CPU; other processes on the machine slow it, so a busy machine reads slow"}
 
 
-def record(doc: JsonObject, speeds_dir: Path = SPEEDS) -> Path:
+def record(doc: NodeSpeedRecord, speeds_dir: Path = SPEEDS) -> Path:
     """Write ``doc`` as ``<speeds_dir>/<instance_type>.json`` (atomically)."""
     from core.atomic import write_text
 

@@ -60,7 +60,7 @@ class SuiteMember:
     def spec(self, data_dir: str | Path, node: Node):
         """The member's :class:`~ingestion.pipeline.PipelineSpec` over ``data_dir`` on ``node``."""
         from ingestion.pipeline import spec_from_reference
-        from ingestion.pipelines._common import node_fields
+        from ingestion.node import node_fields
 
         return spec_from_reference({"factory": self.factory, "kwargs": {"data_dir": str(data_dir), "node": node_fields(node)}})
 

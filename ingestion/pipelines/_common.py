@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from core.atomic import write_file, write_text
 from core.errors import UserError
-from core.json_edge import JsonObject
 from ingestion.node import Node
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -61,21 +60,6 @@ def finish(ds: "tf.data.Dataset", config: Mapping[str, int], node: Node) -> "tf.
     return ds.with_options(options)
 
 
-def node_of(node: Node | Mapping[str, Any] | None) -> Node:
-    """A node from a :class:`Node`, a dict of its fields (what a worker process gets) or None
-    (this machine)."""
-    from ingestion.node import this_machine
-
-    if isinstance(node, Node):
-        return node
-    return Node(**node) if node else this_machine()
-
-
-def node_fields(node: Node) -> JsonObject:
-    return {"name": node.name, "vcpus": node.vcpus, "ram_gib": node.ram_gib, "hourly_usd": node.hourly_usd,
-            "ram_budget_share": node.ram_budget_share}
-
-
 def shard_files(data_dir: str | Path, suffix: str, pipeline: str) -> list[str]:
     """The data files of a suite pipeline, or a one-line error saying how to make them."""
     d = Path(data_dir)
@@ -87,7 +71,7 @@ def shard_files(data_dir: str | Path, suffix: str, pipeline: str) -> list[str]:
 
 
 def write_shards(out: str | Path, name: str, suffix: str, shards: Iterable[Callable[[Path], None]],
-                 facts: Mapping[str, Any]) -> Path:
+                 facts: Mapping[str, int]) -> Path:
     """Write each shard with its writer (to a temporary name, then renamed) and a marker file
     with ``facts``; an existing complete directory is left as it is."""
     d = Path(out)

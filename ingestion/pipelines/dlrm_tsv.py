@@ -7,12 +7,12 @@ transform (hashing, log) -> prefetch``; data from :func:`ingestion.datagen.gener
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING
 
 from ingestion.dlrm import dlrm_knob_space
 from ingestion.knobs import KnobSpace
-from ingestion.node import Node
-from ingestion.pipelines._common import MARKER, node_fields, node_of
+from ingestion.node import Node, NodeFields, node_fields, node_of
+from ingestion.pipelines._common import MARKER
 from ingestion.simulator import PipelineModel, StageModel
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,7 +54,7 @@ def generate(out: str | Path, seed: int = 0, rows: int = 100_000) -> Path:
     return d
 
 
-def make_spec(data_dir: str, node: Mapping[str, Any] | Node | None = None) -> "PipelineSpec":
+def make_spec(data_dir: str, node: NodeFields | Node | None = None) -> "PipelineSpec":
     from ingestion.dlrm import dlrm_spec
 
     return dlrm_spec(data_dir, "tsv", node_fields(node_of(node)))  # named "dlrm-tsv" by dlrm_spec

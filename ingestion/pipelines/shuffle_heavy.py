@@ -8,13 +8,13 @@ largest buffer runs out of memory (the measurement worker stops it at the budget
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ingestion.knobs import Config, Knob, KnobSpace
-from ingestion.node import Node
-from ingestion.pipelines._common import (buffer, det, finish, node_fields, node_of, par, parallelism, shard_files,
+from ingestion.node import Node, NodeFields, node_fields, node_of
+from ingestion.pipelines._common import (buffer, det, finish, par, parallelism, shard_files,
                                          tfrecord_writer, write_shards)
 from ingestion.simulator import PipelineModel, StageModel
 
@@ -67,7 +67,7 @@ def generate(out: str | Path, seed: int = 0, rows: int = 6_000, shards: int = 4)
                         {"rows": rows, "shards": shards, "seed": seed})
 
 
-def make_spec(data_dir: str, node: Mapping[str, Any] | Node | None = None) -> "PipelineSpec":
+def make_spec(data_dir: str, node: NodeFields | Node | None = None) -> "PipelineSpec":
     from ingestion.pipeline import PipelineSpec
 
     n = node_of(node)

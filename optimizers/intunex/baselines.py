@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
 
 import numpy as np
 
@@ -26,7 +25,7 @@ from ingestion.cluster.instances import InstanceType
 from ingestion.cluster.model import ClusterModel, NodeSlot, Unit
 from optimizers.intunex.names import BASELINES
 from optimizers.intunex.node_agent import NodeTable
-from optimizers.intunex.planner import Plan, assignment_of, planning_table
+from optimizers.intunex.planner import Plan, PlanInfo, assignment_of, planning_table
 
 #: The type a team picks by hand for CPU-bound ingestion: a mid-size compute-optimised x86 node.
 STATIC_TYPE = "c7i.4xlarge"
@@ -42,7 +41,7 @@ def static_type(cluster: ClusterModel, name: str | None = None) -> InstanceType:
 
 
 def _fixed_nodes(cluster: ClusterModel, nodes: NodeTable, unit: Unit, counts: dict[str, int], method: str,
-                 name: str, info: dict[str, Any]) -> Plan:
+                 name: str, info: PlanInfo) -> Plan:
     assignment = {}
     for job in cluster.jobs:
         choice = nodes.choice(job, unit, method)
@@ -128,8 +127,9 @@ def oracle(cluster: ClusterModel, nodes: NodeTable, time_limit_s: float = 60.0) 
     if found.counts is None:
         return None
     assignment = assignment_of(cluster, nodes, table, found.counts)
-    info = {"solver": "HiGHS MILP (scipy.optimize.milp)", "status": found.status, "proven_optimal": found.proven_optimal,
-            "node_config": "exhaustive grid on the cluster model", "oracle_s": round(time.monotonic() - started, 2)}
+    info: PlanInfo = {"solver": "HiGHS MILP (scipy.optimize.milp)", "status": found.status,
+                      "proven_optimal": found.proven_optimal, "node_config": "exhaustive grid on the cluster model",
+                      "oracle_s": round(time.monotonic() - started, 2)}
     return Plan("oracle", assignment, cluster.evaluate(assignment), info)
 
 

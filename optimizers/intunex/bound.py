@@ -21,10 +21,24 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, replace
+from typing import TypedDict
 
 import numpy as np
 
 from optimizers.intunex.cluster_agent import Problem, State
+
+
+class BoundJson(TypedDict):
+    """A :class:`Bound` as result files carry it."""
+
+    solver: str
+    usd_per_h: float | None
+    delivered_rows_per_s: float | None
+    metric: str
+    best_possible: float | None
+    proven_optimal: bool
+    status: str
+    solve_s: float
 
 
 @dataclass(frozen=True)
@@ -46,7 +60,7 @@ class Bound:
             return None
         return max(0.0, 1.0 - figure / self.best_possible)
 
-    def to_json(self) -> dict[str, object]:
+    def to_json(self) -> BoundJson:
         return {"solver": "HiGHS MILP (scipy.optimize.milp)", "usd_per_h": self.usd_per_h,
                 "delivered_rows_per_s": self.delivered, "metric": self.metric, "best_possible": self.best_possible,
                 "proven_optimal": self.proven_optimal, "status": self.status, "solve_s": round(self.solve_s, 2)}

@@ -29,9 +29,11 @@ import time
 from dataclasses import dataclass, field
 from itertools import combinations_with_replacement
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
+
+from core.json_edge import JsonObject
 
 N_FEATURES = 9
 POLICY_FORMAT = "trainwise-intunex-cluster-policy"
@@ -158,10 +160,42 @@ def score(state: State) -> float:
     return ratio if bool(state.fed.all()) else share - 1.0
 
 
+class TrainingReport(TypedDict):
+    """What :func:`reinforce` did: episodes run, the mean return of the first and last batches."""
+
+    episodes: int
+    mean_return_first: float | None
+    mean_return_last: float | None
+    train_s: float
+
+
+class PolicyInfo(TypedDict, total=False):
+    """Where a cluster policy came from (saved with it): its pre-training run and its source."""
+
+    trained_on: str
+    seed: int
+    episodes: int
+    mean_return_first: float | None
+    mean_return_last: float | None
+    train_s: float
+    source: str  # pre-trained (file) or initial weights
+
+
+class AgentPlanInfo(TypedDict):
+    """How :func:`plan` found its state: the fine-tuning, the episodes decoded, the scores, the weights."""
+
+    finetune: TrainingReport | dict[str, float]  # {} when there was no fine-tuning
+    episodes_decoded: int
+    score_before_moves: float
+    score: float
+    weights: list[float]
+    plan_s: float
+
+
 @dataclass
 class LinearPolicy:
     weights: np.ndarray = field(default_factory=lambda: np.array([3.0, 1.0, 0.5, 0.5, 0.0, 0.0, 0.5, 0.0, 0.0]))
-    info: dict[str, Any] = field(default_factory=dict)
+    info: PolicyInfo = field(default_factory=lambda: PolicyInfo())
 
     def probs(self, phi: np.ndarray, mask: np.ndarray) -> np.ndarray:
         logits = np.where(mask, phi @ self.weights, -np.inf)
@@ -169,14 +203,14 @@ class LinearPolicy:
         e = np.exp(logits)
         return e / e.sum()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"format": POLICY_FORMAT, "features": N_FEATURES, "weights": self.weights.tolist(), "info": self.info}
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> "LinearPolicy":
+    def from_json(cls, doc: JsonObject) -> "LinearPolicy":
         if doc.get("format") != POLICY_FORMAT or int(doc.get("features", 0)) != N_FEATURES:
             raise ValueError(f"not a cluster policy with {N_FEATURES} features")
-        return cls(np.asarray(doc["weights"], dtype=float), dict(doc.get("info", {})))
+        return cls(np.asarray(doc["weights"], dtype=float), PolicyInfo(**doc.get("info", {})))
 
     def save(self, path: Path) -> None:
         from core.atomic import write_text
@@ -206,7 +240,7 @@ def episode(policy: LinearPolicy, p: Problem, rng: np.random.Generator | None, s
 
 
 def reinforce(policy: LinearPolicy, sampler: Any, rng: np.random.Generator, *, episodes: int, batch: int = 8,
-              lr: float = 0.05, time_limit_s: float | None = None) -> dict[str, Any]:
+              lr: float = 0.05, time_limit_s: float | None = None) -> TrainingReport:
     """REINFORCE with a batch-mean baseline; ``sampler(rng)`` gives each batch's problem."""
     started, done, returns = time.monotonic(), 0, []
     while done < episodes:
@@ -426,13 +460,13 @@ def improve(state: State, max_rounds: int = 50) -> State:
 
 
 def plan(policy: LinearPolicy, p: Problem, *, seed: int = 0, finetune_episodes: int = 96, samples: int = 24,
-         start: State | None = None, time_limit_s: float = 60.0) -> tuple[State, dict[str, Any]]:
+         start: State | None = None, time_limit_s: float = 60.0) -> tuple[State, AgentPlanInfo]:
     """Fine-tune the policy on ``p``, decode greedy and sampled episodes, keep the best, improve it."""
     rng = np.random.default_rng(seed)
     started = time.monotonic()
-    tuned = LinearPolicy(policy.weights.copy(), dict(policy.info))
-    train = reinforce(tuned, lambda _rng: p, rng, episodes=finetune_episodes,
-                      time_limit_s=0.5 * time_limit_s) if finetune_episodes else {}
+    tuned = LinearPolicy(policy.weights.copy(), PolicyInfo(**policy.info))
+    train: TrainingReport | dict[str, float] = reinforce(tuned, lambda _rng: p, rng, episodes=finetune_episodes,
+                                                         time_limit_s=0.5 * time_limit_s) if finetune_episodes else {}
     best, _ = episode(tuned, p, None, start)
     tried = 1
     for i in range(4 * samples):
@@ -448,6 +482,6 @@ def plan(policy: LinearPolicy, p: Problem, *, seed: int = 0, finetune_episodes: 
     trimmed = improve(trim_shares(best))
     if _better(trimmed, final):
         final = trimmed
-    info = {"finetune": train, "episodes_decoded": tried, "score_before_moves": score(best),
+    info: AgentPlanInfo = {"finetune": train, "episodes_decoded": tried, "score_before_moves": score(best),
             "score": score(final), "weights": tuned.weights.tolist(), "plan_s": round(time.monotonic() - started, 2)}
     return final, info

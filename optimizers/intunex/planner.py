@@ -21,15 +21,98 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
 from core.errors import UserError
-from ingestion.cluster.model import ClusterModel, ClusterResult, NodeSlot, Unit
-from optimizers.intunex.cluster_agent import LinearPolicy, Problem, State, plan as agent_plan
+from ingestion.cluster.model import ClusterModel, ClusterResult, ClusterSummary, NodeSlot, Unit
+from optimizers.intunex.bound import BoundJson
+from optimizers.intunex.cluster_agent import LinearPolicy, Problem, State, TrainingReport, plan as agent_plan
 from optimizers.intunex.names import OBJECTIVES
 from optimizers.intunex.node_agent import NodeTable
+
+
+class ReplanInfo(TypedDict):
+    units_before: dict[str, int]
+    units_after: dict[str, int]
+    units_kept_at_most: int
+
+
+class PlanInfo(TypedDict, total=False):
+    """How a plan was found: InTuneX's agents (the cluster agent's own report, the node level's time,
+    a re-plan or a re-fit), or a baseline's method (its instance type, solver, node configuration)."""
+
+    finetune: TrainingReport | dict[str, float]  # the cluster agent's (cluster_agent.AgentPlanInfo)
+    episodes_decoded: int
+    score_before_moves: float
+    score: float
+    weights: list[float]
+    plan_s: float
+    node_level_s: float
+    objective: str
+    policy: str | None  # the cluster policy's source
+    units: int
+    replan: ReplanInfo
+    refit: dict[str, float]  # per measured job, the factor its pipeline's level was scaled by
+    instance_type: str  # the baselines': static, intune-fixed, cachew
+    nodes_per_job: int
+    scale_ups: int
+    workers: dict[str, int]
+    node_config: str
+    solver: str  # the oracle's
+    status: str
+    proven_optimal: bool
+    oracle_s: float
+    live_config: str  # the live loop's note on each unit's configuration
+
+
+class SlotJson(TypedDict):
+    instance_type: str
+    share: float
+    vcpus: int
+    usd_per_h: float
+    config: dict[str, int]
+
+
+class JobNodes(TypedDict):
+    nodes: list[SlotJson]
+
+
+class PlanSummary(ClusterSummary):
+    """A plan as result files carry it without its assignment (the baselines' rows)."""
+
+    info: PlanInfo
+
+
+class PlanJson(ClusterSummary):
+    """A plan as result files carry it: what it delivers, its assignment, how it was found."""
+
+    assignment: dict[str, JobNodes]
+    info: PlanInfo
+
+
+class BoundReport(TypedDict):
+    bound: BoundJson
+    gap_to_bound: float | None
+
+
+class BandEnd(TypedDict):
+    speeds: dict[str, float]
+    plan_all_fed: bool
+    plan_usd_per_h: float
+    alternative_usd_per_h: float
+    alternative_all_fed: bool
+    alternative_nodes_by_type: dict[str, int]
+    holds: bool
+    same_types: bool
+
+
+class SpeedBandCheck(TypedDict):
+    tolerance: float
+    ends: dict[str, BandEnd]
+    robust: bool
+    types_robust: bool
 
 
 @dataclass
@@ -39,16 +122,18 @@ class Plan:
     name: str
     assignment: dict[str, list[NodeSlot]]
     result: ClusterResult
-    info: dict[str, Any] = field(default_factory=dict)
+    info: PlanInfo = field(default_factory=lambda: PlanInfo())
 
-    def to_json(self) -> dict[str, Any]:
-        out = self.result.summary()
-        out["assignment"] = {job: {"nodes": [slot_json(s) for s in slots]} for job, slots in self.assignment.items()}
-        out["info"] = self.info
-        return out
+    def to_json(self) -> PlanJson:
+        return {**self.result.summary(),
+                "assignment": {job: {"nodes": [slot_json(s) for s in slots]} for job, slots in self.assignment.items()},
+                "info": self.info}
+
+    def summary(self) -> PlanSummary:
+        return {**self.result.summary(), "info": self.info}
 
 
-def slot_json(slot: NodeSlot) -> dict[str, Any]:
+def slot_json(slot: NodeSlot) -> SlotJson:
     return {"instance_type": slot.unit.itype.name, "share": slot.unit.fraction, "vcpus": slot.unit.vcpus,
             "usd_per_h": slot.unit.usd_per_hour, "config": dict(slot.config)}
 
@@ -127,13 +212,13 @@ def plan_intunex(cluster: ClusterModel, nodes: NodeTable, policy: LinearPolicy, 
         raise UserError(f"the pool cannot feed every job (unfed: {', '.join(unfed)}) within {cluster.max_nodes} nodes"
                         + (f" and ${cluster.budget_usd_per_h:g}/h" if cluster.budget_usd_per_h else "")
                         + "; raise pool.max_nodes or the budget, or use --objective throughput-per-usd")
-    info = {**info, "node_level_s": round(node_s, 2), "objective": objective, "policy": policy.info.get("source"),
-            "units": len(table.units)}
-    return Plan("intunex" if node_method == "intunex" else f"intunex-{node_method}-nodes", assignment, result, info)
+    plan_info: PlanInfo = {**info, "node_level_s": round(node_s, 2), "objective": objective,
+                           "policy": policy.info.get("source"), "units": len(table.units)}
+    return Plan("intunex" if node_method == "intunex" else f"intunex-{node_method}-nodes", assignment, result, plan_info)
 
 
 def bound_report(cluster: ClusterModel, nodes: NodeTable, plan: Plan, objective: str = "throughput-per-usd",
-                 time_limit_s: float = 60.0) -> dict[str, Any]:
+                 time_limit_s: float = 60.0) -> BoundReport:
     """The exact bound on the planner's own table (:mod:`optimizers.intunex.bound`) and the plan's
     ``gap_to_bound``: 1 - its throughput per dollar over the bound's (with every job fed), or 1 - its
     delivered rows over the bound's for ``max-throughput``; None when no assignment feeds every job."""
@@ -149,7 +234,7 @@ def bound_report(cluster: ClusterModel, nodes: NodeTable, plan: Plan, objective:
 
 
 def speed_band_check(cluster: ClusterModel, nodes: NodeTable, policy: LinearPolicy, plan: Plan,
-                     bands: dict[str, dict[str, float]], seed: int = 0, tolerance: float = 0.05) -> dict[str, Any]:
+                     bands: dict[str, dict[str, float]], seed: int = 0, tolerance: float = 0.05) -> SpeedBandCheck:
     """Does ``plan`` hold across the family speed bands? Per band end (family -> factor), re-plan
     on the cluster model with those speeds and evaluate ``plan``'s assignment there: it holds when
     it still feeds every job and costs at most ``tolerance`` more than the re-plan. ``robust`` is
@@ -157,7 +242,7 @@ def speed_band_check(cluster: ClusterModel, nodes: NodeTable, policy: LinearPoli
     instance types (only the counts change); each end gives the re-plan's node types and cost."""
     from dataclasses import replace
 
-    out: dict[str, Any] = {"tolerance": tolerance, "ends": {}}
+    ends: dict[str, BandEnd] = {}
     for end, speeds in bands.items():
         other = replace(cluster, speeds={**cluster.speeds, **speeds})
         table = NodeTable(other, nodes.agent, nodes.processes)
@@ -165,14 +250,13 @@ def speed_band_check(cluster: ClusterModel, nodes: NodeTable, policy: LinearPoli
         alternative = plan_intunex(other, table, policy, seed=seed)
         held = other.evaluate(plan.assignment)
         holds = held.all_fed and held.usd_per_h <= alternative.result.usd_per_h * (1 + tolerance) + 1e-9
-        out["ends"][end] = {"speeds": speeds, "plan_all_fed": held.all_fed, "plan_usd_per_h": held.usd_per_h,
+        ends[end] = {"speeds": speeds, "plan_all_fed": held.all_fed, "plan_usd_per_h": held.usd_per_h,
                             "alternative_usd_per_h": alternative.result.usd_per_h,
                             "alternative_all_fed": alternative.result.all_fed,
                             "alternative_nodes_by_type": alternative.result.nodes, "holds": holds,
                             "same_types": set(alternative.result.nodes) == set(plan.result.nodes)}
-    out["robust"] = all(e["holds"] for e in out["ends"].values())
-    out["types_robust"] = all(e["same_types"] for e in out["ends"].values())
-    return out
+    return {"tolerance": tolerance, "ends": ends, "robust": all(e["holds"] for e in ends.values()),
+            "types_robust": all(e["same_types"] for e in ends.values())}
 
 
 def replan(cluster: ClusterModel, nodes: NodeTable, policy: LinearPolicy, previous: Plan, **kwargs: Any) -> Plan:

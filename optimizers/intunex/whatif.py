@@ -11,7 +11,7 @@ feed every job and the planner has room to choose. Every figure planned on it is
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -47,6 +47,15 @@ def pick_types(rng: np.random.Generator, count: int) -> list[str]:
     return sorted(set(chosen)) if len(set(chosen)) == count else sorted(chosen)
 
 
+class SyntheticJob(TypedDict):
+    """One job of a synthetic jobs file, as the jobs file's ``jobs:`` list holds it."""
+
+    name: str
+    demand_rows_per_s: int
+    pipeline: str  # a synthetic pipeline's kind: read-, parse- or transform-bound
+    seed: int
+
+
 def synthetic_spec(nodes: int, jobs: int, types: int = 12, seed: int = 0) -> JobsFile:
     """A validated jobs file of ``jobs`` jobs on a pool of ``nodes`` nodes of ``types`` types (see the module)."""
     check_size(nodes, jobs, types)
@@ -61,7 +70,7 @@ def synthetic_spec(nodes: int, jobs: int, types: int = 12, seed: int = 0) -> Job
     table = NodeTable(reference)
     fill = float(rng.uniform(0.3, 0.6))
     shares = np.exp(rng.uniform(np.log(0.4), np.log(1.6), size=jobs))
-    out: list[dict[str, Any]] = []
+    out: list[SyntheticJob] = []
     for i in range(jobs):
         kind, pipeline_seed = KINDS[int(rng.integers(3))], int(rng.integers(1_000_000))
         per_node = table.rows(synthetic_job("probe", 1.0, kind, pipeline_seed), Unit(median), "autotune")
@@ -91,6 +100,21 @@ def parse_what_if(text: str) -> tuple[int, int, int, int]:
     return values["nodes"], values["jobs"], values["types"], values["seed"]
 
 
+class BudgetRow(TypedDict):
+    """A :class:`BudgetPoint` as the what-if's ``budget_front`` lists it."""
+
+    budget_usd_per_h: float
+    plan_usd_per_h: float
+    plan_delivered_rows_per_s: float
+    plan_throughput_per_usd: float
+    plan_all_fed: bool
+    bound_delivered_rows_per_s: float | None
+    bound_usd_per_h: float | None
+    bound_proven: bool
+    solver_delivered_rows_per_s: float | None
+    bound_throughput_per_usd: float | None
+
+
 @dataclass(frozen=True)
 class BudgetPoint:
     """At one budget: what InTuneX's plan (objective max-throughput) and the exact bound deliver."""
@@ -112,6 +136,14 @@ class BudgetPoint:
         if not self.solver_delivered_rows_per_s or not self.bound_usd_per_h:
             return None
         return self.solver_delivered_rows_per_s * 3600.0 / self.bound_usd_per_h
+
+    def to_json(self) -> BudgetRow:
+        return {"budget_usd_per_h": self.budget_usd_per_h, "plan_usd_per_h": self.plan_usd_per_h,
+                "plan_delivered_rows_per_s": self.plan_delivered_rows_per_s,
+                "plan_throughput_per_usd": self.plan_throughput_per_usd, "plan_all_fed": self.plan_all_fed,
+                "bound_delivered_rows_per_s": self.bound_delivered_rows_per_s, "bound_usd_per_h": self.bound_usd_per_h,
+                "bound_proven": self.bound_proven, "solver_delivered_rows_per_s": self.solver_delivered_rows_per_s,
+                "bound_throughput_per_usd": self.bound_throughput_per_usd}
 
 
 def budget_sweep(cluster: ClusterModel, nodes: Any, policy: Any, full_usd_per_h: float, *, seed: int = 0,

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ingestion.cluster.model import ClusterSummary
+    from optimizers.intunex.whatif import BudgetPoint
 
 
-def render_budget_png(points: Sequence[Mapping[str, Any]], baselines: Mapping[str, Mapping[str, Any]],
-                      plan: Mapping[str, Any], path: str | Path, title: str) -> Path:
+def render_budget_png(points: Sequence[BudgetPoint], baselines: Mapping[str, ClusterSummary],
+                      plan: ClusterSummary, path: str | Path, title: str) -> Path:
     """InTuneX's plans and the exact bound per budget (lines), the all-fed plan (star) and the baselines
-    (points at their own cost); ``points`` are :class:`~optimizers.intunex.whatif.BudgetPoint` rows as JSON."""
+    (points at their own cost)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -19,10 +23,10 @@ def render_budget_png(points: Sequence[Mapping[str, Any]], baselines: Mapping[st
     path.parent.mkdir(parents=True, exist_ok=True)
     fig, (ax, share) = plt.subplots(2, 1, figsize=(7.5, 7.0), dpi=110, sharex=True,
                                     gridspec_kw={"height_ratios": (2, 1)})
-    budgets = [p["budget_usd_per_h"] for p in points]
-    ax.plot(budgets, [p["plan_throughput_per_usd"] for p in points], "-o", ms=4, color="tab:blue",
+    budgets = [p.budget_usd_per_h for p in points]
+    ax.plot(budgets, [p.plan_throughput_per_usd for p in points], "-o", ms=4, color="tab:blue",
             label="InTuneX, most rows within the budget")
-    bound = [(b, p["bound_throughput_per_usd"]) for b, p in zip(budgets, points) if p.get("bound_throughput_per_usd")]
+    bound = [(b, p.bound_throughput_per_usd) for b, p in zip(budgets, points) if p.bound_throughput_per_usd]
     if bound:
         ax.plot([b for b, _ in bound], [v for _, v in bound], "--", color="0.35",
                 label="exact solver's best assignment (MILP, 20 s limit)")
@@ -34,10 +38,10 @@ def render_budget_png(points: Sequence[Mapping[str, Any]], baselines: Mapping[st
             fed = "" if b.get("all_fed") else " (a job unfed)"
             ax.plot([b["usd_per_h"]], [b["throughput_per_usd"]], next(markers, "x"), ms=7, label=f"{name}{fed}")
     demand = sum(j["demand_rows_per_s"] for j in plan["jobs"].values())
-    share.plot(budgets, [p["plan_delivered_rows_per_s"] / demand for p in points], "-o", ms=4, color="tab:blue",
+    share.plot(budgets, [p.plan_delivered_rows_per_s / demand for p in points], "-o", ms=4, color="tab:blue",
                label="InTuneX")
     if bound:
-        share.plot(budgets, [(p["bound_delivered_rows_per_s"] or 0) / demand for p in points], "--", color="0.35",
+        share.plot(budgets, [(p.bound_delivered_rows_per_s or 0) / demand for p in points], "--", color="0.35",
                    label="bound on rows (MILP)")
     share.set_ylabel("share of demand delivered")
     share.set_ylim(0, 1.05)
