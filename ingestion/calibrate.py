@@ -55,7 +55,7 @@ import math
 import statistics
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, TypedDict
+from typing import Any, Callable, Mapping, NotRequired, TypedDict
 
 from ingestion.knobs import Config, Knob, KnobSpace
 from ingestion.node import Node
@@ -74,6 +74,16 @@ MIN_EFFECT = 0.10
 NOISE_Z = 2.0
 
 
+class KnobEffectJson(TypedDict):
+    """A :class:`KnobEffect` as a calibration file holds it."""
+
+    knob: str
+    value: int
+    ratio: float | None
+    threshold: NotRequired[float]
+    booked: NotRequired[bool]  # absent in older files: False
+
+
 @dataclass(frozen=True)
 class KnobEffect:
     """One knob value's paired effect (step 3): its measured rate over the bracketing base
@@ -86,15 +96,15 @@ class KnobEffect:
     booked: bool
     threshold: float | None = None
 
-    def to_dict(self) -> dict[str, str | int | float | bool | None]:
-        out: dict[str, str | int | float | bool | None] = {"knob": self.knob, "value": self.value, "ratio": self.ratio}
+    def to_dict(self) -> KnobEffectJson:
+        out: KnobEffectJson = {"knob": self.knob, "value": self.value, "ratio": self.ratio}
         if self.threshold is not None:
             out["threshold"] = self.threshold
         out["booked"] = self.booked
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> KnobEffect:
+    def from_dict(cls, data: KnobEffectJson) -> KnobEffect:
         ratio, threshold = data.get("ratio"), data.get("threshold")
         return cls(str(data["knob"]), int(data["value"]), None if ratio is None else float(ratio),
                    bool(data.get("booked", False)), None if threshold is None else float(threshold))
@@ -132,6 +142,22 @@ class Reanchor(TypedDict):
     label: str
 
 
+class CalibrationJson(TypedDict):
+    """A :class:`Calibration` as its cache file holds it (keys an older file may lack: NotRequired)."""
+
+    model: JsonObject  # PipelineModel.to_json()
+    profile_config: Config
+    prefix_rows_per_s: dict[str, float]
+    fit_points: NotRequired[list[FitPoint]]
+    calibration_s: NotRequired[float]
+    key: NotRequired[str]
+    base_samples: NotRequired[list[float]]
+    knob_effects: NotRequired[list[KnobEffectJson]]
+    reanchors: NotRequired[list[Reanchor]]
+    prefix_cores_busy: NotRequired[dict[str, float]]
+    other_cores_busy_max: NotRequired[float | None]
+
+
 @dataclass
 class Calibration:
     """A calibrated :class:`PipelineModel` and the evidence it came from."""
@@ -159,7 +185,7 @@ class Calibration:
         errs = [abs(p["simulated"] - p["measured"]) / p["measured"] for p in self.fit_points if p["measured"] > 0]
         return sum(errs) / len(errs) if errs else None
 
-    def to_json(self) -> JsonObject:
+    def to_json(self) -> CalibrationJson:
         return {
             "model": self.model.to_json(),
             "profile_config": self.profile_config,
@@ -175,7 +201,7 @@ class Calibration:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Calibration":
+    def from_json(cls, data: CalibrationJson) -> "Calibration":
         return cls(
             model=PipelineModel.from_json(data["model"]),
             profile_config={k: int(v) for k, v in data["profile_config"].items()},
@@ -723,7 +749,7 @@ def calibrate(
 
 #: How calibration measures its base configuration in step 3 (``measure_whole``); a re-anchor
 #: measures it the same way, so the two levels differ only by the machine, not by the protocol.
-BASE_PROTOCOL = {"warmup_s": 0.5, "window_s": 1.0, "repeats": 1}
+BASE_PROTOCOL: dict[str, float | int] = {"warmup_s": 0.5, "window_s": 1.0, "repeats": 1}
 #: Base measurements one re-anchor takes; their median is the new level (as step 3's anchor).
 REANCHOR_SAMPLES = 5
 
@@ -735,7 +761,7 @@ def reanchor(
     spec: Any = None,
     evaluate: Callable[..., Measurement] | None = None,
     samples: int = REANCHOR_SAMPLES,
-    protocol: Mapping[str, Any] | None = None,
+    protocol: Mapping[str, float | int] | None = None,
     note: str = "",
 ) -> Calibration:
     """``calibration`` with its level moved to the machine's speed *now*: the calibration's base

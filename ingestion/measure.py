@@ -40,7 +40,7 @@ from typing import IO, Any, Mapping
 
 from ingestion.knobs import Config
 from ingestion.pipeline import PipelineSpec, spec_from_reference
-from ingestion.measurement import Measurement
+from ingestion.measurement import Measurement, MeasurementExtra
 from core.errors import UserError
 from core.json_edge import JsonObject
 
@@ -181,7 +181,7 @@ def measure_in_process(
     peak = peak_rss_mb()
     del it, ds
     median = statistics.median(windows)
-    extra: JsonObject = {
+    extra: MeasurementExtra = {
         "windows_rows_per_s": windows,
         "spread": (max(windows) - min(windows)) / median if median > 0 else 0.0,
         "rows": int(totals["rows"]),

@@ -9,10 +9,59 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Sequence
+from typing import Literal, Sequence, TypedDict
 
 Config = dict[str, int]
 MeasurementLabel = Literal["measured", "simulated", "modelled"]
+
+
+class SimulatedStage(TypedDict):
+    """One stage as the simulator sees it: its server, threads, capacity, load and memory."""
+
+    threads: float
+    server: str
+    capacity_rows_per_s: float
+    utilisation: float
+    memory_mb: float
+
+
+class Cores(TypedDict, total=False):
+    """The cores the measuring process kept busy, and those every other process kept busy meanwhile."""
+
+    cores_busy: float
+    other_cores_busy: float
+
+
+class MeasurementExtra(TypedDict, total=False):
+    """A measurement's own figures beside rows/s, by where it came from; every key optional."""
+
+    # the live pipeline's (ingestion.measure.measure_in_process)
+    windows_rows_per_s: list[float]
+    spread: float  # (max - min) / median of the windows
+    rows: int
+    elapsed_s: float
+    cores_busy: float  # cores the measuring process kept busy
+    other_cores_busy: float | None  # cores every other process kept busy meanwhile
+    startup_s: float
+    rss_before_mb: float
+    pipeline_rss_mb: float
+    warmup_s: float
+    window_s: float
+    repeats: int
+    stage_rows_per_s: dict[str, float]  # per stage prefix, with a stage profile
+    stage_cores_busy: dict[str, float]
+    # a failed configuration's
+    failure: str  # why it failed: out of memory, a hung or dead worker, a pipeline error
+    config: Config
+    # the simulator's
+    stages: dict[str, SimulatedStage]
+    bottleneck: str
+    memory_fraction: float
+    cpu_share_per_thread: float
+    model: str
+    node: str
+    # InTune's mean of several measurements of one configuration
+    samples: list[float]
 
 
 @dataclass(frozen=True)
@@ -26,7 +75,7 @@ class Measurement:
     peak_rss_mb: float = 0.0
     failed: bool = False
     label: MeasurementLabel = "measured"
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    extra: MeasurementExtra = field(default_factory=lambda: MeasurementExtra())
 
     @property
     def score(self) -> float:
@@ -34,11 +83,16 @@ class Measurement:
         return float("-inf") if self.failed else self.rows_per_s
 
     @property
-    def cores(self) -> dict[str, float]:
+    def cores(self) -> Cores:
         """The cores the measuring process kept busy (``cores_busy``) and those every other
         process kept busy meanwhile (``other_cores_busy``), where the measurement recorded
         them (``ingestion.measure``)."""
-        return {k: float(self.extra[k]) for k in ("cores_busy", "other_cores_busy") if self.extra.get(k) is not None}
+        cores, busy, others = Cores(), self.extra.get("cores_busy"), self.extra.get("other_cores_busy")
+        if busy is not None:
+            cores["cores_busy"] = float(busy)
+        if others is not None:
+            cores["other_cores_busy"] = float(others)
+        return cores
 
 
 @dataclass(frozen=True)

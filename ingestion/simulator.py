@@ -66,7 +66,7 @@ import numpy as np
 
 from ingestion.knobs import Knob, KnobSpace
 from ingestion.node import Node
-from ingestion.measurement import Config, Measurement
+from ingestion.measurement import Config, Measurement, SimulatedStage
 
 PipelineKind = Literal["read", "parse", "transform"]
 PIPELINE_KINDS: tuple[PipelineKind, ...] = ("read", "parse", "transform")
@@ -373,7 +373,7 @@ def simulate(
     if noise > 0:
         x *= float(np.exp((rng or np.random.default_rng()).normal(0.0, noise)))
     oom = mem > node.ram_budget_mb
-    stages: dict[str, dict] = {}
+    stages: dict[str, SimulatedStage] = {}
     for gi, g in enumerate(group):
         for i in g.stages:
             stages[model.stages[i].name] = {

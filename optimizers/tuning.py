@@ -37,16 +37,20 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Callable, TypedDict
+from typing import TYPE_CHECKING, Any, Callable, NotRequired, TypedDict
 
 from ingestion.measure import MeasureWorker, measure_in_process
-from ingestion.measurement import FINAL_PROTOCOL, SEARCH_PROTOCOL, Config, Measurement, MeasureProtocol
+from ingestion.measurement import (FINAL_PROTOCOL, SEARCH_PROTOCOL, Config, Cores, Measurement, MeasurementExtra,
+                                   MeasureProtocol)
 from ingestion.node import Node
 from ingestion.pipeline import PipelineSpec
 from optimizers.asktell import Optimizer, SearchResult, Trial, run
 from optimizers.ingestion_optimizers import INGESTION_OPTIMIZERS, IngestJob
 from core.errors import UserError
 from core.json_edge import JsonObject
+
+if TYPE_CHECKING:  # pragma: no cover  (InTune's state module loads its agent's engine)
+    from optimizers.intune.state import RaceReport
 
 __all__ = ["FINAL_PROTOCOL", "SEARCH_PROTOCOL", "IngestJob", "IngestTuningResult", "MeasureProtocol",
            "NoRunningConfiguration", "TuningOptions", "VerifiedConfig", "build_optimizer", "tune_pipeline"]
@@ -62,6 +66,36 @@ def recommendation(opt: Any, result: Any) -> tuple[Config, Measurement]:
     return dict(result.best_config), result.best
 
 
+class _Figures(Cores):
+    """What one measurement of the search showed: rows/s, whether it ran, the cores busy meanwhile."""
+
+    rows_per_s: float
+    oom: bool
+    label: str
+
+
+class TrialRow(_Figures):
+    """One trial of a search as the result's ``history`` lists it (:func:`_trial_history`)."""
+
+    config: Config
+    peak_rss_mb: float
+    elapsed_s: float
+    failure: NotRequired[str]  # why a failed trial failed
+
+
+class ControlRow(_Figures):
+    """One control measurement: before which trial, and when in the run."""
+
+    before_trial: int
+    elapsed_s: float
+
+
+class FinalMeasurement(MeasurementExtra, total=False):
+    """The final measurement's protocol and its own figures (``Measurement.extra``)."""
+
+    protocol: dict[str, float | int]  # MeasureProtocol.as_kwargs()
+
+
 class SearchSummary(TypedDict, total=False):
     """The search part of a tuning result (:func:`_search_summary`): its trials, why it stopped,
     its protocol and history; the control measurements when asked for, and InTune's final race."""
@@ -72,12 +106,12 @@ class SearchSummary(TypedDict, total=False):
     protocol: dict[str, float | int]  # MeasureProtocol.as_kwargs()
     time_budget_s: float
     failed_trials: dict[str, int]
-    history: list[JsonObject]  # every trial as the result's JSON lists it (_trial_history)
-    controls: list[JsonObject]
+    history: list[TrialRow]
+    controls: list[ControlRow]
     controls_s: float
     control_config: dict[str, int]
     control_every: int
-    race: JsonObject  # the optimizer's own report of its race
+    race: RaceReport  # the optimizer's own report of its race (InTune's)
 
 
 class NodeSummary(TypedDict):
@@ -106,7 +140,7 @@ class IngestTuningResult:
     tuning_s: float
     label: str
     oom: bool
-    final_measurement: JsonObject  # the protocol and the measurement's own figures (Measurement.extra), for the JSON
+    final_measurement: FinalMeasurement
     search: SearchSummary
     node: NodeSummary
     vs_autotune: Any = None
@@ -161,7 +195,7 @@ class _Measurements:
     def __init__(self, job: IngestJob, worker: Any, options: TuningOptions):
         self.job, self.worker, self.options = job, worker, options
         self.trials_done = 0
-        self.controls: list[JsonObject] = []  # the control measurements, as the result's JSON lists them
+        self.controls: list[ControlRow] = []
         self.controls_s = 0.0
 
     def measure(self, config: Config, protocol: MeasureProtocol) -> Measurement:
@@ -313,7 +347,7 @@ def _search_summary(result: SearchResult, job: IngestJob, controls: SearchSummar
     }
 
 
-def _trial_history(result: SearchResult) -> list[JsonObject]:
+def _trial_history(result: SearchResult) -> list[TrialRow]:
     """Every trial of a search, in order: configuration, measurement and failure reason."""
     return [
         {"config": t.config, "rows_per_s": t.measurement.rows_per_s, "peak_rss_mb": t.measurement.peak_rss_mb,
@@ -327,7 +361,7 @@ class NoRunningConfiguration(UserError):
     """An optimizer's search ended without a configuration that runs; ``history`` holds its trials
     (in :func:`_trial_history`'s form), so a benchmark can report the run instead of losing it."""
 
-    def __init__(self, history: list[JsonObject], message: str):
+    def __init__(self, history: list[TrialRow], message: str):
         super().__init__(message)
         self.history = history
 

@@ -64,6 +64,25 @@ class RaceExit(TypedDict):
     by: str
 
 
+class RaceEntrant(TypedDict):
+    """A configuration still in the race at its end, with its rows/s in each round."""
+
+    config: dict[str, int]
+    rounds_rows_per_s: list[float]
+
+
+class RaceReport(TypedDict):
+    """What the confirmation race did (``confirm.race_report``): its rounds, who raced, who left
+    and why, how the pick was decided, and the buffer knobs memory held down for the pick."""
+
+    rounds: int
+    entrants: int
+    left: list[RaceEntrant]
+    eliminated: list[RaceExit]
+    decided_by: str
+    buffers_memory_bound: dict[str, int]
+
+
 @dataclass
 class SearchState:
     """What the search has measured and decided so far; the phases read and update it.

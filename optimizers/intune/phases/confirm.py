@@ -25,7 +25,7 @@ import numpy as np
 from ingestion.measurement import Config, Measurement, paired_ratio
 from optimizers.intune.env import Masker
 from optimizers.intune.phases.start import cpu_split
-from optimizers.intune.state import SearchSetup, SearchState
+from optimizers.intune.state import RaceReport, SearchSetup, SearchState
 
 #: Once the first round is measured, the race is budgeted for the top two.
 RACE_PAIR = 2
@@ -162,7 +162,7 @@ def next_round(setup: SearchSetup, state: SearchState, room_for: Callable[[int],
     return [dict(k) for k in state.race_order]
 
 
-def race_report(setup: SearchSetup, state: SearchState) -> dict:
+def race_report(setup: SearchSetup, state: SearchState) -> RaceReport:
     """What the race did: its rounds, who raced, who left and why, how the pick was decided, and
     the buffer knobs memory held down (for the pick)."""
     left = racing(state) if sum(1 for v in state.paired.values() if v) >= 2 else []
