@@ -37,6 +37,8 @@ from core.json_edge import JsonObject
 
 if TYPE_CHECKING:
     from serverless.ppo import LearnerState
+    from serverless.rollout_event import PolicySpecJson
+    from serverless.run_state import RunStateJson
 
 CHECKPOINT_FILE = "checkpoint.npz"
 FORMAT = "trainwise-checkpoint"
@@ -52,6 +54,20 @@ class RunIdentity(TypedDict):
     seed: int
     run: dict[str, int]  # RunConfig.to_dict()
     ppo: JsonObject  # PPOConfig.to_dict()
+
+
+class CheckpointMeta(TypedDict):
+    """The checkpoint's ``meta`` entry (the module's docstring); ``learner`` and ``torch_rng`` are
+    :func:`_flatten`'s JSON trees, whose tensors are the file's other entries."""
+
+    format: str
+    version: int
+    env_id: str
+    identity: RunIdentity
+    policy_spec: PolicySpecJson
+    run_state: RunStateJson
+    learner: Any
+    torch_rng: Any
 
 
 # --------------------------------------------------------------------------- state <-> arrays
@@ -101,8 +117,8 @@ def checkpoint_path(directory: Path) -> Path:
     return Path(directory) / CHECKPOINT_FILE
 
 
-def save_checkpoint(directory: Path, *, identity: RunIdentity, policy_spec: JsonObject, learner_state: LearnerState,
-                    run_state: JsonObject) -> Path:
+def save_checkpoint(directory: Path, *, identity: RunIdentity, policy_spec: PolicySpecJson, learner_state: LearnerState,
+                    run_state: RunStateJson) -> Path:
     """Write one checkpoint atomically (see the module docstring); returns its path.
     ``identity`` is the run's (JSON; ``env_id`` among its keys)."""
     import torch
@@ -110,7 +126,7 @@ def save_checkpoint(directory: Path, *, identity: RunIdentity, policy_spec: Json
     from core.atomic import write_with
 
     arrays: dict[str, np.ndarray] = {}
-    meta = {
+    meta: CheckpointMeta = {
         "format": FORMAT,
         "version": VERSION,
         "env_id": identity["env_id"],
@@ -181,7 +197,7 @@ def _bad(path: Path, why: str) -> UserError:
     )
 
 
-def read_checkpoint(directory: Path) -> tuple[JsonObject, dict[str, np.ndarray]]:
+def read_checkpoint(directory: Path) -> tuple[CheckpointMeta, dict[str, np.ndarray]]:
     """The checkpoint's meta (JSON) and its arrays, fully read and checked for format."""
     path = checkpoint_path(directory)
     if not path.exists():
@@ -214,8 +230,8 @@ def _policy_shape(data: Any) -> Any:
         return data
 
 
-def load_checkpoint(directory: Path, *, identity: RunIdentity, policy_spec: JsonObject, learner: Any,
-                    ignore: tuple[str, ...] = ()) -> JsonObject:
+def load_checkpoint(directory: Path, *, identity: RunIdentity, policy_spec: PolicySpecJson, learner: Any,
+                    ignore: tuple[str, ...] = ()) -> RunStateJson:
     """Check the checkpoint against this run's identity (but the fields in ``ignore``), restore
     the learner and torch's RNG; return the run state."""
     import torch

@@ -20,14 +20,60 @@ path, decoding, GAE, the update, checkpoints, the rest), with each phase's share
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypedDict
 
-from core.json_edge import JsonObject
-from serverless.pricing import PriceTable
+from serverless.pricing import PriceTable, PriceTableInfo
 
 LedgerLabel = Literal["modelled from price table", "billed"]
 MODELLED: LedgerLabel = "modelled from price table"
 BILLED: LedgerLabel = "billed"
+
+
+class TimeByPhase(TypedDict):
+    seconds: dict[str, float]
+    shares: dict[str, float]
+    label: str  # measured
+
+
+class LedgerLine(TypedDict):
+    """One component of the cost: its quantity in its unit, the unit price and the dollars."""
+
+    component: str
+    quantity: float
+    unit: str
+    unit_price_usd: float
+    usd: float
+
+
+class FaultsCost(TypedDict):
+    label: LedgerLabel
+    by_kind: dict[str, dict[str, float]]  # {"invocations", "gb_seconds", "usd"} per fault kind
+    usd: float
+    share_of_total: float
+    note: str
+
+
+class LedgerJson(TypedDict):
+    """A ledger as a run's result carries it."""
+
+    label: LedgerLabel
+    architecture: str
+    price_table: PriceTableInfo
+    lines: list[LedgerLine]
+    total_usd: float
+    faults: FaultsCost
+    time_by_phase: TimeByPhase
+
+
+class LedgerTotals(TypedDict):
+    """The running totals a checkpoint keeps (:meth:`CostLedger.totals`, :meth:`CostLedger.restore`)."""
+
+    gb_seconds: float
+    function_usd: float
+    requests: int
+    learner_seconds: float
+    fault_costs: dict[str, dict[str, float]]
+    phase_seconds: dict[str, float]
 
 
 @dataclass
@@ -72,7 +118,7 @@ class CostLedger:
         for name, value in seconds.items():
             self.phase_seconds[name] = self.phase_seconds.get(name, 0.0) + float(value)
 
-    def time_by_phase(self) -> JsonObject:
+    def time_by_phase(self) -> TimeByPhase:
         total = sum(self.phase_seconds.values())
         return {
             "seconds": dict(self.phase_seconds),
@@ -92,7 +138,7 @@ class CostLedger:
     def total_usd(self) -> float:
         return self.function_usd + self.request_usd + self.learner_usd
 
-    def totals(self) -> dict[str, float]:
+    def totals(self) -> LedgerTotals:
         """The running totals (for a checkpoint); :meth:`restore` puts them back."""
         return {
             "gb_seconds": self.gb_seconds,
@@ -103,7 +149,7 @@ class CostLedger:
             "phase_seconds": dict(self.phase_seconds),
         }
 
-    def restore(self, totals: dict[str, float]) -> None:
+    def restore(self, totals: LedgerTotals) -> None:
         self.gb_seconds = float(totals["gb_seconds"])
         self.function_usd = float(totals["function_usd"])
         self.requests = int(totals["requests"])
@@ -111,7 +157,7 @@ class CostLedger:
         self.fault_costs = {str(k): {n: float(x) for n, x in v.items()} for k, v in totals.get("fault_costs", {}).items()}
         self.phase_seconds = {str(k): float(v) for k, v in totals.get("phase_seconds", {}).items()}
 
-    def lines(self) -> list[JsonObject]:
+    def lines(self) -> list[LedgerLine]:
         p = self.prices
         return [
             {
@@ -137,7 +183,7 @@ class CostLedger:
             },
         ]
 
-    def faults(self) -> JsonObject:
+    def faults(self) -> FaultsCost:
         """The cost of faults: attempts paid for (or refused) whose result was not used."""
         return {
             "label": self.label,
@@ -147,7 +193,7 @@ class CostLedger:
             "note": "included in function_gb_s and requests; throttled calls are not billed",
         }
 
-    def to_dict(self) -> JsonObject:
+    def to_dict(self) -> LedgerJson:
         return {
             "label": self.label,
             "architecture": self.architecture,

@@ -15,12 +15,11 @@ The network is a pair of MLPs of the same widths (the actor and the critic), eac
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict
 
 import numpy as np
 
 from core.errors import UserError
-from core.json_edge import JsonObject
 
 InPlace = Callable[[np.ndarray], np.ndarray]
 
@@ -95,6 +94,13 @@ def forward(x: np.ndarray, layers: list[tuple[np.ndarray, np.ndarray]], act: InP
     return x
 
 
+class NetworkJson(TypedDict):
+    """A :class:`NetworkSpec` as JSON (a PPO config's ``network``, a policy spec's keys)."""
+
+    hidden: list[int]
+    activation: str
+
+
 @dataclass(frozen=True)
 class NetworkSpec:
     """The actor's and the critic's hidden widths (one or more) and their activation."""
@@ -119,7 +125,7 @@ class NetworkSpec:
         """``64x64 tanh``."""
         return f"{'x'.join(map(str, self.hidden))} {self.activation}"
 
-    def to_dict(self) -> JsonObject:
+    def to_dict(self) -> NetworkJson:
         return {"hidden": list(self.hidden), "activation": self.activation}
 
     @classmethod

@@ -28,9 +28,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from core.json_edge import JsonObject
 from serverless.network import NetworkSpec, forward
-from serverless.rollout_event import RolloutEvent, RolloutReply
+from serverless.rollout_event import PolicySpecJson, RolloutEvent, RolloutReply
 
 ActionKind = Literal["discrete", "continuous"]
 
@@ -50,7 +49,7 @@ class PolicySpec:
         if self.action_kind not in ("discrete", "continuous"):
             raise ValueError(f"action_kind must be 'discrete' or 'continuous', got {self.action_kind!r}")
 
-    def to_dict(self) -> JsonObject:
+    def to_dict(self) -> PolicySpecJson:
         """JSON (the rollout event's ``policy_spec``); the network's keys inline."""
         return {
             "obs_dim": self.obs_dim,
@@ -62,7 +61,7 @@ class PolicySpec:
         }
 
     @classmethod
-    def from_dict(cls, data: JsonObject) -> "PolicySpec":
+    def from_dict(cls, data: PolicySpecJson) -> "PolicySpec":
         low = data.get("action_low")
         high = data.get("action_high")
         return cls(

@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from core.errors import UserError, field_name
 from core.json_edge import JsonObject
@@ -37,7 +37,7 @@ def billed_ms(duration_ms: float, granularity_ms: int = 1) -> int:
     return int(units * granularity_ms)
 
 
-def price_region(backend: str, backend_options: Mapping[str, Any] | None = None) -> str | None:
+def price_region(backend: str, backend_options: Mapping[str, str | int | float | bool] | None = None) -> str | None:
     """The region a run is priced in: the Lambda config's for the lambda backend (its
     ``lambda_config`` option, or the default config file), None (the default table) otherwise
     or when the config cannot be read (the backend itself reports that)."""
@@ -49,6 +49,17 @@ def price_region(backend: str, backend_options: Mapping[str, Any] | None = None)
         return LambdaConfig.from_file((backend_options or {}).get("lambda_config") or DEFAULT_CONFIG_PATH).region
     except UserError:
         return None
+
+
+class PriceTableInfo(TypedDict):
+    """Which prices a run's figures used (a ledger's ``price_table``)."""
+
+    version: str
+    region: str
+    retrieved: str
+    sources: dict[str, str]
+    learner_vm: str  # the learner's instance type
+    warnings: list[str]
 
 
 @dataclass(frozen=True)
@@ -65,7 +76,7 @@ class PriceTable:
     warnings: tuple[str, ...] = ()
 
     @classmethod
-    def for_run(cls, backend: str, backend_options: Mapping[str, Any] | None = None,
+    def for_run(cls, backend: str, backend_options: Mapping[str, str | int | float | bool] | None = None,
                 path: str | Path | None = None) -> "PriceTable":
         """The table of the region the run's backend bills in (:func:`price_region`)."""
         return cls.load(path, region=price_region(backend, backend_options))
@@ -145,7 +156,7 @@ class PriceTable:
     def vm_cost(self, seconds: float) -> float:
         return seconds / 3600.0 * self.vm_usd_per_hour
 
-    def describe(self) -> JsonObject:
+    def describe(self) -> PriceTableInfo:
         return {"version": self.version, "region": self.region, "retrieved": self.retrieved, "sources": self.sources,
                 "learner_vm": self.vm_instance_type, "warnings": list(self.warnings)}
 

@@ -7,7 +7,7 @@ the collector and every backend say what they pass instead of passing an untyped
 when the annotations are evaluated, and ``tests/serverless/test_rollout_event.py`` reads them.)
 """
 
-from typing import NotRequired, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 from core.json_edge import JsonObject
 
@@ -51,13 +51,26 @@ class SlotEntry(TypedDict):
     episode: NotRequired[EpisodeSnapshot]
 
 
+class PolicySpecJson(TypedDict):
+    """A policy's shape as JSON (``PolicySpec.to_dict``, read back by ``PolicySpec.from_dict``):
+    what an actor rebuilds the policy from, the network's keys inline."""
+
+    obs_dim: int
+    action_kind: Literal["discrete", "continuous"]
+    act_dim: int
+    hidden: list[int]
+    activation: NotRequired[str]  # absent in an older checkpoint's spec: tanh
+    action_low: list[float] | None
+    action_high: list[float] | None
+
+
 class RolloutEvent(TypedDict):
     """What one rollout function is asked to run."""
 
     env_id: str
     num_steps: int
     seed: int
-    policy_spec: JsonObject  # PolicySpec.to_dict(), read back by PolicySpec.from_dict
+    policy_spec: PolicySpecJson
     actor_id: int
     weights_npz_b64: NotRequired[str]
     weights_s3: NotRequired[S3Ref]

@@ -30,13 +30,12 @@ from __future__ import annotations
 import statistics
 import time
 from collections import deque
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
 
 import numpy as np
 
 from core.errors import UserError
-from core.json_edge import JsonObject
 from serverless.backends.faults import classify_error
 from serverless.invocation import BillingRecord, Invocation, InvokeBatch
 from serverless.rollout_event import RolloutEvent, RolloutReply
@@ -81,6 +80,17 @@ class RolloutsFailed(Exception):
         self.wasted: list[tuple[str, BillingRecord]] = []
 
 
+class FaultTallyJson(TypedDict, total=False):
+    """A :class:`FaultTally` as a checkpoint and a result hold it (an older checkpoint may lack keys)."""
+
+    observed: dict[str, int]
+    recovered: dict[str, int]
+    retries: int
+    hedges: int
+    hedge_wins: int
+    injected: dict[str, int]
+
+
 @dataclass
 class FaultTally:
     """Faults met and recovered from, by kind, and what the collector did about them."""
@@ -92,11 +102,12 @@ class FaultTally:
     hedge_wins: int = 0
     injected: dict[str, int] = field(default_factory=dict)  # by the fault-injection wrapper, if any
 
-    def to_dict(self) -> JsonObject:
-        return asdict(self)
+    def to_dict(self) -> FaultTallyJson:
+        return {"observed": dict(self.observed), "recovered": dict(self.recovered), "retries": self.retries,
+                "hedges": self.hedges, "hedge_wins": self.hedge_wins, "injected": dict(self.injected)}
 
     @classmethod
-    def from_dict(cls, data: JsonObject) -> "FaultTally":
+    def from_dict(cls, data: FaultTallyJson) -> "FaultTally":
         tally = cls()
         for name in ("observed", "recovered"):
             getattr(tally, name).update({str(k): int(v) for k, v in data.get(name, {}).items()})

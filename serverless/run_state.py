@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 import numpy as np
 
-from core.json_edge import JsonObject
-from serverless.ledger import CostLedger
-from serverless.rollouts import FaultTally
+from serverless.ledger import CostLedger, LedgerTotals
+from serverless.rollouts import FaultTally, FaultTallyJson
 from serverless.run_config import RunConfig
 from serverless.rollout_event import EpisodeSnapshot, RolloutReply
 
@@ -30,6 +29,33 @@ class CurvePoint(TypedDict):
 # A configuration change: the iteration it came after and the run shapes (RunConfig.to_dict())
 # either side; "from" is a keyword, hence the functional form.
 ConfigChange = TypedDict("ConfigChange", {"iteration": int, "env_steps": int, "from": dict[str, int], "to": dict[str, int]})
+
+
+class RolloutCounts(TypedDict):
+    used: int
+    lost: int
+    duplicate: int
+
+
+class RunStateJson(TypedDict):
+    """A :class:`RunState` as a checkpoint holds it (keys an older checkpoint may lack: NotRequired)."""
+
+    env_id: str
+    iteration: int
+    env_steps: int
+    lambda_time_s: float
+    controller_s: NotRequired[float]
+    wall_s: float
+    recent_returns: list[float]
+    episodes: int
+    curve: list[CurvePoint]
+    config_changes: list[ConfigChange]
+    run: dict[str, int]  # RunConfig.to_dict()
+    ledger: LedgerTotals
+    slot_episodes: NotRequired[dict[str, EpisodeSnapshot]]  # by slot number (a JSON key: a string)
+    rollouts: NotRequired[RolloutCounts]
+    faults: NotRequired[FaultTallyJson]
+    hedge_history: NotRequired[list[float]]
 
 
 @dataclass
@@ -95,7 +121,7 @@ class RunState:
         """Mean of the last ``reach_window`` completed training episodes >= target."""
         return len(self.recent_returns) >= self.reach_window and float(np.mean(self.recent_returns)) >= target
 
-    def to_json(self, env_id: str, wall_s: float, ledger: CostLedger) -> JsonObject:
+    def to_json(self, env_id: str, wall_s: float, ledger: CostLedger) -> RunStateJson:
         return {
             "env_id": env_id,
             "iteration": self.iteration,
@@ -116,7 +142,7 @@ class RunState:
         }
 
     @classmethod
-    def from_json(cls, state: JsonObject, reach_window: int) -> "RunState":
+    def from_json(cls, state: RunStateJson, reach_window: int) -> "RunState":
         rollouts = state.get("rollouts", {})
         return cls(
             run=RunConfig(**state["run"]),
