@@ -19,6 +19,7 @@ import platform
 import secrets
 import time
 from pathlib import Path
+from typing import TypedDict
 
 
 def home() -> Path:
@@ -65,7 +66,16 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def hardware() -> dict[str, object]:
+class Hardware(TypedDict):
+    """The facts about a machine that change a profile's numbers."""
+
+    cpu_model: str
+    cpu_count: int | None
+    memory_gib: int
+    machine: str
+
+
+def hardware() -> Hardware:
     """The facts about this machine that change a profile's numbers."""
     try:
         import psutil

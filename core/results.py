@@ -12,7 +12,7 @@ import os
 import platform
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from core.atomic import check_replaceable, write_text
 from core.json_edge import JsonObject
@@ -20,7 +20,17 @@ from core.json_edge import JsonObject
 _VERSIONED = ("trainwise", "torch", "numpy", "gymnasium", "tensorflow-cpu", "prefect", "ray", "boto3")
 
 
-def environment() -> JsonObject:
+class Environment(TypedDict):
+    """Where a result was obtained: CPU count, Python, platform and the versions that matter."""
+
+    cpu_count: int | None
+    python: str
+    platform: str
+    machine: str
+    versions: dict[str, str]
+
+
+def environment() -> Environment:
     """CPU count, Python, platform and the versions of the packages that matter."""
     versions: dict[str, str] = {}
     for name in _VERSIONED:

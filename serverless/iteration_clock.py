@@ -16,9 +16,8 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, TypedDict
 
-from core.json_edge import JsonObject
 from serverless import host_speed
 from serverless.rollout_event import RolloutReply
 
@@ -122,6 +121,15 @@ PHASES = (
 )
 
 
+class PhaseReport(TypedDict):
+    """An iteration's wall time by phase, as the trainer's result lists it (measured)."""
+
+    iteration_s: float
+    phases_s: dict[str, float]
+    shares: dict[str, float]
+    label: str
+
+
 @dataclass(frozen=True)
 class PhaseBreakdown:
     """Where one iteration's measured wall time went (seconds, on this machine).
@@ -147,7 +155,7 @@ class PhaseBreakdown:
             tuple((name, s + seconds if name == "checkpoint_s" else s) for name, s in self.seconds),
         )
 
-    def to_dict(self) -> JsonObject:
+    def to_dict(self) -> PhaseReport:
         phases = {**dict(self.seconds), "other_s": self.other_s}
         total = self.iteration_s
         return {

@@ -30,7 +30,7 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NotRequired, TypedDict
 
 from core.errors import UserError
 from serverless.architectures import ARCHITECTURES
@@ -127,14 +127,32 @@ def _write_zip(out: Path, files: dict[str, bytes]) -> None:
     write_with(out, write)
 
 
-def _report(out: Path, **extra: object) -> dict[str, object]:
+class ZipReport(TypedDict):
+    """What was packed: the zip's path, size and hash, and how much it unpacks to."""
+
+    path: str
+    zip_bytes: int
+    sha256: str
+    unzipped_bytes: int
+
+
+class FunctionZipReport(ZipReport):
+    handler: str
+    files: list[str]
+    needs_layer: list[str]  # the third-party modules the handler imports (the layer's job)
+    env_module_files: NotRequired[list[str]]  # the user's env module, when the env id names one
+
+
+class LayerZipReport(ZipReport):
+    arch: str
+    runtime: str
+    requirements: list[str]
+
+
+def _report(out: Path, unzipped_bytes: int) -> ZipReport:
     data = out.read_bytes()
-    return {
-        "path": str(out),
-        "zip_bytes": len(data),
-        "sha256": hashlib.sha256(data).hexdigest(),
-        **extra,
-    }
+    return {"path": str(out), "zip_bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
+            "unzipped_bytes": unzipped_bytes}
 
 
 def _env_module_files(env_id: str | None) -> dict[str, bytes]:
@@ -157,7 +175,7 @@ def _env_module_files(env_id: str | None) -> dict[str, bytes]:
 
 
 def build_function_zip(out: Path, entry: str = HANDLER_MODULE, root: Path = PROJECT_ROOT,
-                       env_id: str | None = None) -> dict[str, object]:
+                       env_id: str | None = None) -> FunctionZipReport:
     """Pack the handler and the first-party modules it imports, and the user's env module
     when ``env_id`` names one; nothing else."""
     if _module_path(entry, root) is None:
@@ -176,8 +194,11 @@ def build_function_zip(out: Path, entry: str = HANDLER_MODULE, root: Path = PROJ
     files |= env_files
     _write_zip(out, files)
     unzipped = sum(len(v) for v in files.values())
-    return _report(out, handler=HANDLER_ENTRY, files=sorted(files), unzipped_bytes=unzipped,
-                   needs_layer=third_party, **({"env_module_files": sorted(env_files)} if env_files else {}))
+    report: FunctionZipReport = {**_report(out, unzipped), "handler": HANDLER_ENTRY, "files": sorted(files),
+                                 "needs_layer": third_party}
+    if env_files:
+        report["env_module_files"] = sorted(env_files)
+    return report
 
 
 def wheel_platforms(arch: str) -> list[str]:
@@ -190,7 +211,7 @@ def wheel_platforms(arch: str) -> list[str]:
 
 
 def build_layer_zip(out: Path, arch: str = "x86_64",
-                    requirements: tuple[str, ...] = LAYER_REQUIREMENTS) -> dict[str, object]:
+                    requirements: tuple[str, ...] = LAYER_REQUIREMENTS) -> LayerZipReport:
     """pip-install the handler's third-party dependencies for the Lambda platform into ``python/``."""
     if arch not in ARCHITECTURES:
         raise ValueError(ARCHITECTURES.unknown(arch))
@@ -209,7 +230,7 @@ def build_layer_zip(out: Path, arch: str = "x86_64",
                 files[str(path.relative_to(tmp)).replace("\\", "/")] = path.read_bytes()
         _write_zip(out, files)
         unzipped = sum(len(v) for v in files.values())
-    return _report(out, arch=arch, runtime=LAMBDA_RUNTIME, requirements=list(requirements), unzipped_bytes=unzipped)
+    return {**_report(out, unzipped), "arch": arch, "runtime": LAMBDA_RUNTIME, "requirements": list(requirements)}
 
 
 def main(argv: list[str] | None = None) -> int:

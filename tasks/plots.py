@@ -19,9 +19,12 @@ from __future__ import annotations
 import base64
 import os
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NotRequired, Sequence, TypedDict
 
 from core.atomic import save_figure
+
+if TYPE_CHECKING:  # pragma: no cover
+    from serverless.run_state import CurvePoint
 
 BUCKET_ENV = "TRAINWISE_ARTIFACTS_BUCKET"
 PLOTS_PREFIX = "plots"
@@ -38,7 +41,7 @@ def _pyplot() -> Any:
 
 
 def reward_png(
-    curve: Sequence[Mapping[str, Any]],
+    curve: Sequence[CurvePoint],
     path: Path,
     *,
     target: float | None = None,
@@ -69,7 +72,16 @@ def reward_png(
     return path
 
 
-def throughput_png(rows: Sequence[Mapping[str, Any]], path: Path, *, title: str = "") -> Path:
+class OptimizerRow(TypedDict):
+    """What :func:`throughput_png` reads of one optimizer's row of the comparison table."""
+
+    optimizer: str
+    tuning_rows_per_s: float | None
+    verified_rows_per_s: float | None
+    tuning_label: NotRequired[str]  # simulated, measured or modelled
+
+
+def throughput_png(rows: Sequence[OptimizerRow], path: Path, *, title: str = "") -> Path:
     """Grouped bars per optimizer: ``tuning_rows_per_s`` (labelled by ``tuning_label``)
     and ``verified_rows_per_s`` (measured on the live pipeline)."""
     plt = _pyplot()

@@ -126,7 +126,7 @@ def _artifact_key(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
-def publish_plots(name: str, title: str, run_dir: Path, sections: Sequence[Mapping[str, Any]]) -> dict[Path, str]:
+def publish_plots(name: str, title: str, run_dir: Path, sections: Sequence[ReportSection]) -> dict[Path, str]:
     """One image artifact per PNG of the sections, ``<name>-<kind>-<plot>-plot``; returns the
     URL of each plot by its resolved path."""
     urls: dict[Path, str] = {}

@@ -55,10 +55,9 @@ import socket
 import subprocess
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, TypedDict
 
 from core.errors import UserError
-from core.json_edge import JsonObject
 from ingestion.cluster.service import start_worker
 
 TOKEN_ENV = "TRAINWISE_AGENT_TOKEN"
@@ -239,6 +238,43 @@ class Worker:
         return self.process.poll() is None
 
 
+class WorkerInfo(TypedDict):
+    dispatcher: str
+    cpus: list[int]
+    port: int
+    alive: bool
+
+
+class NodeReply(TypedDict):
+    """``GET /v1/node``: the CPUs the agent offers and its workers by id."""
+
+    cpus: list[int]
+    workers: dict[str, WorkerInfo]
+
+
+class StartedWorker(TypedDict):
+    """``POST /v1/workers``: the new worker's id and the address its dispatcher reaches it at."""
+
+    id: str
+    address: str
+
+
+class WorkerStatus(TypedDict):
+    """``GET /v1/workers/ID``: whether the worker is alive, and its exit status once it ended."""
+
+    alive: bool
+    returncode: int | None
+
+
+class AgentsInfo(TypedDict):
+    """The node agents a live run starts its workers through, as its result names them."""
+
+    kind: str
+    count: int
+    addresses: list[str]
+    cpus: list[list[int]]
+
+
 @dataclass
 class Agent:
     """The agent's state: the CPUs it offers, the worker ports it may use, the dispatchers it
@@ -252,7 +288,7 @@ class Agent:
     ended: dict[str, int | None] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def node(self) -> JsonObject:
+    def node(self) -> NodeReply:
         self.reap()
         with self._lock:
             return {"cpus": list(self.cpus), "workers": {i: {"dispatcher": w.request.dispatcher, "cpus": list(w.request.cpus),
@@ -270,7 +306,7 @@ class Agent:
         first = sorted(found, key=lambda a: (a.version, int(a)))[0]
         return f"[{first}]:{port}" if first.version == 6 else f"{first}:{port}"
 
-    def start(self, request: WorkerRequest, reached_at: str) -> JsonObject:
+    def start(self, request: WorkerRequest, reached_at: str) -> StartedWorker:
         """Start a worker, or :class:`Refused` (403 dispatcher not allowed, 429 the job's cap, 503 no port)."""
         target = self.allowed(request.dispatcher)
         if target is None:
@@ -291,7 +327,7 @@ class Agent:
             self.workers[worker_id] = Worker(request, port, start_worker(target, request.cpus, port, address))
         return {"id": worker_id, "address": address}
 
-    def status(self, worker_id: str) -> JsonObject | None:
+    def status(self, worker_id: str) -> WorkerStatus | None:
         self.reap()
         with self._lock:
             worker = self.workers.get(worker_id)
@@ -434,6 +470,6 @@ class AgentNodes:
                                                         "cpus": list(self.cpus[node])})
         return _AgentWorker(client, answer["id"])
 
-    def describe(self) -> JsonObject:
+    def describe(self) -> AgentsInfo:
         return {"kind": "node agents", "count": self.count, "addresses": [c.address for c in self.clients],
                 "cpus": [list(c) for c in self.cpus]}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from core.errors import UserError
 from core.json_edge import JsonObject
@@ -23,6 +23,25 @@ from core.json_edge import JsonObject
 #: Paced rates for --verify, as fractions of the trainer's compute rate.
 VERIFY_FRACTIONS = (0.7, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2)
 WAIT_BAR = 0.05
+
+
+class PacedPoint(TypedDict):
+    """Batches paced at ``fraction`` of the compute rate (re-measured just before): the input-wait share."""
+
+    fraction: float
+    compute_rows_per_s: float
+    rows_per_s: float
+    input_wait_share: float
+
+
+class DemandCheck(TypedDict):
+    """``--verify``: the sweep, and from which rate on the trainer waits for input less than ``wait_bar``."""
+
+    sweep: list[PacedPoint]
+    wait_bar: float
+    fed_from_fraction: float | None
+    fed_from_rows_per_s: NotRequired[float]
+    demand_over_fed_from: NotRequired[float]
 
 
 def register_trainer_demand(isub: argparse._SubParsersAction) -> None:
@@ -43,12 +62,12 @@ def register_trainer_demand(isub: argparse._SubParsersAction) -> None:
     t.set_defaults(handler=trainer_demand_handler)
 
 
-def _verify(args: argparse.Namespace, step: Any, demand: Any) -> JsonObject:
+def _verify(args: argparse.Namespace, step: Any, demand: Any) -> DemandCheck:
     """Pace batches at fractions of the compute rate, re-measured just before each point (a shared
     machine's speed drifts between points), and measure the input-wait share at each."""
     from ingestion.cluster.trainer import measure_demand, wait_share_at
 
-    sweep = []
+    sweep: list[PacedPoint] = []
     for f in VERIFY_FRACTIONS:
         local = measure_demand(args.trainer, batch_size=args.batch_size, seconds=args.seconds / 2, repeats=2,
                                warmup_steps=1, margin=0.0, step=step).compute_rows_per_s
@@ -57,13 +76,12 @@ def _verify(args: argparse.Namespace, step: Any, demand: Any) -> JsonObject:
         print(f"  paced at {f:.2f}x the compute rate ({f * local:,.0f} rows/s): input wait {share:.1%}", file=sys.stderr)
     # the lowest fraction from which the wait share stays under the bar at every higher fraction of the sweep
     under = [p["fraction"] for i, p in enumerate(sweep) if all(q["input_wait_share"] < WAIT_BAR for q in sweep[i:])]
-    out: JsonObject = {"sweep": sweep, "wait_bar": WAIT_BAR, "fed_from_fraction": min(under) if under else None}
+    out: DemandCheck = {"sweep": sweep, "wait_bar": WAIT_BAR, "fed_from_fraction": min(under) if under else None}
     if under:
-        out["fed_from_rows_per_s"] = min(under) * demand.compute_rows_per_s
-        out["demand_over_fed_from"] = demand.demand_rows_per_s / out["fed_from_rows_per_s"]
+        fed_from = out["fed_from_rows_per_s"] = min(under) * demand.compute_rows_per_s
+        over = out["demand_over_fed_from"] = demand.demand_rows_per_s / fed_from
         print(f"  input wait under {WAIT_BAR:.0%} from {min(under):.2f}x the compute rate on "
-              f"({out['fed_from_rows_per_s']:,.0f} rows/s); the demand is {out['demand_over_fed_from']:.2f}x that "
-              "(measured)", file=sys.stderr)
+              f"({fed_from:,.0f} rows/s); the demand is {over:.2f}x that (measured)", file=sys.stderr)
     return out
 
 

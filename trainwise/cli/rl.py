@@ -6,12 +6,15 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.errors import UserError
 from core.json_edge import JsonObject
 from serverless.backends import BACKENDS
 from trainwise.cli import add_backend_options, add_env_args, backend_options_of, finite_float
+
+if TYPE_CHECKING:  # pragma: no cover
+    from serverless.trainer import TrainResult
 
 
 def add_backend_args(p: argparse.ArgumentParser) -> None:
@@ -117,43 +120,42 @@ def build_train_spec(args: argparse.Namespace) -> Any:
     return spec
 
 
-def _clock_name(result: JsonObject) -> str:
+def _clock_name(res: TrainResult) -> str:
     """The second clock named for what it measured (Ray rollouts are not Lambda)."""
-    return BACKENDS.get(result["config"]["backend"]).clock_name
+    return BACKENDS.get(res.config["backend"]).clock_name
 
 
-def _summary(result: JsonObject) -> str:
-    ledger = result["ledger"]
+def _summary(res: TrainResult) -> str:
+    ledger, prices = res.ledger, res.ledger.prices
     lines = [
-        f"reached target: {result['reached']} ({result['stop_reason']}); env steps {result['env_steps']}; "
-        f"final mean return {result['final_mean_return']}",
-        f"wall time (measured):            {result['wall_s']:.1f} s",
-        f"{_clock_name(result)} ({result['lambda_time_label']}): {result['lambda_time_s']:.1f} s",
-        f"cost ({ledger['label']}, prices {ledger['price_table']['version']}):",
+        f"reached target: {res.reached} ({res.stop_reason}); env steps {res.env_steps}; "
+        f"final mean return {res.final_mean_return}",
+        f"wall time (measured):            {res.wall_s:.1f} s",
+        f"{_clock_name(res)} ({res.lambda_time_label}): {res.lambda_time_s:.1f} s",
+        f"cost ({ledger.label}, prices {prices.version}):",
     ]
-    for line in ledger["lines"]:
+    for line in ledger.lines():
         lines.append(f"  {line['component']:<14} {line['quantity']:>12.4f} {line['unit']:<20} ${line['usd']:.6f}")
-    lines.append(f"  {'total':<14} {'':>12} {'':<20} ${ledger['total_usd']:.6f}")
-    lines += _fault_lines(result)
-    lines += [f"warning: prices: {w}" for w in ledger["price_table"].get("warnings", ())]
-    lines += [f"note: {n}" for n in result["notes"]]
+    lines.append(f"  {'total':<14} {'':>12} {'':<20} ${ledger.total_usd:.6f}")
+    lines += _fault_lines(res)
+    lines += [f"warning: prices: {w}" for w in prices.warnings]
+    lines += [f"note: {n}" for n in res.notes]
     return "\n".join(lines)
 
 
-def _fault_lines(result: JsonObject) -> list[str]:
+def _fault_lines(res: TrainResult) -> list[str]:
     """Faults met and what they cost, when there were any."""
-    f = result.get("faults") or {}
+    f = res.faults
     if not f or not (f.get("injected") or any(f.get("observed", {}).values())):
         return []
     def kinds(d: dict[str, int] | None) -> str:
         return ", ".join(f"{k} {v}" for k, v in (d or {}).items() if v) or "none"
-    ledger = result["ledger"]
+    faults = res.ledger.faults()
     return [
         f"faults injected: {kinds(f.get('injected'))}; observed: {kinds(f['observed'])}; recovered: {kinds(f['recovered'])}",
         f"  retries {f['retries']}, hedges {f['hedges']} (won {f['hedge_wins']}); lost rollouts "
-        f"{result['lost_rollouts']}, duplicate rollouts {result['duplicate_rollouts']}",
-        f"  cost of faults ({ledger['label']}): ${ledger['faults']['usd']:.6f} "
-        f"({100 * ledger['faults']['share_of_total']:.1f}% of the total)",
+        f"{res.lost_rollouts}, duplicate rollouts {res.duplicate_rollouts}",
+        f"  cost of faults ({res.ledger.label}): ${faults['usd']:.6f} ({100 * faults['share_of_total']:.1f}% of the total)",
     ]
 
 
@@ -188,6 +190,5 @@ def run_train(args: argparse.Namespace) -> JsonObject:
 
     res = train(spec, progress=not args.no_progress)
     record_training(spec, res, source="rl train")
-    result = res.to_dict()
-    print(_summary(result), file=sys.stdout)
-    return result
+    print(_summary(res), file=sys.stdout)
+    return res.to_dict()
