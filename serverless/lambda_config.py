@@ -11,6 +11,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from serverless.architectures import ARCHITECTURES
 from serverless.s3_payload import DEFAULT_PREFIX
@@ -111,7 +112,24 @@ TERRAFORM_OUTPUT_KEYS: dict[str, str] = {
 }
 
 
-def config_from_terraform_outputs(outputs: JsonObject) -> JsonObject:
+class LambdaConfigFile(TypedDict, total=False):
+    """The config file ``trainwise infra output --write`` writes (:func:`config_from_terraform_outputs`);
+    :meth:`LambdaConfig.from_dict` checks it (``function_name`` and ``region`` required)."""
+
+    function_name: str
+    function_arn: str
+    region: str
+    bucket: str
+    s3_prefix: str
+    timeout_s: int
+    reserved_concurrency: int  # -1: unreserved
+    architecture: str
+    learner_instance_ids: list[str]
+    ingest_instance_ids: list[str]
+    source: str
+
+
+def config_from_terraform_outputs(outputs: JsonObject) -> LambdaConfigFile:
     """Turn ``terraform output -json`` (``{name: {"value": ...}}``) into the backend's config dict."""
     if not isinstance(outputs, dict):
         raise UserError("terraform output -json did not return a JSON object")
@@ -122,7 +140,7 @@ def config_from_terraform_outputs(outputs: JsonObject) -> JsonObject:
             "state has no outputs), from infra/terraform/envs/dev or with --dir pointing at a root module "
             "that wires modules/rollout_lambda"
         )
-    config: JsonObject = {}
+    config = LambdaConfigFile()
     for tf_name, key in TERRAFORM_OUTPUT_KEYS.items():
         if tf_name in outputs:
             entry = outputs[tf_name]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, TypedDict
 
 from core.errors import UserError
 from core.json_edge import JsonObject
@@ -57,6 +57,13 @@ class LearnerMachine:
         return other_s / base_speed + update_s / (base_speed * self.threads_speedup)
 
 
+class ThreadScalingJson(TypedDict):
+    """A :class:`ThreadScaling` as a profile's learner timing holds it (thread count as a JSON key)."""
+
+    threads_speedup: dict[str, float]
+    threads_label: str
+
+
 @dataclass(frozen=True)
 class ThreadScaling:
     """The PPO update's measured wall-time speed-up at each thread count against one thread
@@ -77,7 +84,7 @@ class ThreadScaling:
         threads, speedup = self.best(machine.vcpus)
         return replace(machine, threads=threads, threads_speedup=speedup)
 
-    def as_dict(self) -> JsonObject:
+    def as_dict(self) -> ThreadScalingJson:
         return {"threads_speedup": {str(t): s for t, s in self.speedups}, "threads_label": self.label}
 
     @classmethod

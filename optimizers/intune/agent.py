@@ -15,6 +15,7 @@ import json
 import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 import torch
@@ -22,7 +23,6 @@ from torch import nn
 
 from optimizers.intune.env import N_ACTIONS, OBS_DIM, OBS_VERSION
 from core.errors import UserError
-from core.json_edge import JsonObject
 
 
 @dataclass
@@ -83,6 +83,26 @@ class ReplayBuffer:
         )
 
 
+class AgentInfo(TypedDict, total=False):
+    """Where an agent came from (saved with it, shown in reports): its pre-training on the
+    simulator (:mod:`optimizers.intune.pretrain`, :mod:`optimizers.intune.suite_pretrain`), where
+    this run loaded it from, and the live steps it was fine-tuned on since."""
+
+    trained_on: str
+    target: str  # what the suite's agent learns: the residual over the model's predicted gain
+    env_steps: int
+    episodes: int
+    mean_return_last_100: float | None
+    model_error_first: float  # |residual| over the first and the last 2,000 moves (suite agent)
+    model_error_last: float
+    model_plus_agent_error_first: float  # |residual - Q| likewise
+    model_plus_agent_error_last: float
+    train_s: float
+    seed: int
+    source: str
+    fine_tuned_live_steps: int
+
+
 @dataclass
 class MaskedDQN:
     """The agent: online and target networks, optimiser, replay buffer."""
@@ -91,7 +111,7 @@ class MaskedDQN:
     seed: int = 0
     obs_dim: int = OBS_DIM
     n_actions: int = N_ACTIONS
-    info: JsonObject = field(default_factory=dict)  # where the agent came from (saved with it, shown in reports)
+    info: AgentInfo = field(default_factory=lambda: AgentInfo())
 
     def __post_init__(self) -> None:
         torch.manual_seed(self.seed)
@@ -213,7 +233,7 @@ class MaskedDQN:
                 seed=int(spec.get("seed", 0)),
                 obs_dim=int(spec["obs_dim"]),
                 n_actions=int(spec["n_actions"]),
-                info=dict(spec.get("info", {})),
+                info=AgentInfo(**spec.get("info", {})),
             )
             with np.load(npz, allow_pickle=False) as data:
                 state = {k: torch.from_numpy(np.array(data[k])) for k in data.files}

@@ -25,7 +25,6 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from core.json_edge import JsonObject
 from ingestion.knobs import KnobSpace
 from ingestion.measurement import Config, Measurement
 from ingestion.node import Node
@@ -40,7 +39,7 @@ from optimizers.intune.phases.model_fit import FLOOR, refit
 from optimizers.intune.phases.start import choose_start, next_start
 from optimizers.intune.phases.step import best_first_step, finetune
 from optimizers.intune.settings import InTuneSettings
-from optimizers.intune.state import SearchSetup, SearchState
+from optimizers.intune.state import InTuneReport, SearchSetup, SearchState
 
 
 def _initial_state(setup: SearchSetup, start: Config | None, start_source: str) -> SearchState:
@@ -253,7 +252,7 @@ class InTuneOptimizer:
             self.on_finish(self)
         return None
 
-    def report(self) -> JsonObject:
+    def report(self) -> InTuneReport:
         state, best = self.state, self.best
         return {
             "optimizer": self.name,

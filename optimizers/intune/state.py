@@ -12,7 +12,7 @@ from ingestion.knobs import KnobSpace
 from ingestion.measurement import Config, Measurement
 from ingestion.node import Node
 from ingestion.simulator import PipelineModel
-from optimizers.intune.agent import MaskedDQN
+from optimizers.intune.agent import AgentInfo, MaskedDQN
 from optimizers.intune.env import Masker
 from optimizers.intune.failures import FailureRules
 from optimizers.intune.settings import InTuneSettings
@@ -81,6 +81,37 @@ class RaceReport(TypedDict):
     eliminated: list[RaceExit]
     decided_by: str
     buffers_memory_bound: dict[str, int]
+
+
+class ConfirmedConfig(TypedDict):
+    """A configuration measured more than once, with its samples and those of the race's rounds."""
+
+    config: dict[str, int]
+    rows_per_s_samples: list[float]
+    paired_samples: list[float]
+
+
+class InTuneReport(TypedDict):
+    """What an InTune search did (``InTuneOptimizer.report``): where it started, how it moved,
+    what failed and why, what it confirmed and raced, why it stopped and what it picked."""
+
+    optimizer: str
+    start: Config
+    start_source: str
+    start_alternatives: list[Config]
+    live_steps: int
+    model_jumps: int
+    escapes: int
+    explorations: int
+    failed: list[TrialRecord]
+    failure_rules: list[str]
+    confirmed: list[ConfirmedConfig]
+    race: RaceReport
+    refit_factors: list[float]
+    stopped_by: str | None
+    best_config: Config | None
+    best_rows_per_s: float | None
+    agent: AgentInfo
 
 
 @dataclass

@@ -17,10 +17,14 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainwise.cli import add_json_out
 from core.errors import UserError
 from core.json_edge import JsonObject
+
+if TYPE_CHECKING:  # pragma: no cover
+    from serverless.lambda_config import LambdaConfigFile
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DIR = PROJECT_ROOT / "infra" / "terraform" / "envs" / "dev"
@@ -138,13 +142,13 @@ def cmd_plan_apply_destroy(args: argparse.Namespace) -> JsonObject:
     return result
 
 
-def terraform_outputs_to_config(outputs: JsonObject) -> JsonObject:
+def terraform_outputs_to_config(outputs: JsonObject) -> LambdaConfigFile:
     from serverless.lambda_config import config_from_terraform_outputs
 
     return config_from_terraform_outputs(outputs)
 
 
-def _write_config(path: Path, config: JsonObject) -> None:
+def _write_config(path: Path, config: LambdaConfigFile) -> None:
     from core.atomic import write_text
 
     write_text(path, json.dumps(config, indent=2, sort_keys=True) + "\n")
