@@ -58,28 +58,28 @@ class FamilySpeedEntry(TypedDict):
     date: str
 
 
-class TableHeader(TypedDict):
-    """The table file's fields besides its instance types."""
+class TableFacts(TypedDict):
+    """The table's version, date, region, pricing basis and sources."""
 
     version: str
-    currency: str
-    region: str
     retrieved: str
+    region: str
     pricing: str
     sources: dict[str, str]
+
+
+class TableHeader(TableFacts):
+    """The table file's fields besides its instance types."""
+
+    currency: str
     notes: str
     families: dict[str, str]
     family_speed: dict[str, FamilySpeedEntry | str]  # "_about" and other "_" keys hold prose
 
 
-class TableInfo(TypedDict):
-    """The table's version, date, region, sources and family speeds, as result files carry them."""
+class TableInfo(TableFacts):
+    """The table's facts and its family speeds (measured where measured), as result files carry them."""
 
-    version: str
-    retrieved: str
-    region: str
-    pricing: str
-    sources: dict[str, str]
     family_speed: dict[str, FamilySpeedEntry]
 
 
