@@ -10,7 +10,6 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
-from core.json_edge import JsonObject
 from tasks.caching import call_cached
 from tasks.ingest import (
     locate_or_generate_data,
@@ -20,7 +19,7 @@ from tasks.ingest import (
     render_intune_section,
     tune_ingestion,
 )
-from tasks.report import render_report
+from tasks.report import BranchResult, RunResult, render_report
 from tasks.timeouts import tune_timeout_s, verify_timeout_s
 from core.paths import new_run_dir
 from flows.params import workload_spec
@@ -29,7 +28,7 @@ from optimizers.spec import WorkloadSpec
 
 @flow(name="intune", log_prints=True)
 def intune(config: str = "configs/demo.yaml", workload: WorkloadSpec | None = None, run_dir: str | None = None,
-           refresh_profiles: bool = False) -> JsonObject:
+           refresh_profiles: bool = False) -> RunResult | BranchResult:
     """Tune the workload's ingestion pipeline (``workload`` if given, else the ``config``
     file) with InTune and its baselines and verify every chosen configuration on the live
     pipeline. Writes its own report when run alone; as a branch of ``optimize`` it returns

@@ -8,13 +8,12 @@ from typing import Literal
 import yaml
 from prefect import flow, get_run_logger
 
-from core.json_edge import JsonObject
 from core.paths import new_run_dir
 from ingestion.cluster.jobs import load_jobs
 from optimizers.intunex.names import OBJECTIVES
 from tasks.caching import call_cached
 from tasks.intunex import cluster_profile, plan_cluster, profile_workload, render_intunex_section
-from tasks.report import render_report
+from tasks.report import RunResult, render_report
 
 Objective = Literal[OBJECTIVES]  # type: ignore[valid-type]  # a drop-down in the UI's run form
 
@@ -22,7 +21,7 @@ Objective = Literal[OBJECTIVES]  # type: ignore[valid-type]  # a drop-down in th
 @flow(name="intunex", log_prints=True)
 def intunex(jobs: str = "configs/cluster-demo.yaml", instance_types: str | None = None,
             objective: Objective = "throughput-per-usd", budget_usd_per_h: float | None = None,
-            refresh_profiles: bool = False, profile_ttl_hours: float = 168.0) -> JsonObject:
+            refresh_profiles: bool = False, profile_ttl_hours: float = 168.0) -> RunResult:
     """Plan a multi-node ingestion pool for the jobs file on the cluster model and report it
     against the baselines (simulated figures, labelled so).
 

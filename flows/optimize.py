@@ -5,11 +5,10 @@ from __future__ import annotations
 from prefect import flow, get_run_logger, task
 from prefect.states import Failed, State
 
-from core.json_edge import JsonObject
 from flows.intune import intune
 from flows.seraph import seraph
 from tasks.branches import branches_in_parallel
-from tasks.report import ReportSection, render_report, section
+from tasks.report import BranchResult, ReportSection, RunResult, render_report, section
 from core.paths import new_run_dir
 from flows.params import workload_spec
 from optimizers.spec import WorkloadSpec
@@ -20,14 +19,14 @@ _BRANCH_FLOWS = {"seraph": seraph, "intune": intune}
 
 @task(name="run-branch")
 def run_branch(flow_name: str, config: str, workload: WorkloadSpec | None, run_dir: str,
-               refresh_profiles: bool) -> JsonObject:
+               refresh_profiles: bool) -> RunResult | BranchResult:
     """Run one branch flow (as a subflow of this task) so two can run concurrently."""
     return _BRANCH_FLOWS[flow_name](config=config, workload=workload, run_dir=run_dir, refresh_profiles=refresh_profiles)
 
 
 @flow(name="optimize", log_prints=True)
 def optimize(config: str = "configs/demo.yaml", workload: WorkloadSpec | None = None,
-             refresh_profiles: bool = False) -> JsonObject:
+             refresh_profiles: bool = False) -> RunResult | State:
     """Tune the RL job (Seraph) and the ingestion pipeline (InTune) the workload names
     (``workload`` if given, else the ``config`` file), concurrently where the machine
     allows, and write one report.
@@ -80,7 +79,7 @@ def optimize(config: str = "configs/demo.yaml", workload: WorkloadSpec | None = 
     return result
 
 
-def _branch_outcome(state: State) -> JsonObject | str:
+def _branch_outcome(state: State) -> BranchResult | str:
     """A branch's result, or why it failed (the exception's type and message, one line)."""
     if state.is_completed():
         return state.result()

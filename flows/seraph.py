@@ -10,9 +10,8 @@ from pathlib import Path
 
 from prefect import flow, get_run_logger
 
-from core.json_edge import JsonObject
 from tasks.caching import call_cached
-from tasks.report import render_report
+from tasks.report import BranchResult, RunResult, render_report
 from tasks.rl import (
     plan_rl_configuration,
     profile_rl_workload,
@@ -50,7 +49,7 @@ def _profile(job: SeraphJob, out: Path, ttl_hours: float, refresh: bool) -> Pilo
 
 @flow(name="seraph", log_prints=True)
 def seraph(config: str = "configs/demo.yaml", workload: WorkloadSpec | None = None, run_dir: str | None = None,
-           refresh_profiles: bool = False) -> JsonObject:
+           refresh_profiles: bool = False) -> RunResult | BranchResult:
     """Tune and train the workload's RL job (``workload`` if given, else the ``config`` file).
     Writes its own report when run alone; as a branch of ``optimize`` (``run_dir`` given)
     it returns its report section.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Mapping, Sequence, TypedDict
+from typing import Any, Mapping, NotRequired, Sequence, TypedDict
 
 from prefect import get_run_logger, task
 from prefect.artifacts import create_image_artifact, create_markdown_artifact, create_table_artifact
@@ -66,6 +66,37 @@ class ReportSection(TypedDict):
     plots: list[str]
     summary: JsonObject
     profile_cached: bool | None
+
+
+class BranchResult(TypedDict):
+    """What a branch flow (``seraph``, ``intune``) hands up to ``optimize``: its section and folder."""
+
+    section: ReportSection
+    run_dir: str
+
+
+class RunExtras(TypedDict, total=False):
+    """What a flow adds to its result: its name, and ``optimize``'s branches or ``intunex``'s plan."""
+
+    flow: str
+    branches: list[str]  # optimize's: the branches it ran
+    parallel: bool  # whether they ran concurrently, and why (or why not)
+    concurrency_reason: str
+    failed_branches: dict[str, str]  # a failed branch's one-line reason
+    plan: JsonObject  # intunex's plan result, without the baselines' assignments
+
+
+class RunResult(RunExtras):
+    """A run's ``result.json`` (:func:`render_report`), which the flow also returns: where its
+    report, plots and results are, whether its profiles were reused, each branch's summary."""
+
+    workload: str
+    config: str
+    run_dir: str
+    report: str
+    plots: list[str]
+    profile_cache: dict[str, bool]
+    sections: dict[str, JsonObject]  # each branch's summary (ReportSection.summary), by kind
 
 
 def section(
@@ -146,8 +177,8 @@ def render_report(
     sections: list[ReportSection],
     *,
     config: str,
-    extra: Mapping[str, Any] | None = None,
-) -> JsonObject:
+    extra: RunExtras | None = None,
+) -> RunResult:
     """Write ``report.md`` and ``result.json`` into the run folder, publish the plots as
     image artifacts and the report, plots inline, as the ``<name>-report`` markdown
     artifact. Returns the result dict."""
@@ -164,7 +195,7 @@ def render_report(
     report = out / "report.md"
     write_text(report, markdown)
     plots = [p for s in sections for p in s["plots"]]
-    result = {
+    result: RunResult = {
         "workload": name,
         "config": config,
         "run_dir": str(out),
@@ -172,7 +203,7 @@ def render_report(
         "plots": plots,
         "profile_cache": cache,
         "sections": {s["kind"]: s["summary"] for s in sections},
-        **dict(extra or {}),
+        **(extra or RunExtras()),
     }
     write_json(out / "result.json", result)
     urls = publish_plots(name, title, out, sections)

@@ -17,10 +17,13 @@ import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from core.errors import UserError
 from core.json_edge import JsonObject
+
+if TYPE_CHECKING:  # pragma: no cover  (Prefect loads only when a flow runs)
+    from tasks.report import RunResult
 
 DEFAULT_CONFIG = "configs/demo.yaml"
 
@@ -94,7 +97,7 @@ def prefect_environment() -> Iterator[None]:
                 os.environ[name] = value
 
 
-def run_handler(args: argparse.Namespace) -> JsonObject:
+def run_handler(args: argparse.Namespace) -> RunResult:
     from optimizers.spec import load_spec
 
     need = {"seraph": "rl", "intune": "ingestion"}.get(args.flow)
@@ -120,7 +123,7 @@ def _check_state() -> None:
         s3_bucket_block(s3)
 
 
-def _result_of(state: Any, flow: str) -> JsonObject:
+def _result_of(state: Any, flow: str) -> RunResult:
     """The flow's result, its summary printed; a failed flow raises, after printing what it reported."""
     if not state.is_completed():
         partial = state.result(raise_on_failure=False)
@@ -128,12 +131,12 @@ def _result_of(state: Any, flow: str) -> JsonObject:
             _print_summary(partial)
             raise UserError(f"the {flow} flow failed: {state.message}")
         state.result()  # raises the flow's own error (a UserError prints as one line)
-    result: JsonObject = state.result()
+    result: RunResult = state.result()
     _print_summary(result)
     return result
 
 
-def _print_summary(result: JsonObject) -> None:
+def _print_summary(result: RunResult) -> None:
     print()
     print(f"report:  {result['report']}")
     for plot in result.get("plots", []):
