@@ -29,7 +29,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, TypedDict
 
 import numpy as np
 
@@ -160,7 +160,30 @@ def _write_tfrecords(path: Path, shard: "Shard") -> None:
             writer.write(record)
 
 
-def generate(rows: int, fmt: str, out: str | os.PathLike[str], *, shards: int | None = None, seed: int = 0) -> dict:
+class Schema(TypedDict):
+    label: str
+    dense: list[str]
+    categorical: list[str]
+
+
+class Manifest(TypedDict):
+    """The data folder's manifest (``MANIFEST``): what was generated, and how."""
+
+    format: str
+    rows: int
+    shards: int
+    rows_per_shard: list[int]
+    seed: int
+    schema: Schema
+    vocab_sizes: list[int]
+    generator: str
+
+
+class Generated(Manifest):
+    out: str  # the folder the shards are in
+
+
+def generate(rows: int, fmt: str, out: str | os.PathLike[str], *, shards: int | None = None, seed: int = 0) -> Generated:
     """Write ``rows`` rows as ``shards`` files of format ``fmt`` into ``out``; return the manifest.
 
     The default shard count gives about 25,000 rows per shard, at least 4 shards, so that
@@ -189,7 +212,7 @@ def generate(rows: int, fmt: str, out: str | os.PathLike[str], *, shards: int | 
             write_bytes(path, b"\n".join(tsv_lines(shard)) + b"\n")
         else:
             write_file(path, lambda tmp, shard=shard: _write_tfrecords(tmp, shard))
-    manifest = {
+    manifest: Manifest = {
         "format": fmt,
         "rows": rows,
         "shards": shards,

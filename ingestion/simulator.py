@@ -64,6 +64,7 @@ from typing import Literal, Mapping
 
 import numpy as np
 
+from core.json_edge import JsonObject
 from ingestion.knobs import Knob, KnobSpace
 from ingestion.node import Node
 from ingestion.measurement import Config, Measurement, SimulatedStage
@@ -123,7 +124,7 @@ class PipelineModel:
                 return s
         raise KeyError(name)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> JsonObject:
         return {
             "name": self.name,
             "stages": [
@@ -144,7 +145,7 @@ class PipelineModel:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping) -> "PipelineModel":
+    def from_json(cls, data: JsonObject) -> "PipelineModel":
         stages = tuple(
             StageModel(
                 **{
@@ -521,7 +522,7 @@ def model_from_space(
         knobs = by_stage[stage]
         if batch_knob is not None and batch_knob in knobs:
             batched = True
-        fields: dict = {"cpu_s_per_row": 1e-6, **costs.get(stage, {})}
+        fields: dict[str, float] = {"cpu_s_per_row": 1e-6, **costs.get(stage, {})}
         cpu_knob = next((k for k in knobs if k.kind == "cpu"), None)
         stages.append(
             StageModel(

@@ -10,18 +10,43 @@
   its fields, through its one rename table (``RENAMES``); no module writes a flag, a key or
   a field of it by hand.
 - **Untyped dicts stay under their ceilings** in the packages (benchmarks apart), every
-  occurrence counted, three figures apart. A value that travels inside the library is a typed
-  value (a frozen dataclass, a pydantic model, a TypedDict naming its keys where the value is
-  JSON by contract); a JSON object at the edge (a ``to_dict`` and its ``from_dict``, a CLI or
-  flow result, a document read from disk, a boto3 response, the user's own JSON passed
-  through) is named ``JsonObject`` (``core.json_edge``). The plain ``dict[str, Any]`` are what
-  is left untyped (``DICT_STR_ANY_CEILING``: optimizers 52, tasks 4, serverless 1, core 1: the
-  alias itself; docs/architecture.md, "Typed until the JSON edge", says where and why); the
-  ``JsonObject`` uses are counted apart (``JSON_OBJECT_CEILING``), and so are
-  ``Mapping[str, Any]``, ``Dict[str, Any]`` and ``dict[str, object]``
-  (``UNTYPED_MAPPING_CEILING``), so a dict renamed or respelled is still seen; no other alias
-  of an untyped dict may exist. Lower a ceiling when you remove some; never raise it to let a
-  new one in.
+  occurrence counted. A value that travels inside the library is a typed value (a frozen
+  dataclass, a pydantic model, a TypedDict naming its keys where the value is JSON by contract:
+  a result file, a checkpoint's meta, a service's reply); a JSON object at the edge (a
+  ``to_dict`` and its ``from_dict``, a CLI handler's or a Prefect task's result, a document read
+  from disk, a boto3 response, the user's own JSON passed through) is named ``JsonObject``
+  (``core.json_edge``). Three kinds are counted, each under its ceiling, and the three together
+  under ``UNTYPED_CEILING`` (the issue's aim: fewer than 250), so a dict renamed or respelled is
+  still an untyped dict: ``dict[str, Any]`` (``DICT_STR_ANY_CEILING``), ``JsonObject``
+  (``JSON_OBJECT_CEILING``) and ``Mapping[str, Any]``, ``Dict[str, Any]`` or
+  ``dict[str, object]`` (``UNTYPED_MAPPING_CEILING``). No other alias of an untyped dict may
+  exist, and no annotation is a bare ``dict`` or ``Mapping`` (untyped by omission).
+
+  Where the rest are, and why (docs/architecture.md, "Typed until the JSON edge", has the
+  table and the command that prints it):
+
+  * ``dict[str, Any]`` (38): optimizers 32, values Seraph still passes as dicts
+    (``seraph/pilot.py`` 14, ``history.py`` 5, ``online_layout.py``, ``learning.py``,
+    ``job.py``, ``arms.py`` 2 each: ``Workload.ppo`` and ``Workload.key_dict``, the pilot's and
+    the history's records), InTuneX's live loop (``intunex/live.py`` 4) and gymnasium's
+    ``reset(options=...)`` signature (``intune/env.py``); tasks 4, Prefect's
+    ``CachePolicy.compute_key`` signature (``tasks/caching.py``, ``tasks/rl.py``); serverless 1,
+    torch's optimizer state dict (``LearnerState.optimizer``); core 1, the alias itself.
+  * ``JsonObject`` (183), edges: tasks 42 (Prefect task results stored as JSON: the cached
+    profiles, the Seraph and InTuneX results the report renderers read back); optimizers 58
+    (Seraph's ``to_dict``/``from_dict`` pairs, 51; results' ``to_json``); serverless 36 (the
+    user's ``env_kwargs``, boto3 responses, Ray's ``runtime_env``, numpy's RNG state,
+    ``PPOConfig``'s and ``TrainResult``'s JSON, a checkpoint's identity compared field by field);
+    trainwise 29 (CLI handlers' results, Terraform's outputs); flows 7 (``prefect.yaml``'s
+    parameters and pull steps); ingestion 9 (the measuring worker's protocol lines, a user
+    factory's kwargs, ``PipelineModel``'s JSON, the live loop's); core 2 (``write_json``'s
+    payload, the request model's ``to_dict``).
+  * ``Mapping[str, Any]``-like (17): optimizers 9 (stored Seraph profiles and plans read back,
+    the update's noise statistics, a user's InTune settings, the live loop's jobs), tasks 3 (a
+    markdown or artifact table of any rows, a section's summary), ingestion 3 (a pipeline
+    factory's kwargs, the live loop's datasets), core 2 (the request model's input).
+
+  Lower a ceiling when you remove some; never raise it to let a new one in.
 """
 
 from __future__ import annotations
@@ -36,11 +61,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("core", "serverless", "ingestion", "optimizers", "tasks", "flows", "trainwise")
 MAX_FUNCTION_LINES = 90
 #: The ``dict[str, Any]`` annotations the packages may hold (see the module's docstring).
-DICT_STR_ANY_CEILING = 57
+DICT_STR_ANY_CEILING = 38
 #: The JSON edge's ``JsonObject`` uses the packages may hold (see the module's docstring).
-JSON_OBJECT_CEILING = 245
+JSON_OBJECT_CEILING = 183
 #: ``Mapping[str, Any]``, ``Dict[str, Any]`` and ``dict[str, object]``: untyped mappings by another spelling.
-UNTYPED_MAPPING_CEILING = 45
+UNTYPED_MAPPING_CEILING = 17
+#: The three kinds together: an untyped dict is one whatever it is spelled (the issue's aim: under 250).
+UNTYPED_CEILING = 238
 
 
 def _functions(path: Path) -> list[tuple[str, int]]:
@@ -129,6 +156,42 @@ def test_untyped_dicts_stay_under_their_ceilings(what: str) -> None:
     total = sum(counts.values())
     worst = ", ".join(f"{p} {n}" for p, n in sorted(counts.items(), key=lambda kv: -kv[1])[:5])
     assert total <= ceiling(), f"{total} {what} in the packages, over the ceiling {ceiling()}: {instead} (most: {worst})"
+
+
+def test_the_untyped_dicts_together_stay_under_their_ceiling() -> None:
+    counts = {what: sum(measure(path) for path in _modules()) for what, (measure, _, _) in _MEASURES.items()}
+    assert sum(counts.values()) <= UNTYPED_CEILING, (
+        f"{sum(counts.values())} untyped dicts in the packages ({counts}), over the ceiling {UNTYPED_CEILING}: "
+        "type the values that travel; a dict respelled is still untyped")
+
+
+_BARE = re.compile(r"\b(?:dict|Dict|Mapping|MutableMapping)\b(?!\[)")
+
+
+def _bare_dicts(path: Path) -> list[str]:
+    """Annotations that hold an unsubscripted ``dict``/``Mapping``: untyped keys and values by omission."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            annotations = [a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg)
+                           if a is not None and a.annotation is not None] + [node.returns]
+        elif isinstance(node, ast.AnnAssign):
+            annotations = [node.annotation]
+        else:
+            continue
+        for annotation in annotations:
+            if annotation is not None and _BARE.search(text := ast.unparse(annotation)):
+                found.append(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name}:{annotation.lineno} {text}")
+    return found
+
+
+def test_no_annotation_is_a_bare_dict(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text("def f(a: dict, b: dict[str, int]) -> Mapping | None:\n    x: list[dict] = []\n")
+    assert len(_bare_dicts(source)) == 3  # the measure counts (a, the return, x; not b)
+    bare = [hit for path in _modules() for hit in _bare_dicts(path)]
+    assert not bare, f"annotations with a bare dict or Mapping (name the key and value types): {bare}"
 
 
 def test_json_object_is_the_one_alias_of_an_untyped_dict() -> None:
@@ -240,3 +303,17 @@ def test_no_other_class_redefines_the_request() -> None:
                 if distinctive <= declared and node.name != "SeraphRequest":
                     twins.append(f"{path.relative_to(ROOT)}:{node.name}")
     assert not twins, f"second definitions of the Seraph request: {twins}"
+
+
+def untyped_table() -> str:
+    """The untyped dicts per package and kind, as docs/architecture.md shows them."""
+    kinds = list(_MEASURES)
+    rows = {package: [sum(_MEASURES[k][0](p) for p in (ROOT / package).rglob("*.py")) for k in kinds]
+            for package in PACKAGES}
+    rows["all"] = [sum(r[i] for r in rows.values()) for i in range(len(kinds))]
+    head = "| package | `dict[str, Any]` | `JsonObject` | `Mapping[str, Any]`-like | together |\n|---|---|---|---|---|\n"
+    return head + "".join(f"| {name} | {' | '.join(map(str, r))} | {sum(r)} |\n" for name, r in rows.items())
+
+
+if __name__ == "__main__":  # python tests/test_code_shape.py
+    print(untyped_table(), end="")

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, TypedDict
 
 import gymnasium as gym
 import numpy as np
@@ -320,6 +320,15 @@ def random_start(space: KnobSpace, masker: Masker, rng: np.random.Generator) -> 
     return space.initial()
 
 
+class StepInfo(TypedDict):
+    """The env's ``info`` after a reset or a step: the configuration, its rows/s, the valid actions."""
+
+    config: Config
+    rows_per_s: float
+    action_mask: np.ndarray
+    oom: bool
+
+
 class InTuneEnv(gym.Env):
     """Gymnasium env over :class:`Task` s drawn by ``task_sampler`` (random simulated ones by default)."""
 
@@ -347,7 +356,7 @@ class InTuneEnv(gym.Env):
         self.task: Task | None = None
 
     # -- gymnasium API ------------------------------------------------------------------
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):  # gymnasium's signature
         super().reset(seed=seed)
         self.task = self.task_sampler(self.np_random)
         check_layout(self.task.space)
@@ -409,7 +418,7 @@ class InTuneEnv(gym.Env):
             improved=self.improved,
         )
 
-    def _info(self, oom: bool = False) -> dict:
+    def _info(self, oom: bool = False) -> StepInfo:
         return {
             "config": dict(self.config),
             "rows_per_s": self.measurement.rows_per_s,

@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, NotRequired, TypedDict
 
 import numpy as np
 
@@ -56,6 +56,21 @@ class NodeChoice:
     rows_per_s: float
     source: str
     evaluations: int = 0
+
+
+class NodeChoiceRow(TypedDict):
+    """A memoised :class:`NodeChoice` as the cached cluster profile holds it (``config`` None: no
+    configuration fits the unit)."""
+
+    method: str
+    job: str  # the first job of the cluster with that pipeline
+    vcpus: int
+    ram_gib: float
+    speed: float
+    config: Config | None
+    rows_per_s: NotRequired[float]
+    source: NotRequired[str]
+    evaluations: NotRequired[int]
 
 
 #: Per tuning call: simulated results by (model, node, configuration); the agent's ranking and the
@@ -295,7 +310,7 @@ class NodeTable:
                     self.choice(job, unit, method)
         return self
 
-    def to_json(self) -> list[dict]:
+    def to_json(self) -> list[NodeChoiceRow]:
         """The memoised choices as JSON rows (pipelines named by the first job that has them)."""
         names = {}
         for job in self.cluster.jobs:
@@ -305,7 +320,7 @@ class NodeTable:
                     if c else {"config": None})}
                 for (m, k, v, r, f), c in self._memo.items() if k in names]
 
-    def load_json(self, rows: list[dict]) -> "NodeTable":
+    def load_json(self, rows: list[NodeChoiceRow]) -> "NodeTable":
         """Restore choices written by :meth:`to_json` for the jobs of this table's cluster."""
         keys = {job.name: job.key for job in self.cluster.jobs}
         for row in rows:
