@@ -66,11 +66,12 @@ def plan_result(cluster: ClusterModel, nodes: NodeTable, *, objective: str = "th
     started = time.monotonic()
     plan = plan_intunex(cluster, nodes, cluster_policy(), objective=objective, seed=seed)
     tuning_s = time.monotonic() - started
+    bound = bound_report(cluster, nodes, plan, objective)
     others = run_baselines(cluster, nodes, baselines, static_type)
     ends = {end: band_speeds(end) for end in ("low", "high")}
     return {
         **plan.to_json(),
-        **bound_report(cluster, nodes, plan, objective),
+        **bound,
         "speed_band_robust": speed_band_check(cluster, nodes, cluster_policy(), plan, ends, seed=seed) if bands else None,
         "tuning_s": round(tuning_s, 2),
         "objective": objective,
