@@ -290,3 +290,16 @@ def test_cli_live_gives_a_trainer_to_the_measured_jobs_only(tmp_path: Path, monk
     assert seen == {"demands": {"a": 1050.0, "b": 9000.0}, "trainers": {"a": "dlrm"}}  # b keeps its number, no trainer
     assert json.loads(out.read_text())["measured_demand"]["a"]["demand_rows_per_s"] == 1050.0
     assert "its trainer waited 2.0% of its step time for input" in capsys.readouterr().err
+
+
+def test_cli_live_with_a_trainer_that_cannot_be_imported_is_one_line(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from trainwise.cli import main
+
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text("jobs:\n  - {name: a, demand_rows_per_s: measure, trainer: 'nosuch_module_x:f', pipeline: dlrm-tsv}\n")
+    out = tmp_path / "live.json"
+    assert main(["ingest", "cluster", "--jobs", str(jobs), "--local-nodes", "1", "--json-out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot import 'nosuch_module_x'" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
