@@ -17,25 +17,31 @@ dataset graph (the service sends the same graph to all of them).
 1. **capacity**: every job as fast as its workers deliver (what the cluster model calls supply),
    counted in ``CAPACITY_WINDOWS`` equal parts of the window, whose spread is reported;
 2. **delivered**: every job at its demand, as a trainer consuming that many rows/s does; a job
-   whose workers cannot keep up gets what they deliver.
+   whose workers cannot keep up gets what they deliver. A job given a trainer (a step function,
+   ``ingestion.cluster.trainer``) is read by that trainer instead, at the same time: it trains on
+   the batches of all of its datasets (:class:`~ingestion.cluster.service.Feed`, prefetched) as
+   fast as it steps, and its steps/s, rows/s and input-wait share are measured
+   (:class:`~ingestion.cluster.trainer.TrainerReading`).
 
-Both figures are measured rows/s, on machines that other processes may share.
+All figures are measured, on machines that other processes may share.
 """
 from __future__ import annotations
 
 import subprocess
 import threading
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence, TypeVar
 
 from core.errors import UserError
 from core.json_edge import JsonObject
-from ingestion.cluster.service import LocalService, ReadResult, read, start_worker
+from ingestion.cluster.service import Feed, LocalService, ReadResult, Source, read, start_worker
+from ingestion.cluster.trainer import Step, TrainerReading, train_on
 
 WARMUP_S = 2.0
 READY_TIMEOUT_S = 180.0
 #: The capacity window is read as this many equal parts: repeated readings whose spread is reported.
 CAPACITY_WINDOWS = 3
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -50,11 +56,13 @@ class Placement:
 @dataclass(frozen=True)
 class JobReading:
     """A job's measured rows/s: as fast as it goes (``capacity``) and at its demand (``delivered``);
-    ``capacity_windows`` the capacity in each part of the window (repeated readings)."""
+    ``capacity_windows`` the capacity in each part of the window (repeated readings). A job whose
+    trainer ran (``trainer``) was delivered what that trainer took."""
 
     capacity_rows_per_s: float
     delivered_rows_per_s: float
     capacity_windows: tuple[float, ...] = ()
+    trainer: TrainerReading | None = None
 
     @property
     def capacity_spread(self) -> float | None:
@@ -81,21 +89,18 @@ def place(shares_by_job: Mapping[str, Sequence[float]], nodes: int) -> list[Plac
     return out
 
 
-def _read_all(datasets: Mapping[str, Any], services: Mapping[str, LocalService], phase: str, seconds: float,
-              pace: Mapping[str, float] | None, windows: int = 1) -> dict[str, ReadResult]:
-    """Read every job at once (a thread each); the :class:`~ingestion.cluster.service.ReadResult` per job."""
-    out: dict[str, ReadResult] = {}
+def _in_threads(tasks: Mapping[str, Callable[[], T]]) -> dict[str, T]:
+    """Run every task at once, a thread each; their results by name (the first error is re-raised here)."""
+    out: dict[str, T] = {}
     errors: list[BaseException] = []
 
-    def one(job: str) -> None:
+    def one(name: str) -> None:
         try:
-            r = read(datasets[job], services[job], f"{job}-{phase}", seconds=seconds, warmup_s=WARMUP_S,
-                     pace_rows_per_s=pace[job] if pace else None, windows=windows)
-            out[job] = r
+            out[name] = tasks[name]()
         except Exception as exc:  # noqa: BLE001  re-raised below, in the caller's thread
             errors.append(exc)
 
-    threads = [threading.Thread(target=one, args=(job,)) for job in services]
+    threads = [threading.Thread(target=one, args=(name,)) for name in tasks]
     for t in threads:
         t.start()
     for t in threads:
@@ -103,6 +108,31 @@ def _read_all(datasets: Mapping[str, Any], services: Mapping[str, LocalService],
     if errors:
         raise errors[0]
     return out
+
+
+def _read_all(datasets: Mapping[str, Any], services: Mapping[str, LocalService], phase: str, seconds: float,
+              pace: Mapping[str, float] | None, windows: int = 1) -> dict[str, ReadResult]:
+    """Read every job at once (a thread each); the :class:`~ingestion.cluster.service.ReadResult` per job."""
+    def one(job: str) -> Callable[[], ReadResult]:
+        return lambda: read(datasets[job], services[job], f"{job}-{phase}", seconds=seconds, warmup_s=WARMUP_S,
+                            pace_rows_per_s=pace[job] if pace else None, windows=windows)
+
+    return _in_threads({job: one(job) for job in services})
+
+
+def _train_all(sources: Mapping[str, Mapping[str, Source]], trainers: Mapping[str, Step],
+               seconds: float) -> dict[str, TrainerReading]:
+    """Every job's trainer at once (a thread each), each training on all of its job's datasets that
+    run (``sources``, per job; a :class:`~ingestion.cluster.service.Feed`); the :class:`TrainerReading` per job."""
+    def one(job: str) -> Callable[[], TrainerReading]:
+        def train() -> TrainerReading:
+            if not sources.get(job):
+                return TrainerReading(0, 0, 0.0, 0.0)  # no unit: the trainer gets nothing
+            with Feed(sources[job]) as feed:
+                return train_on(feed.next, trainers[job], seconds=seconds, warmup_s=WARMUP_S, name=job)
+        return train
+
+    return _in_threads({job: one(job) for job in trainers})
 
 
 class Worker(Protocol):
@@ -205,12 +235,17 @@ def paces(capacity: Mapping[str, float], demand: Mapping[str, float], owner: Map
 
 def run_on_nodes(datasets: Mapping[str, Any], placements: Sequence[Placement], nodes: Nodes,
                  demand: Mapping[str, float], *, seconds: float, owner: Mapping[str, str] | None = None,
-                 windows: int = CAPACITY_WINDOWS, ready_timeout_s: float = READY_TIMEOUT_S) -> dict[str, JobReading]:
+                 trainers: Mapping[str, Step] | None = None, windows: int = CAPACITY_WINDOWS,
+                 ready_timeout_s: float = READY_TIMEOUT_S) -> dict[str, JobReading]:
     """Start each placed dataset's dispatcher and workers, read capacity then delivered rows/s, stop
     them. ``owner`` maps datasets to the job whose trainer reads them (default: each its own job,
-    keyed as in ``demand``); the trainer paces a job's datasets by :func:`paces`. Datasets without a
-    placement read nothing (0 rows/s)."""
+    keyed as in ``demand``); the trainer paces a job's datasets by :func:`paces`. A job in
+    ``trainers`` (its step function) is read by its trainer instead, training on all of its datasets
+    at once as fast as it steps: a dataset's delivered rows/s are the rows the trainer took from it
+    over the trainer's window, and its reading carries the trainer's (:class:`TrainerReading`).
+    Datasets without a placement read nothing (0 rows/s)."""
     owner = owner or {name: name for name in datasets}
+    trainers = trainers or {}
     jobs: dict[str, _Job] = {}
     try:
         _start(placements, nodes, jobs)
@@ -222,10 +257,21 @@ def run_on_nodes(datasets: Mapping[str, Any], placements: Sequence[Placement], n
         services = {name: job.service for name, job in jobs.items()}
         capacity = {j: r for j, r in _read_all(datasets, services, "capacity", seconds, None, windows).items()}
         rates = {j: r.rows_per_s for j, r in capacity.items()}
-        delivered = {j: r.rows_per_s for j, r in
-                     _read_all(datasets, services, "trainer", seconds, paces(rates, demand, owner)).items()}
+        paced = {name: s for name, s in services.items() if owner[name] not in trainers}
+        pace = paces(rates, demand, {name: owner[name] for name in paced})
+        sources = {job: {name: Source(datasets[name], s, f"{name}-trainer") for name, s in services.items()
+                         if owner[name] == job} for job in trainers}
+        read_paced: dict[str, ReadResult] = {}
+        trained: dict[str, TrainerReading] = {}
+        _in_threads({"paced": lambda: read_paced.update(_read_all(datasets, paced, "trainer", seconds, pace)),
+                     "trainers": lambda: trained.update(_train_all(sources, trainers, seconds))})  # at the same time
     finally:
         for job in jobs.values():
             job.close()
-    return {job: JobReading(rates.get(job, 0.0), delivered.get(job, 0.0),
-                            tuple(capacity[job].window_rates()) if job in capacity else ()) for job in datasets}
+    delivered = {j: r.rows_per_s for j, r in read_paced.items()}
+    for name, job in owner.items():
+        if job in trained and trained[job].seconds > 0:
+            delivered[name] = dict(trained[job].rows_by_source).get(name, 0) / trained[job].seconds
+    return {name: JobReading(rates.get(name, 0.0), delivered.get(name, 0.0),
+                             tuple(capacity[name].window_rates()) if name in capacity else (), trained.get(owner[name]))
+            for name in datasets}

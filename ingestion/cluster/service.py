@@ -13,7 +13,9 @@ to the node's private address). :class:`RemoteService` only names a dispatcher t
 :func:`read` is the trainer side: it reads a dataset through ``distribute(...)``
 (``processing_mode="distributed_epoch"``, so each split of the source goes to one worker and no
 row is delivered twice) and counts rows and elements. A worker lost mid-epoch loses at most the
-elements it held; the job finishes on the remaining workers.
+elements it held; the job finishes on the remaining workers. :class:`Feed` is the same reading
+for a trainer that trains on what it reads (``ingestion.cluster.trainer.train_on``): one or more
+datasets, prefetched a few batches ahead into one queue, as NumPy batches.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 #: How often the dispatcher checks for workers that stopped heart-beating (ms); TensorFlow's default
 #: is ten minutes, which would stall a job whose worker died for that long.
@@ -180,13 +182,14 @@ def _rows(element: Any) -> int:
     return int(first.shape[0]) if first.shape.rank else 1
 
 
-def _elements(ds: Any, out: "queue.Queue[Any]", stop: Any) -> None:
-    """Iterate ``ds`` into ``out`` until the end or ``stop`` is set (a background thread; None marks the end)."""
+def _elements(ds: Any, out: "queue.Queue[Any]", stop: Any, wrap: Callable[[Any], Any] = lambda e: e) -> None:
+    """Iterate ``ds`` into ``out`` until the end or ``stop`` is set (a background thread); each element
+    goes in as ``wrap(element)``, and ``wrap(None)`` marks the end."""
     try:
         for element in ds:
             while not stop.is_set():
                 try:
-                    out.put(element, timeout=0.2)
+                    out.put(wrap(element), timeout=0.2)
                     break
                 except queue.Full:
                     continue
@@ -197,7 +200,73 @@ def _elements(ds: Any, out: "queue.Queue[Any]", stop: Any) -> None:
             raise
     finally:
         if not stop.is_set():
-            out.put(None)
+            out.put(wrap(None))
+
+
+def _distributed(dataset: Any, service: Any, job_name: str) -> Any:
+    """``dataset`` read through ``service`` as one distributed epoch (each split to one worker)."""
+    import tensorflow as tf
+
+    return dataset.apply(tf.data.experimental.service.distribute(
+        processing_mode="distributed_epoch", service=service.target, job_name=job_name))
+
+
+#: Batches a trainer's input holds ready ahead of its steps (as ``Dataset.prefetch`` does in a training loop).
+PREFETCH_BATCHES = 4
+
+
+@dataclass(frozen=True)
+class Source:
+    """A dataset a trainer reads through a service, under the service's job name ``job_name``."""
+
+    dataset: Any
+    service: Any
+    job_name: str
+
+
+class Feed:
+    """A trainer's input: the batches of one or more datasets (``sources``, by name), each read
+    through its service as :func:`read` does (a thread each), converted to NumPy and queued
+    together, at most ``depth`` ahead of the trainer. :meth:`next` gives (source name, batch), or
+    None once every source ended or none gave a batch for ``idle_timeout_s``."""
+
+    def __init__(self, sources: Mapping[str, Source], depth: int = PREFETCH_BATCHES, idle_timeout_s: float = 15.0):
+        import threading
+
+        self.sources, self.idle_timeout_s = sources, idle_timeout_s
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._open = len(sources)
+
+    def __enter__(self) -> "Feed":
+        import threading
+
+        for name, source in self.sources.items():
+            ds = _distributed(source.dataset, source.service, source.job_name)
+            threading.Thread(target=_elements, args=(ds, self._queue, self._stop,
+                                                     lambda e, name=name: (name, None if e is None else _numpy(e))),
+                             daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+
+    def next(self) -> tuple[str, Any] | None:
+        while self._open:
+            try:
+                name, batch = self._queue.get(timeout=self.idle_timeout_s)
+            except queue.Empty:
+                return None
+            if batch is not None:
+                return name, batch
+            self._open -= 1
+        return None
+
+
+def _numpy(element: Any) -> Any:
+    import tensorflow as tf
+
+    return tf.nest.map_structure(lambda t: t.numpy(), element)
 
 
 def read(dataset: Any, service: Any, job_name: str, *, seconds: float | None = None, warmup_s: float = 0.0,
@@ -216,10 +285,7 @@ def read(dataset: Any, service: Any, job_name: str, *, seconds: float | None = N
     readings of one run, whose spread says how much a single reading varies."""
     import threading
 
-    import tensorflow as tf
-
-    ds = dataset.apply(tf.data.experimental.service.distribute(
-        processing_mode="distributed_epoch", service=service.target, job_name=job_name))
+    ds = _distributed(dataset, service, job_name)
     elements_q: queue.Queue[Any] = queue.Queue(maxsize=64)
     stop = threading.Event()
     threading.Thread(target=_elements, args=(ds, elements_q, stop), daemon=True).start()

@@ -17,6 +17,11 @@ median window's rows/s times ``1 + margin`` (the safety margin, so ingestion tha
 keeps the trainer fed through its spread), reported with the windows' relative spread.
 :func:`wait_share_at` checks it from the other side: it paces the batches at a given rows/s and
 measures the share of step time the trainer waits for its input.
+
+:func:`train_on` is the trainer at work, in the live loop as in :func:`wait_share_at`: it steps on
+the batches a source gives (``ingestion.cluster.service.Feed``: the tf.data service, prefetched)
+and times each step's wait for its batch apart from the rest (:class:`TrainerReading`: steps/s,
+rows/s, the input-wait share, and the rows/s it computes at when its batches are always ready).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, TypedDict
 
 import numpy as np
 
@@ -161,6 +166,92 @@ def measure_demand(trainer: str, *, batch_size: int = 1024, seconds: float = 3.0
     return Demand(trainer, median * (1 + margin), median, tuple(windows), spread, margin, batch_size)
 
 
+class TrainerFigures(TypedDict):
+    """A :class:`TrainerReading` as the JSON has it (every figure measured)."""
+
+    label: str
+    steps: int
+    rows: int
+    seconds: float
+    steps_per_s: float
+    rows_per_s: float
+    compute_rows_per_s: float
+    input_wait_share: float
+
+
+@dataclass(frozen=True)
+class TrainerReading:
+    """What a trainer did in a measuring window: its steps and rows, the time it waited for its next
+    batch (``wait_s``, input wait) and the time of the rest of its steps (``compute_s``); the rows it
+    took from each source (``rows_by_source``, a reader's name and its rows)."""
+
+    steps: int
+    rows: int
+    wait_s: float
+    compute_s: float
+    rows_by_source: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def seconds(self) -> float:
+        return self.wait_s + self.compute_s
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.steps / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def compute_rows_per_s(self) -> float:
+        """The rows/s the trainer would take with its batches always ready: its rows over its compute time."""
+        return self.rows / self.compute_s if self.compute_s > 0 else 0.0
+
+    @property
+    def input_wait_share(self) -> float:
+        """The share of step time spent waiting for the next batch (1.0 when no batch came at all)."""
+        return self.wait_s / self.seconds if self.seconds > 0 else 1.0
+
+    def to_json(self) -> TrainerFigures:
+        return {"label": "measured", "steps": self.steps, "rows": self.rows, "seconds": self.seconds,
+                "steps_per_s": self.steps_per_s, "rows_per_s": self.rows_per_s,
+                "compute_rows_per_s": self.compute_rows_per_s, "input_wait_share": self.input_wait_share}
+
+
+#: A trainer's input: the next batch and the name of the source it came from, or None once the input ended.
+NextBatch = Callable[[], tuple[str, dict[str, np.ndarray]] | None]
+
+
+def train_on(next_batch: NextBatch, step: Step, *, seconds: float, warmup_s: float = 0.0,
+             name: str = "trainer") -> TrainerReading:
+    """Run ``step`` on the batches ``next_batch`` gives for ``seconds`` after ``warmup_s`` (or until
+    the input ends), timing each step's wait for its batch apart from the rest of the step."""
+    started = time.perf_counter()
+    steps = rows = 0
+    wait = busy = 0.0
+    by_source: dict[str, int] = {}
+    while True:
+        t0 = time.perf_counter()
+        item = next_batch()
+        t1 = time.perf_counter()
+        counted = t0 - started >= warmup_s
+        if item is None:
+            wait += t1 - t0 if counted else 0.0  # the trainer waited for a batch that never came
+            break
+        source, batch = item
+        _step(step, batch, name)
+        t2 = time.perf_counter()
+        if not counted:
+            continue
+        n = len(next(iter(batch.values())))
+        steps, rows, wait, busy = steps + 1, rows + n, wait + t1 - t0, busy + t2 - t1
+        by_source[source] = by_source.get(source, 0) + n
+        if t2 - started >= warmup_s + seconds:
+            break
+    return TrainerReading(steps, rows, wait, busy, tuple(sorted(by_source.items())))
+
+
 def wait_share_at(step: Step, rows_per_s: float, *, batch_size: int = 1024, seconds: float = 3.0,
                   name: str = "trainer") -> float:
     """The share of step time the trainer waits for input when its batches arrive at ``rows_per_s``
@@ -184,19 +275,11 @@ def wait_share_at(step: Step, rows_per_s: float, *, batch_size: int = 1024, seco
 
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
-    wait = busy = 0.0
-    started = time.perf_counter()
     try:
-        while time.perf_counter() - started < seconds:
-            t0 = time.perf_counter()
-            batch = ready.get()
-            t1 = time.perf_counter()
-            _step(step, batch, name)
-            wait, busy = wait + t1 - t0, busy + time.perf_counter() - t1
+        return train_on(lambda: ("paced", ready.get()), step, seconds=seconds, name=name).input_wait_share
     finally:
         stop.set()
         feeder.join()
-    return wait / (wait + busy) if wait + busy > 0 else 0.0
 
 
 def resolve_demands(spec: Any, measure: Callable[[str], Demand] | None = None) -> tuple[Any, dict[str, Demand]]:

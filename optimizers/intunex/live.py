@@ -12,21 +12,29 @@ nodes or halves (two worker processes time-sharing the node's CPUs).
 1. InTuneX plans on the cluster model of the jobs' real pipelines (calibrated on one CPU).
 2. **Round**: the plan runs (``ingestion.cluster.live``): each job's rows/s is measured where its
    trainer reads, as fast as it goes (capacity, in three windows whose spread is reported as
-   ``capacity_spread``) and at its demand (delivered). The round's ``model_error`` is the mean over
+   ``capacity_spread``) and at its demand (delivered). A job whose demand was measured from its
+   trainer (``trainers``) is read by that trainer instead, training on what the plan delivers: its
+   steps/s, rows/s and input-wait share are measured. The round's ``model_error`` is the mean over
    the plan's jobs of |predicted - measured| / measured capacity.
-3. The model is refitted (:class:`Levels`): each job's pipeline is re-levelled to the
+3. A trainer that waited for its input more than ``STARVING_WAIT_SHARE`` of its step time is
+   starving: its demand for the next round is raised to the rows/s it computes at with its
+   batches always ready (measured in the round) times ``1 + margin`` (:func:`raised_demands`).
+4. The model is refitted (:class:`Levels`): each job's pipeline is re-levelled to the
    inverse-variance weighted mean of what every round that ran it on the same units measured,
-   each round weighted by its spread; InTuneX re-plans from the plan.
-4. The loop stops when the same plan ran in two rounds in a row (so the last round measured the
-   prediction of the model refitted to that very plan) and the re-plan keeps it, or after
-   ``max_rounds``.
-5. The baselines (``static`` and ``cachew`` unless named otherwise: tf.data AUTOTUNE inside, as
+   each round weighted by its spread; InTuneX re-plans from the plan for the (raised) demands.
+5. The loop stops when the same plan ran in two rounds in a row (so the last round measured the
+   prediction of the model refitted to that very plan), the re-plan keeps it and no demand was
+   raised in the last round; or after ``max_rounds``.
+6. The baselines (``static`` and ``cachew`` unless named otherwise: tf.data AUTOTUNE inside, as
    ``baselines.py`` defines them; any other baseline runs its assignment's configurations) are
-   planned on the refitted model and run on the same nodes, measured the same way.
+   planned on the refitted model for the last demands and run on the same nodes, measured the same
+   way (the same trainers read their jobs).
 
-Throughput per dollar is the measured delivered rows/s (each job's at most its demand) x 3,600
-over the plan's modelled $/h. A job counts as fed when it is delivered >= ``FED_SHARE`` of its
-demand (the paced reader takes at most the demand, so a fed job measures just under it).
+Throughput per dollar is the measured delivered rows/s x 3,600 over the plan's modelled $/h: per
+job, what its paced reader took (at most its demand) or, for a job with a trainer, every row the
+trainer trained on. A job counts as fed when it is delivered >= ``FED_SHARE`` of its demand (the
+paced reader takes at most the demand, so a fed job measures just under it); a job with a trainer
+when its trainer is not starving (its own input wait is the evidence; its demand is an estimate).
 """
 
 from __future__ import annotations
@@ -34,13 +42,14 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypedDict
 
 from core.errors import UserError
 from ingestion.cluster.instances import LOCAL_OF, by_name, local_type
 from ingestion.cluster.jobs import JobsFile
 from ingestion.cluster.live import JobReading, Nodes
 from ingestion.cluster.model import ClusterModel, from_jobs_file
+from ingestion.cluster.trainer import MARGIN, Step
 from ingestion.knobs import Config
 from optimizers.intunex.baselines import run_baselines
 from optimizers.intunex.cluster_agent import LinearPolicy
@@ -48,6 +57,8 @@ from optimizers.intunex.node_agent import NodeTable
 from optimizers.intunex.planner import Plan, check_objective, plan_intunex, relevel, replan, slot_json
 
 FED_SHARE = 0.95
+#: A trainer that waits for its input more than this share of its step time is starving (not fed).
+STARVING_WAIT_SHARE = 0.10
 MAX_ROUNDS = 4
 #: The baselines a live run measures unless ``--baselines`` names others (any of ``names.BASELINES`` runs live).
 LIVE_BASELINES = ("static", "cachew")
@@ -63,8 +74,23 @@ def plan_key(plan: Plan) -> tuple:
                         for job, slots in plan.assignment.items()))
 
 
+def starving(reading: JobReading) -> bool:
+    """Whether the job's trainer ran and waited for its input more than ``STARVING_WAIT_SHARE`` of its step time."""
+    return reading.trainer is not None and reading.trainer.input_wait_share > STARVING_WAIT_SHARE
+
+
+def fed(reading: JobReading, demand: float) -> bool:
+    """A job with a trainer is fed when the trainer is not starving (its own wait is the evidence; the
+    demand is an estimate of what it consumes); any other job when it is delivered ``FED_SHARE`` of its demand."""
+    if reading.trainer is not None:
+        return not starving(reading)
+    return reading.delivered_rows_per_s >= FED_SHARE * demand
+
+
 def measured(plan: Plan, readings: Mapping[str, JobReading]) -> dict[str, Any]:
-    """The plan's measured figures next to the model's, per job and in all."""
+    """The plan's measured figures next to the model's, per job and in all. The rows counted for
+    throughput per dollar are what each job's consumer took: the paced reader's, at most the demand,
+    or the trainer's, all it trained on (a trainer takes no more than it can step through)."""
     jobs, errors, delivered = {}, [], 0.0
     for job, demand in plan.result.demand.items():
         r, predicted = readings[job], plan.result.supply[job]
@@ -73,13 +99,15 @@ def measured(plan: Plan, readings: Mapping[str, JobReading]) -> dict[str, Any]:
             m = r.capacity_rows_per_s
             error = abs(predicted - m) / m if m > 0 else 1.0
             errors.append(error)
-        delivered += min(r.delivered_rows_per_s, demand)
+        delivered += r.delivered_rows_per_s if r.trainer is not None else min(r.delivered_rows_per_s, demand)
         jobs[job] = {"demand_rows_per_s": demand, "delivered_rows_per_s": r.delivered_rows_per_s,
                      "delivered_share": r.delivered_rows_per_s / demand,
-                     "fed": r.delivered_rows_per_s >= FED_SHARE * demand, "planned_fed": plan.result.fed[job],
+                     "fed": fed(r, demand), "planned_fed": plan.result.fed[job],
                      "capacity_rows_per_s": r.capacity_rows_per_s, "predicted_rows_per_s": predicted,
                      "capacity_windows": list(r.capacity_windows), "capacity_spread": r.capacity_spread,
                      "model_error": error}
+        if r.trainer is not None:
+            jobs[job]["trainer"] = {**r.trainer.to_json(), "starving": starving(r)}
     usd = plan.result.usd_per_h
     spreads = [j["capacity_spread"] for j in jobs.values() if j["capacity_spread"] is not None and j["model_error"] is not None]
     return {"label": "measured", "model_error": sum(errors) / len(errors) if errors else None,
@@ -126,9 +154,41 @@ class Levels:
         return {job: len(h) for job, h in self.seen.items()}
 
 
+class DemandRaise(TypedDict):
+    """A starving trainer's demand raised for the next round (measured figures)."""
+
+    from_rows_per_s: float
+    to_rows_per_s: float
+    input_wait_share: float
+    compute_rows_per_s: float
+    margin: float
+
+
+def raised_demands(plan: Plan, readings: Mapping[str, JobReading], margin: float = MARGIN) -> dict[str, DemandRaise]:
+    """Per starving trainer, its demand for the next round: the rows/s it computes at with its batches
+    always ready (measured in this round) times ``1 + margin``, where that is above its demand now."""
+    out: dict[str, DemandRaise] = {}
+    for job, demand in plan.result.demand.items():
+        r = readings.get(job)
+        if r is None or r.trainer is None or not starving(r):
+            continue
+        wanted = r.trainer.compute_rows_per_s * (1 + margin)
+        if wanted > demand:
+            out[job] = {"from_rows_per_s": demand, "to_rows_per_s": wanted, "margin": margin,
+                        "input_wait_share": r.trainer.input_wait_share,
+                        "compute_rows_per_s": r.trainer.compute_rows_per_s}
+    return out
+
+
+def with_demands(cluster: ClusterModel, demands: Mapping[str, float]) -> ClusterModel:
+    """``cluster`` with the jobs in ``demands`` at those rows/s."""
+    return replace(cluster, jobs=[replace(j, demand_rows_per_s=demands.get(j.name, j.demand_rows_per_s))
+                                  for j in cluster.jobs])
+
+
 def live_loop(cluster: ClusterModel, runner: Runner, policy: LinearPolicy, *, max_rounds: int = MAX_ROUNDS,
               seed: int = 0, baselines: tuple[str, ...] = LIVE_BASELINES, objective: str = "throughput-per-usd",
-              progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
+              margin: float = MARGIN, progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
     """Plan, run, refit and re-plan until the plan is stable; then run the baselines (module docstring)."""
     base = cluster
     plan = plan_intunex(cluster, NodeTable(cluster), policy, seed=seed, objective=objective)
@@ -137,21 +197,27 @@ def live_loop(cluster: ClusterModel, runner: Runner, policy: LinearPolicy, *, ma
     previous, stable = None, False
     for k in range(max_rounds):
         progress(f"round {k + 1}: running the plan")
-        rounds.append(measured(plan, runner(plan, False)))
+        readings = runner(plan, False)
+        rounds.append(measured(plan, readings))
+        _report_trainers(plan, readings, k + 1, progress)
+        raised = raised_demands(plan, readings, margin)
+        if raised:  # a starving trainer: plan the next round for what it computes at
+            base = with_demands(base, {job: r["to_rows_per_s"] for job, r in raised.items()})
         level = levels.add(plan, rounds[-1]["jobs"])
         cluster = relevel(base, level)
         new = replan(cluster, NodeTable(cluster), policy, plan, seed=seed, objective=objective)
-        rounds[-1]["refit"] = {j: 1.0 / v for j, v in level.items()}
-        rounds[-1]["refit_rounds"] = levels.rounds()
+        rounds[-1].update(refit={j: 1.0 / v for j, v in level.items()}, refit_rounds=levels.rounds(),
+                          demand_raised=raised)
         key = plan_key(plan)
         rounds[-1]["replan_same"] = plan_key(new) == key
-        stable = rounds[-1]["replan_same"] and previous == key
+        stable = rounds[-1]["replan_same"] and previous == key and not raised
         if stable:
-            break  # this plan ran twice, the second time on the model refitted to the first
+            break  # this plan ran twice, the second time on the model refitted to the first, and no trainer starved
         previous, plan = key, new
     out = {field: rounds[-1][field] for field in ("label", "all_fed", "planned_fed_delivered", "throughput_per_usd",
                                                    "usd_per_h", "delivered_rows_per_s", "jobs", "assignment")}
-    out.update(rounds=rounds, stable=stable, objective=objective, baselines={})
+    out.update(rounds=rounds, stable=stable, objective=objective, baselines={},
+               demand_rule={"starving_wait_share": STARVING_WAIT_SHARE, "margin": margin, "fed_share": FED_SHARE})
     for name, other in run_baselines(cluster, NodeTable(cluster), baselines).items():
         progress(f"baseline {name}: running its plan")
         autotune = name in AUTOTUNE_BASELINES
@@ -160,6 +226,16 @@ def live_loop(cluster: ClusterModel, runner: Runner, policy: LinearPolicy, *, ma
         out["baselines"][name] = {**measured(other, runner(other, autotune)),
                                   "info": {**other.info, "live_config": live_config}}
     return out
+
+
+def _report_trainers(plan: Plan, readings: Mapping[str, JobReading], round_no: int,
+                     progress: Callable[[str], None]) -> None:
+    for job, demand in plan.result.demand.items():
+        t = readings[job].trainer
+        if t is not None:
+            progress(f"round {round_no}: {job}'s trainer {t.rows_per_s:,.0f} rows/s (computes at "
+                     f"{t.compute_rows_per_s:,.0f}), input wait {t.input_wait_share:.1%}, demand {demand:,.0f}"
+                     f"{' (starving)' if starving(readings[job]) else ''} (measured)")
 
 
 def local_cluster(spec: JobsFile, nodes: int, base_dir: Any = None, cpus: int = 1) -> ClusterModel:
@@ -197,11 +273,12 @@ def config_groups(plan: Plan) -> dict[str, list[tuple[str, Config, list[float]]]
     return out
 
 
-def node_runner(spec: JobsFile, nodes: Nodes, seconds: float) -> Runner:
+def node_runner(spec: JobsFile, nodes: Nodes, seconds: float, trainers: Mapping[str, Step] | None = None) -> Runner:
     """Runs plans on ``nodes`` with the jobs' real pipelines (``ingestion.cluster.live``): each group of
     a job's units with one configuration is a tf.data service of its own (:func:`config_groups`); the
     trainer paces each group at its share of the measured capacity of the job's demand, and a job's
-    readings are the sums over its groups."""
+    readings are the sums over its groups. A job in ``trainers`` (its step function) is read by that
+    trainer, training on all of its groups at once, instead of the paced reader."""
     from ingestion.cluster.live import place, run_on_nodes
     from ingestion.cluster.pipelines import real_pipeline
     from optimizers.baselines.autotune import autotune_config
@@ -217,14 +294,16 @@ def node_runner(spec: JobsFile, nodes: Nodes, seconds: float) -> Runner:
             for name, config, fractions in groups:
                 datasets[name] = specs[job].build(config).repeat()
                 shares[name], owner[name] = fractions, job
-        readings = run_on_nodes(datasets, place(shares, nodes.count), nodes, demand, seconds=seconds, owner=owner)
+        running = {job: step for job, step in (trainers or {}).items() if job in owner.values()}
+        readings = run_on_nodes(datasets, place(shares, nodes.count), nodes, demand, seconds=seconds, owner=owner,
+                                trainers=running)
         out = {job: JobReading(0.0, 0.0) for job in demand}
         for name, r in readings.items():
             before = out[owner[name]]
             windows = r.capacity_windows if not before.capacity_windows else tuple(
                 a + b for a, b in zip(before.capacity_windows, r.capacity_windows))
             out[owner[name]] = JobReading(before.capacity_rows_per_s + r.capacity_rows_per_s,
-                                          before.delivered_rows_per_s + r.delivered_rows_per_s, windows)
+                                          before.delivered_rows_per_s + r.delivered_rows_per_s, windows, r.trainer)
         return out
 
     return run
@@ -241,9 +320,12 @@ def node_size(cpus: Sequence[Sequence[int]]) -> int:
 
 def run_live(spec: JobsFile, nodes: Nodes, *, seconds: float, max_rounds: int = MAX_ROUNDS, seed: int = 0,
              base_dir: Any = None, objective: str = "throughput-per-usd", baselines: tuple[str, ...] = LIVE_BASELINES,
-             budget_usd_per_h: float | None = None,
+             budget_usd_per_h: float | None = None, trainers: Mapping[str, str] | None = None,
              progress: Callable[[str], None] = lambda _m: None) -> dict[str, Any]:
-    """The live loop on ``nodes`` (local or node agents) for the jobs file; the result dict ``--json-out`` writes."""
+    """The live loop on ``nodes`` (local or node agents) for the jobs file; the result dict ``--json-out``
+    writes. ``trainers`` names, per job, the trainer (``dlrm`` or ``module:function``) that runs against
+    the plan each round and reads the job's rows (the jobs whose demand was ``measure``)."""
+    from ingestion.cluster.trainer import load_trainer
     from optimizers.intunex.policies import cluster_policy
 
     started = time.monotonic()
@@ -253,10 +335,12 @@ def run_live(spec: JobsFile, nodes: Nodes, *, seconds: float, max_rounds: int = 
         cluster = replace(cluster, budget_usd_per_h=budget_usd_per_h)
     check_objective(cluster, objective)
     unit = local_type(cpus)
-    out = live_loop(cluster, node_runner(spec, nodes, seconds), cluster_policy(), max_rounds=max_rounds,
+    steps = {job: load_trainer(name) for job, name in (trainers or {}).items()}  # a model of its own per job
+    out = live_loop(cluster, node_runner(spec, nodes, seconds, steps), cluster_policy(), max_rounds=max_rounds,
                     seed=seed, objective=objective, baselines=baselines, progress=progress)
     out.update(nodes={**nodes.describe(), "instance_type": unit.name,
                       "stands_for": f"{unit.vcpus} of the {by_name(LOCAL_OF).vcpus} vCPUs of a {LOCAL_OF}",
                       "usd_per_h": unit.usd_per_hour, "price_label": "modelled"},
-               window_s=seconds, run_s=round(time.monotonic() - started, 1), loadavg=list(os.getloadavg()))
+               trainers=dict(trainers or {}), window_s=seconds, run_s=round(time.monotonic() - started, 1),
+               loadavg=list(os.getloadavg()))
     return out

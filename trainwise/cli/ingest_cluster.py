@@ -13,6 +13,8 @@ result JSON has ``label``, ``all_fed``, ``throughput_per_usd``, ``usd_per_h``, `
 ``--local-nodes N`` runs the plans live on N local nodes (one CPU each, tf.data service workers),
 measures, refits the model and re-plans until the plan is stable, and runs the static and
 Cachew-style baselines beside it (``optimizers.intunex.live``); that JSON is labelled ``measured``.
+A job whose demand is ``measure`` runs its trainer against each plan; a starving trainer raises its
+demand for the next round.
 ``--workers HOST:PORT,...`` does the same on nodes that run the node agent:
 
     trainwise ingest node-agent --listen 10.0.1.7:5040        # on each ingestion node
@@ -156,9 +158,10 @@ def cluster_handler(args: argparse.Namespace) -> JsonObject:
     patterns = args.instance_types.split(",") if args.instance_types else spec.pool.instance_types
     types = select(patterns)
     baselines = _baselines(args.baselines)  # checked before any trainer is measured
+    trainers = {j.name: j.trainer for j in spec.jobs if j.demand_rows_per_s == "measure"}
     spec, measured = _measured_demands(spec)
     if args.local_nodes is not None or args.workers is not None:
-        return {**_live(args, spec), **measured}
+        return {**_live(args, spec, trainers), **measured}
     if not args.simulate:
         raise UserError("give --simulate (plan on the cluster model), --local-nodes N (run the plan on N local "
                         "tf.data service workers, measure and re-plan) or --workers HOST:PORT,... (the same on "
@@ -251,8 +254,9 @@ def _nodes(args: argparse.Namespace) -> Any:
     return AgentNodes.connect(addresses, ports)
 
 
-def _live(args: argparse.Namespace, spec: Any) -> JsonObject:
-    """``--local-nodes N`` or ``--workers``: the live loop (``optimizers.intunex.live``)."""
+def _live(args: argparse.Namespace, spec: Any, trainers: dict[str, str]) -> JsonObject:
+    """``--local-nodes N`` or ``--workers``: the live loop (``optimizers.intunex.live``); the jobs in
+    ``trainers`` (those whose demand was measured) run their trainer against the plan each round."""
     from optimizers.intunex.live import run_live
 
     flag = "--local-nodes" if args.local_nodes is not None else "--workers"
@@ -273,7 +277,7 @@ def _live(args: argparse.Namespace, spec: Any) -> JsonObject:
 
     result = run_live(spec, _nodes(args), seconds=args.seconds, max_rounds=args.max_rounds, seed=args.seed,
                       base_dir=args.jobs.parent, objective=args.objective, budget_usd_per_h=args.budget_usd_per_h,
-                      baselines=_baselines(args.baselines, LIVE_BASELINES), progress=_progress)
+                      baselines=_baselines(args.baselines, LIVE_BASELINES), trainers=trainers, progress=_progress)
     result["jobs_file"] = str(args.jobs)
     _print_live(result)
     return result
@@ -289,8 +293,11 @@ def _print_live(result: JsonObject) -> None:
           f"{last['model_error']:.1%} in the last; {result['throughput_per_usd']:,.0f} rows per $, "
           f"${result['usd_per_h']:.4f}/h, all fed: {result['all_fed']}", file=sys.stderr)
     for job, j in result["jobs"].items():
+        trainer = j.get("trainer")
+        waits = (f"; its trainer waited {trainer['input_wait_share']:.1%} of its step time for input"
+                 if trainer else "")
         print(f"  {job}: delivered {j['delivered_rows_per_s']:,.0f} of {j['demand_rows_per_s']:,.0f} rows/s "
-              f"on {len(result['assignment'][job]['nodes'])} unit(s)", file=sys.stderr)
+              f"on {len(result['assignment'][job]['nodes'])} unit(s){waits}", file=sys.stderr)
     for name, b in result["baselines"].items():
         ratio = result["throughput_per_usd"] / b["throughput_per_usd"] if b["throughput_per_usd"] else float("inf")
         print(f"  vs {name} (measured): {ratio:.2f}x (its ${b['usd_per_h']:.4f}/h, all fed: {b['all_fed']})",

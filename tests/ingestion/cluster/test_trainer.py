@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from core.errors import UserError
@@ -86,3 +87,54 @@ def test_cli_bad_and_crashing_trainers_exit_2_in_one_line(user_module: str, tmp_
     d = json.loads(out.read_text())
     printed = capsys.readouterr().out.strip().splitlines()
     assert printed == [f"{d['demand_rows_per_s']:.0f}"] and d["label"] == "measured"
+
+
+class _Clock:
+    """A clock that moves only when told: the source and the step advance it by fixed amounts."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_trainer_on_a_source_splits_its_step_time_into_input_wait_and_compute(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ingestion.cluster import trainer as module
+    from ingestion.cluster.trainer import train_on
+
+    clock = _Clock()
+    monkeypatch.setattr(module.time, "perf_counter", clock)
+    batches = iter([("a", 0.3), ("b", 0.3), ("a", 0.3), ("a", 0.3), ("b", 0.3)])
+
+    def next_batch() -> tuple[str, dict] | None:
+        source, wait = next(batches, (None, 0.0))
+        clock.now += wait  # the trainer waits this long for the batch
+        return None if source is None else (source, {"label": np.zeros(10, np.float32)})
+
+    def step(batch: dict) -> None:
+        clock.now += 0.1  # and computes this long on it
+
+    # the first step falls in the warm-up; the input ends after five batches
+    r = train_on(next_batch, step, seconds=100.0, warmup_s=0.3, name="fake")
+    assert (r.steps, r.rows) == (4, 40) and dict(r.rows_by_source) == {"a": 20, "b": 20}
+    assert r.wait_s == pytest.approx(4 * 0.3) and r.compute_s == pytest.approx(4 * 0.1)  # the end's wait is 0 here
+    assert r.input_wait_share == pytest.approx(0.75) and r.compute_rows_per_s == pytest.approx(40 / 0.4)
+    assert r.rows_per_s == pytest.approx(40 / 1.6) and r.steps_per_s == pytest.approx(4 / 1.6)
+    figures = r.to_json()
+    assert figures["label"] == "measured" and figures["input_wait_share"] == pytest.approx(0.75)
+
+
+def test_a_trainer_that_gets_nothing_waited_all_its_time() -> None:
+    from ingestion.cluster.trainer import train_on
+
+    r = train_on(lambda: None, lambda batch: None, seconds=1.0)
+    assert (r.steps, r.rows) == (0, 0) and r.input_wait_share == 1.0 and r.compute_rows_per_s == 0.0
+
+
+def test_a_trainer_that_crashes_on_a_served_batch_is_one_line(user_module: str) -> None:
+    from ingestion.cluster.trainer import load_trainer, train_on
+
+    step = load_trainer(f"{user_module}:make_crashing")
+    with pytest.raises(UserError, match="trainer ads crashed on a batch of 8 rows"):
+        train_on(lambda: ("x", synthetic_batches(8, count=1)[0]), step, seconds=1.0, name="ads")

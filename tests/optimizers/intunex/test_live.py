@@ -184,3 +184,122 @@ def test_the_refit_weighs_rounds_by_their_spread_instead_of_taking_the_last() ->
     spread = JobReading(0, 0, (0.8, 1.1, 1.4)).capacity_spread
     weights = [1 / (0.02 * 0.8) ** 2, 1 / (spread * 1.1) ** 2, 1 / (0.02 * 1.0) ** 2]  # inverse variances
     assert again["j0"] == pytest.approx((0.8 * weights[0] + 1.1 * weights[1] + 1.0 * weights[2]) / sum(weights))
+
+
+class TrainerMachine(FakeMachine):
+    """As :class:`FakeMachine`, and the jobs in ``compute`` are read by a trainer that steps at that many
+    rows/s with its batches always ready: it takes ``min(capacity, compute)`` and waits for the rest."""
+
+    WINDOW_S = 5.0
+
+    def __init__(self, truth: ClusterModel, compute: Mapping[str, float]):
+        super().__init__(truth, {job.name: 1.0 for job in truth.jobs})
+        self.compute = compute
+
+    def __call__(self, plan: Plan, autotune: bool) -> dict[str, JobReading]:
+        from ingestion.cluster.trainer import TrainerReading
+
+        out = super().__call__(plan, autotune)
+        for job, rate in self.compute.items():
+            r = out[job]
+            rows = int(min(r.capacity_rows_per_s, rate) * self.WINDOW_S)
+            trainer = TrainerReading(rows // 100, rows, self.WINDOW_S - rows / rate, rows / rate)
+            out[job] = JobReading(r.capacity_rows_per_s, trainer.rows_per_s, r.capacity_windows, trainer)
+        return out
+
+
+def test_a_starving_trainer_raises_its_demand_and_the_loop_replans_for_it() -> None:
+    from optimizers.intunex.live import STARVING_WAIT_SHARE
+
+    half = _half_node_rows(_local((1.0, 1.0)))
+    cluster = _local((0.3 * half, 0.3 * half))  # j0's demand as measured before planning: both share one node
+    machine = TrainerMachine(cluster, {"j0": 1.3 * half})  # j0's trainer steps faster than a half node delivers
+    out = live_loop(cluster, machine, cluster_policy(), max_rounds=4, baselines=("static",), margin=0.05)
+    first, second = out["rounds"][0], out["rounds"][1]
+    t = first["jobs"]["j0"]["trainer"]  # the round's trainer readings are recorded, labelled measured
+    assert t["label"] == "measured" and t["input_wait_share"] == pytest.approx(1 - 1 / 1.3, rel=1e-4)
+    assert t["starving"] and t["input_wait_share"] > STARVING_WAIT_SHARE and not first["jobs"]["j0"]["fed"]
+    assert t["compute_rows_per_s"] == pytest.approx(1.3 * half) and t["rows_per_s"] == pytest.approx(half, rel=1e-4)
+    raised = first["demand_raised"]["j0"]
+    assert raised["to_rows_per_s"] == pytest.approx(1.3 * half * 1.05) and not first["replan_same"]
+    # the next round plans for the raised demand: j0 gets more than half a node and its trainer is fed
+    assert second["jobs"]["j0"]["demand_rows_per_s"] == pytest.approx(1.3 * half * 1.05)
+    assert sum(n["share"] for n in second["assignment"]["j0"]["nodes"]) > 0.5
+    assert not second["jobs"]["j0"]["trainer"]["starving"] and second["jobs"]["j0"]["fed"] and not second["demand_raised"]
+    # the job with a numeric demand has no trainer and keeps its demand in every round
+    assert all("trainer" not in r["jobs"]["j1"] and r["jobs"]["j1"]["demand_rows_per_s"] == pytest.approx(0.3 * half)
+               and "j1" not in r["demand_raised"] for r in out["rounds"])
+    assert out["stable"] and len(out["rounds"]) <= 4 and out["all_fed"]
+    # throughput per dollar counts what the trainer trained on; the static baseline runs the same trainer
+    last = out["rounds"][-1]["jobs"]
+    assert out["delivered_rows_per_s"] == pytest.approx(last["j0"]["trainer"]["rows_per_s"] + 0.3 * half, rel=1e-4)
+    assert out["baselines"]["static"]["jobs"]["j0"]["trainer"]["label"] == "measured"
+    assert out["demand_rule"]["starving_wait_share"] == STARVING_WAIT_SHARE
+    json.dumps(out)
+
+
+def test_a_trainer_the_pool_cannot_feed_ends_the_loop_unfed() -> None:
+    half = _half_node_rows(_local((1.0, 1.0)))
+    cluster = _local((0.3 * half, 0.3 * half))
+    machine = TrainerMachine(cluster, {"j0": 50 * half})  # no pool of two nodes keeps up with it
+    out = live_loop(cluster, machine, cluster_policy(), max_rounds=2, baselines=())
+    assert len(out["rounds"]) == 2 and not out["stable"]  # raised in round 1: round 2 is the last allowed
+    out = live_loop(cluster, machine, cluster_policy(), max_rounds=6, baselines=())
+    rounds = out["rounds"]
+    assert all(r["jobs"]["j0"]["trainer"]["starving"] and not r["jobs"]["j0"]["fed"] for r in rounds)
+    assert rounds[0]["demand_raised"]["j0"]["to_rows_per_s"] == pytest.approx(50 * half * 1.05)
+    # raised once to what the trainer computes at; the best plan the pool allows then runs twice, and the loop ends
+    assert not any(r["demand_raised"] for r in rounds[1:]) and out["stable"] and len(rounds) == 3
+    assert not out["all_fed"]
+
+
+def test_a_trainer_not_starving_keeps_its_demand_and_is_fed_below_it() -> None:
+    half = _half_node_rows(_local((1.0, 1.0)))
+    cluster = _local((0.3 * half, 0.3 * half))
+    machine = TrainerMachine(cluster, {"j0": 0.2 * half})  # slower than measured before planning: never waits
+    out = live_loop(cluster, machine, cluster_policy(), max_rounds=4, baselines=())
+    j0 = out["rounds"][0]["jobs"]["j0"]
+    assert j0["trainer"]["input_wait_share"] == pytest.approx(0.0, abs=1e-4) and j0["fed"]  # fed by its own wait, below its demand
+    assert j0["delivered_rows_per_s"] < 0.95 * j0["demand_rows_per_s"]
+    assert not any(r["demand_raised"] for r in out["rounds"]) and out["stable"] and len(out["rounds"]) == 2
+
+
+def test_cli_live_gives_a_trainer_to_the_measured_jobs_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from ingestion.cluster import trainer as trainer_module
+    from ingestion.cluster.trainer import Demand
+    from optimizers.intunex import live as live_module
+    from trainwise.cli import main
+
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text("jobs:\n  - {name: a, demand_rows_per_s: measure, trainer: dlrm, pipeline: dlrm-tsv}\n"
+                    "  - {name: b, demand_rows_per_s: 9000, pipeline: dlrm-tsv}\n")
+    monkeypatch.setattr(trainer_module, "measure_demand",
+                        lambda name: Demand(name, 1050.0, 1000.0, (990.0, 1000.0, 1010.0), 0.01, 0.05, 1024))
+    seen = {}
+
+    def run_live(spec, nodes, **kwargs):  # the live loop itself is tested above on a fake machine
+        seen.update(demands={j.name: j.demand_rows_per_s for j in spec.jobs}, trainers=kwargs["trainers"])
+        job = {"delivered_rows_per_s": 1.0, "demand_rows_per_s": 1.0, "trainer": {"input_wait_share": 0.02}}
+        return {"label": "measured", "rounds": [{"model_error": 0.0}], "throughput_per_usd": 1.0, "usd_per_h": 1.0,
+                "all_fed": True, "jobs": {"a": job}, "assignment": {"a": {"nodes": []}}, "baselines": {}}
+
+    monkeypatch.setattr(live_module, "run_live", run_live)
+    out = tmp_path / "live.json"
+    assert main(["ingest", "cluster", "--jobs", str(jobs), "--local-nodes", "1", "--json-out", str(out)]) == 0
+    assert seen == {"demands": {"a": 1050.0, "b": 9000.0}, "trainers": {"a": "dlrm"}}  # b keeps its number, no trainer
+    assert json.loads(out.read_text())["measured_demand"]["a"]["demand_rows_per_s"] == 1050.0
+    assert "its trainer waited 2.0% of its step time for input" in capsys.readouterr().err
+
+
+def test_cli_live_with_a_trainer_that_cannot_be_imported_is_one_line(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from trainwise.cli import main
+
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text("jobs:\n  - {name: a, demand_rows_per_s: measure, trainer: 'nosuch_module_x:f', pipeline: dlrm-tsv}\n")
+    out = tmp_path / "live.json"
+    assert main(["ingest", "cluster", "--jobs", str(jobs), "--local-nodes", "1", "--json-out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot import 'nosuch_module_x'" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
