@@ -11,7 +11,7 @@ import numpy as np
 from core.json_edge import JsonObject
 from serverless.ledger import CostLedger
 from serverless.rollouts import FaultTally
-from serverless.run_config import RunConfig
+from serverless.run_shape import RunShape
 from serverless.rollout_event import EpisodeSnapshot, RolloutReply
 
 
@@ -27,7 +27,7 @@ class CurvePoint(TypedDict):
     cost_usd: float
 
 
-# A configuration change: the iteration it came after and the run shapes (RunConfig.to_dict())
+# A configuration change: the iteration it came after and the run shapes (RunShape.to_dict())
 # either side; "from" is a keyword, hence the functional form.
 ConfigChange = TypedDict("ConfigChange", {"iteration": int, "env_steps": int, "from": dict[str, int], "to": dict[str, int]})
 
@@ -36,7 +36,7 @@ ConfigChange = TypedDict("ConfigChange", {"iteration": int, "env_steps": int, "f
 class RunState:
     """The run's counters, clocks, recent returns, curve and rollout bookkeeping."""
 
-    run: RunConfig
+    run: RunShape
     reach_window: int
     iteration: int = 0
     env_steps: int = 0
@@ -119,7 +119,7 @@ class RunState:
     def from_json(cls, state: JsonObject, reach_window: int) -> "RunState":
         rollouts = state.get("rollouts", {})
         return cls(
-            run=RunConfig(**state["run"]),
+            run=RunShape.from_dict(state["run"]),
             reach_window=reach_window,
             iteration=int(state["iteration"]),
             env_steps=int(state["env_steps"]),

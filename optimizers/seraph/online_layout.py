@@ -63,7 +63,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from optimizers.seraph.models import RunShape
+from serverless.run_shape import RunShape
 from optimizers.seraph.stats import paired_bootstrap
 
 
@@ -505,19 +505,18 @@ class LayoutController:
 
     layout: OnlineLayout
     planner: Any
-    make_run_config: Callable[[RunShape], Any]
     inner: Any = None
 
     def layout_probe(self) -> tuple[int, ...]:
         return self.layout.probe()
 
-    def after_iteration(self, record: Any) -> Any | None:
+    def after_iteration(self, record: Any) -> RunShape | None:
         planned = self.inner.after_iteration(record) if self.inner is not None else None
         change = self.layout.observe(record)
         if change is not None:
             shape, steps_per_env = change
             self._retarget(shape, steps_per_env)
-            return replace(self.make_run_config(shape), steps_per_env=steps_per_env)
+            return replace(shape, steps_per_env=steps_per_env)
         if planned is None:
             return None
         self.layout.follow(self.inner.current)
