@@ -49,7 +49,7 @@ the shape are logged too (with why), so the run explains itself.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol, Sequence
 
 from core.json_edge import JsonObject
@@ -162,7 +162,7 @@ class SeraphController:
             min_steps_per_actor=self.planner.min_steps_per_actor,
         )
         if self.batch_only_grows and step.batch < self.current.batch:
-            step = RunShape(actors=step.actors, memory_mb=step.memory_mb, batch=self.current.batch)
+            step = replace(step, batch=self.current.batch)
             if step == self.current:
                 return self._keep(iteration, env_steps, f"best shape {target.to_dict()} has a smaller batch; "
                                   "the batch only grows during a run", b_noise)

@@ -115,7 +115,7 @@ def _arm_run(job: SeraphJob, choice: ArmChoice, history: History, source: str, p
 
     arm = choice.arm
     assert arm is not None
-    fallback = baseline_arm(job.baseline).shape  # the baseline at its own layout
+    fallback = job.baseline  # the baseline at its own layout
     guard = None
     if choice.explore:
         guard = RaceGuard([r for r in history.runs() if r.arm == SERAPH], job.request.objective,

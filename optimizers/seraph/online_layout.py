@@ -336,7 +336,7 @@ class OnlineLayout:
         """The shape at ``m``× the envs: one function per env, same memory and batch."""
         spe = self.steps_per_env // m
         actors = min(self.settings.max_actors, max(self.shape.batch // spe, 1))
-        return RunShape(actors, self.shape.memory_mb, self.shape.batch)
+        return replace(self.shape, actors=actors)
 
     def observe(self, record: Any) -> tuple[RunShape, int] | None:
         """Take one iteration in; a new (shape, steps per env) when the layout changes."""
@@ -411,7 +411,7 @@ class OnlineLayout:
         )
         self.decisions.append(LayoutDecision(it, steps, "switch", self.steps_per_env, best.steps_per_env, why, options,
                                              **risk))
-        new = RunShape(best.actors, self.shape.memory_mb, self.shape.batch)
+        new = replace(self.shape, actors=best.actors)
         self.shape, self.steps_per_env = new, best.steps_per_env
         return new, best.steps_per_env
 

@@ -19,7 +19,7 @@ reward still missing (see :meth:`Planner.remaining_fraction`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -308,7 +308,7 @@ class Planner:
         b = self.baseline
         if b is None:
             return None
-        shape = RunShape(b.actors, self._nearest_level(b.memory_mb), b.batch)
+        shape = replace(b.without_layout(), memory_mb=self._nearest_level(b.memory_mb))
         if b.steps_per_env == self.steps_per_env:
             return self._score(progress, [shape])[0]
         steps = self.baseline_env_steps
