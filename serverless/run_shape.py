@@ -47,6 +47,8 @@ class RunShapeError(UserError):
 
 def _whole(field: str, value: object, least: int, allowed: str | None = None) -> int:
     """``value`` as an int (numpy's integers too), else a :class:`RunShapeError` on ``field``."""
+    if type(value) is int and value >= least:  # the common case, without the ABC check
+        return value
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
         raise RunShapeError(field, f"must be {allowed or f'a whole number >= {least}'}, got {value!r}")
     return int(value)
