@@ -28,7 +28,7 @@ from typing import Mapping
 from core.errors import UserError
 from serverless.invocation import LAMBDA_MAX_MEMORY_MB, LAMBDA_MIN_MEMORY_MB
 
-#: The defaults of ``trainwise rl train`` without a preset (``serverless.presets``).
+#: A shape's defaults; the env presets (``serverless.presets``) share the actors and memory.
 DEFAULT_ACTORS = 4
 DEFAULT_MEMORY_MB = 1769  # one full vCPU
 DEFAULT_BATCH = 256
