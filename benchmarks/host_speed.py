@@ -69,13 +69,14 @@ def probe(seconds: float, batch: int, block: int) -> dict[str, Any]:
     from serverless import envs, handler
     from serverless.ppo import PPOConfig, PPOLearner
     from serverless.presets import preset_for
-    from serverless.trainer import RunConfig, assemble_batch, rollout_events
+    from serverless.trainer import assemble_batch, rollout_events
+    from serverless.run_shape import RunShape
 
     spec = envs.inspect_env("CartPole-v1")
     ppo = PPOConfig.from_dict(preset_for("CartPole-v1").ppo.to_dict())
     ppo.torch_threads = 1
     learner = PPOLearner(spec=spec, config=ppo, seed=0)
-    run = RunConfig(actors=1, memory_mb=1769, batch=batch)
+    run = RunShape(actors=1, memory_mb=1769, batch=batch)
     fixed = assemble_batch([handler.handler(e) for e in rollout_events("CartPole-v1", 0, 0, learner, run)], ppo.gamma, ppo.gae_lambda)
     rows: dict[str, list[tuple[float, float]]] = {"rollout": [], "learner": []}
     end = time.monotonic() + seconds

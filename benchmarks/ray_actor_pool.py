@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import machine_state
+from serverless.run_shape import RunShape
 
 
 def _sticky_backend() -> Any:
@@ -48,11 +49,11 @@ def _run(placement: str, iterations: int, seed: int, functions: int) -> dict[str
     from serverless.backends.ray_backend import RayBackend
     from serverless.handler import reset_warm_state
     from serverless.ppo import PPOConfig
-    from serverless.trainer import RunConfig, TrainSpec, train
+    from serverless.trainer import TrainSpec, train
 
     reset_warm_state()
     spec = TrainSpec(env_id="CartPole-v1", target_reward=10_000, max_steps=iterations * 512,
-                     run=RunConfig(actors=functions, memory_mb=1769, batch=512),
+                     run=RunShape(actors=functions, memory_mb=1769, batch=512),
                      ppo=PPOConfig(epochs=2, minibatch_size=128, steps_per_env=32), seed=seed, backend="ray",
                      checkpoint_every=0, checkpoint_dir=Path(tempfile.mkdtemp(prefix="bench-ray-pool-")))
     backend = _sticky_backend() if placement == "sticky" else RayBackend()

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import Stopwatch, print_table, progress, ratio, recording_load, set_torch_threads, write_result
+from serverless.run_shape import RunShape
 
 ENVS = ("CartPole-v1", "LunarLander-v3")
 FRAMEWORKS = ("trainwise", "rllib", "sb3")
@@ -270,14 +271,14 @@ def measure_trainwise(env_id: str, hp: SharedPPO, iterations: int, seed: int) ->
     from serverless.backends.local import LocalBackend
     from serverless.network import NetworkSpec
     from serverless.ppo import PPOConfig
-    from serverless.trainer import IterationRecord, RunConfig, TrainSpec, train
+    from serverless.trainer import IterationRecord, TrainSpec, train
 
     clock = IterationClock()
 
     class _Marks:
         """A controller that never changes the configuration; it only timestamps iterations."""
 
-        def after_iteration(self, record: IterationRecord) -> RunConfig | None:
+        def after_iteration(self, record: IterationRecord) -> RunShape | None:
             assert record.breakdown is not None
             phases = record.breakdown.to_dict()["phases_s"]
             rollout = sum(phases[k] for k in ROLLOUT_PHASES)
@@ -296,7 +297,7 @@ def measure_trainwise(env_id: str, hp: SharedPPO, iterations: int, seed: int) ->
             epochs=hp.epochs, minibatch_size=hp.minibatch, norm_adv=True, target_kl=None, network=NetworkSpec(hp.hidden),
             torch_threads=None,  # keep the process setting (--torch-threads), as for RLlib and SB3
         )
-        run = RunConfig(actors=hp.parallel_envs, memory_mb=1769, batch=hp.batch)
+        run = RunShape(actors=hp.parallel_envs, memory_mb=1769, batch=hp.batch)
         # target_reward is out of reach so every run does exactly iterations + 1 batches;
         # no checkpoints (the other frameworks write none either).
         spec = TrainSpec(env_id=env_id, target_reward=1e12, max_steps=hp.batch * (iterations + 1),

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from optimizers.seraph.models import RunShape
+from serverless.run_shape import RunShape
 from optimizers.seraph.pilot import DEFAULT_STEPS_PER_ENV
 
 TARGETS = {

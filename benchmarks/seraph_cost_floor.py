@@ -33,7 +33,8 @@ from typing import Any
 
 
 from optimizers.rl_baselines.static import STATIC_DEFAULT  # RLlib's PPO defaults as functions
-from optimizers.seraph.models import CostModel, PerformanceModel, RunShape
+from optimizers.seraph.models import CostModel, PerformanceModel
+from serverless.run_shape import RunShape, RunShapeError
 
 WORKLOAD_KEYS = ("env_id", "max_steps", "ppo", "architecture")
 LABEL = "modelled: the tuner's performance model fitted to the profile, priced with serverless/data/prices.json"
@@ -46,7 +47,10 @@ def _shape(text: str) -> RunShape:
         a = m = b = 0
     if min(a, m, b) <= 0:
         raise argparse.ArgumentTypeError(f"a shape is ACTORSxMEMORY_MBxBATCH, positive whole numbers (e.g. 2x1769x4000), got {text!r}")
-    return RunShape(a, m, b)
+    try:
+        return RunShape(a, m, b)
+    except RunShapeError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
 
 
 def _load_profile(path: Path) -> Any:
@@ -83,14 +87,14 @@ def analyse(profile: Any, static: RunShape = STATIC_DEFAULT, bar: float = 0.7) -
     by_batch = []
     for b in sorted({s.batch for s in shapes}):
         cheapest = min((s for s in shapes if s.batch == b), key=cost.per_step_cost)
-        by_batch.append({"batch": b, "config": cheapest.as_dict(), **row(cost.per_step_cost(cheapest))})
+        by_batch.append({"batch": b, "config": cheapest.to_dict(), **row(cost.per_step_cost(cheapest))})
     return {
         "env": workload.env_id,
         "label": LABEL,
         "bar_cost_ratio": bar,
-        "static_default": {"config": static.as_dict(), "usd_per_step": static_cost,
+        "static_default": {"config": static.to_dict(), "usd_per_step": static_cost,
                            "breakdown_usd_per_step": {k: v / static.batch for k, v in cost.breakdown(static).items()}},
-        "cheapest_shape": {"config": best.as_dict(), **row(cost.per_step_cost(best))},
+        "cheapest_shape": {"config": best.to_dict(), **row(cost.per_step_cost(best))},
         "floor": {**floor, **row(floor["usd_per_step"])},
         "cheapest_by_batch": by_batch,
         "shapes_searched": len(shapes),

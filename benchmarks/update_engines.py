@@ -24,6 +24,7 @@ from typing import Any
 
 from benchmarks._common import print_table, progress, recording_load, write_result
 from serverless.network import NetworkSpec
+from serverless.run_shape import RunShape
 
 ENGINES = ("numpy", "torch")
 
@@ -34,14 +35,14 @@ def run_one(env_id: str, target: float, seed: int, engine: str, max_steps: int |
     steps, reached, update seconds, and the engine that ran."""
     from serverless.ppo import choose_engine
     from serverless.presets import preset_for
-    from serverless.trainer import RunConfig, TrainSpec, train
+    from serverless.trainer import TrainSpec, train
 
     preset = preset_for(env_id)
     ppo = replace(preset.ppo, update_engine=engine, network=network or preset.ppo.network)
     with tempfile.TemporaryDirectory() as ckpt:
         spec = TrainSpec(
             env_id=env_id, target_reward=target, max_steps=max_steps or preset.max_steps,
-            run=RunConfig(actors=preset.actors, memory_mb=preset.memory_mb, batch=preset.batch),
+            run=RunShape(actors=preset.actors, memory_mb=preset.memory_mb, batch=preset.batch),
             ppo=ppo, seed=seed, checkpoint_every=0, checkpoint_dir=Path(ckpt),
         )
         result = train(spec, progress=False).to_dict()

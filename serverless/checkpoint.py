@@ -52,7 +52,7 @@ class RunIdentity(TypedDict):
     env_id: str
     env_kwargs: JsonObject
     seed: int
-    run: dict[str, int]  # RunConfig.to_dict()
+    run: dict[str, int]  # RunShape.to_dict()
     ppo: JsonObject  # PPOConfig.to_dict()
 
 

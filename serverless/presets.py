@@ -13,9 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from serverless.ppo import PPOConfig
-
-DEFAULT_ACTORS = 4
-DEFAULT_MEMORY_MB = 1769  # one full vCPU
+from serverless.run_shape import DEFAULT_ACTORS, DEFAULT_MEMORY_MB
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from core.json_edge import JsonObject
 from serverless.invocation import InvokeBatch
 from serverless.policy import decode_npz_field, encode_b64, export_numpy
 from serverless.ppo import PPOLearner, compute_gae
-from serverless.run_config import RunConfig
+from serverless.run_shape import RunShape
 from serverless.slots import slot_plan
 from serverless.rollout_event import EpisodeSnapshot, RolloutEvent, RolloutReply
 
@@ -79,7 +79,7 @@ def rollout_events(
     seed: int,
     iteration: int,
     learner: PPOLearner,
-    run: RunConfig,
+    run: RunShape,
     steps_per_env: int = 0,
     slot_episodes: dict[int, EpisodeSnapshot] | None = None,
     env_kwargs: JsonObject | None = None,
@@ -106,12 +106,12 @@ def rollout_events(
             "weights_npz_b64": weights_b64,
         }
         | ({"env_kwargs": dict(env_kwargs)} if env_kwargs else {})
-        for actor_id, n in enumerate(run.steps_per_actor())
+        for actor_id, n in enumerate(run.fragments())
     ]
     if steps_per_env > 0:
         plan = slot_plan(run.batch, run.actors, steps_per_env)
     else:
-        plan = [[(actor_id, n)] for actor_id, n in enumerate(run.steps_per_actor())]
+        plan = [[(actor_id, n)] for actor_id, n in enumerate(run.fragments())]
     for event, slots in zip(events, plan):
         event["slots"] = [
             {"slot": k, "num_steps": n, "seed": _event_seed(seed, iteration, k)}

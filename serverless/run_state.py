@@ -10,7 +10,7 @@ import numpy as np
 
 from serverless.ledger import CostLedger, LedgerTotals
 from serverless.rollouts import FaultTally, FaultTallyJson
-from serverless.run_config import RunConfig
+from serverless.run_shape import RunShape
 from serverless.rollout_event import EpisodeSnapshot, RolloutReply
 
 
@@ -26,7 +26,7 @@ class CurvePoint(TypedDict):
     cost_usd: float
 
 
-# A configuration change: the iteration it came after and the run shapes (RunConfig.to_dict())
+# A configuration change: the iteration it came after and the run shapes (RunShape.to_dict())
 # either side; "from" is a keyword, hence the functional form.
 ConfigChange = TypedDict("ConfigChange", {"iteration": int, "env_steps": int, "from": dict[str, int], "to": dict[str, int]})
 
@@ -50,7 +50,7 @@ class RunStateJson(TypedDict):
     episodes: int
     curve: list[CurvePoint]
     config_changes: list[ConfigChange]
-    run: dict[str, int]  # RunConfig.to_dict()
+    run: dict[str, int]  # RunShape.to_dict()
     ledger: LedgerTotals
     slot_episodes: NotRequired[dict[str, EpisodeSnapshot]]  # by slot number (a JSON key: a string)
     rollouts: NotRequired[RolloutCounts]
@@ -62,7 +62,7 @@ class RunStateJson(TypedDict):
 class RunState:
     """The run's counters, clocks, recent returns, curve and rollout bookkeeping."""
 
-    run: RunConfig
+    run: RunShape
     reach_window: int
     iteration: int = 0
     env_steps: int = 0
@@ -145,7 +145,7 @@ class RunState:
     def from_json(cls, state: RunStateJson, reach_window: int) -> "RunState":
         rollouts = state.get("rollouts", {})
         return cls(
-            run=RunConfig(**state["run"]),
+            run=RunShape.from_dict(state["run"]),
             reach_window=reach_window,
             iteration=int(state["iteration"]),
             env_steps=int(state["env_steps"]),

@@ -9,7 +9,7 @@ Each iteration:
    functions share the slots out (:func:`serverless.slots.slot_plan`);
 3. compute GAE per segment and run one PPO update;
 4. account the cost (function GB-s, requests, learner VM time), record the
-   iteration, ask the controller (if any) for a new :class:`RunConfig`,
+   iteration, ask the controller (if any) for a new :class:`RunShape`,
    checkpoint every ``checkpoint_every`` iterations (and once before the first).
 
 The pieces live in their own modules: rollout events and batch assembly
@@ -76,7 +76,7 @@ from serverless.rollout_batch import (
     rollout_summary,
 )
 from serverless.rollouts import Collected, RolloutRetryPolicy, RolloutCollector, RolloutsFailed
-from serverless.run_config import RunConfig
+from serverless.run_shape import RunShape, RunShapeError
 from serverless.rollout_event import RolloutReply
 from serverless.run_state import ConfigChange, CurvePoint, RunState
 from serverless.slots import slot_plan
@@ -85,7 +85,6 @@ __all__ = [
     "Controller",
     "IterationRecord",
     "RolloutRetryPolicy",
-    "RunConfig",
     "TrainResult",
     "TrainSpec",
     "assemble_batch",
@@ -103,7 +102,7 @@ class TrainSpec:
     env_id: str
     target_reward: float
     max_steps: int = 100_000
-    run: RunConfig = field(default_factory=RunConfig)
+    run: RunShape = field(default_factory=RunShape)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     seed: int = 0
     backend: str = "local"
@@ -115,7 +114,7 @@ class TrainSpec:
     reach_window: int = 20
     price_table: Path | None = None
     # when resuming from a checkpoint, continue at this run shape instead of the checkpoint's
-    resume_run: RunConfig | None = None
+    resume_run: RunShape | None = None
     faults: FaultSpec | None = None  # inject faults into the backend's invocations
     retry: RolloutRetryPolicy = field(default_factory=RolloutRetryPolicy)
     env_kwargs: JsonObject = field(default_factory=dict)  # gymnasium.make(env_id, **env_kwargs)
@@ -131,9 +130,9 @@ class TrainSpec:
             raise UserError(f"target reward must be a finite number, got {self.target_reward!r}")
         if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or self.max_steps < 1:
             raise UserError(f"max steps must be a whole number >= 1, got {self.max_steps!r}")
-        self.run.validate()
-        if self.resume_run is not None:
-            self.resume_run.validate()
+        for name, run in (("run", self.run), ("resume_run", self.resume_run)):
+            if run is not None and not isinstance(run, RunShape):  # a RunShape checked itself when made
+                raise UserError(f"{name} must be a RunShape (serverless.run_shape), got {run!r}")
         if self.faults is not None and not isinstance(self.faults, FaultSpec):
             raise UserError(f"faults must be a FaultSpec (FaultSpec.parse('errors=0.1,...')), got {self.faults!r}")
         self.retry.validate()
@@ -206,7 +205,7 @@ class IterationRecord:
 
     iteration: int
     env_steps: int  # cumulative, after this iteration
-    run: RunConfig
+    run: RunShape
     wall_s: float  # measured, whole iteration
     lambda_s: float  # the rollout batch on Lambda (modelled locally; measured/billed otherwise)
     lambda_s_label: str
@@ -233,9 +232,9 @@ class IterationRecord:
 
 @runtime_checkable
 class Controller(Protocol):
-    """Consulted after every iteration; may return a new RunConfig for the next one."""
+    """Consulted after every iteration; may return a new RunShape for the next one."""
 
-    def after_iteration(self, record: IterationRecord) -> RunConfig | None: ...
+    def after_iteration(self, record: IterationRecord) -> RunShape | None: ...
 
 
 @runtime_checkable
@@ -391,7 +390,7 @@ class _Training:
         try:
             state = RunState.from_json(saved, spec.reach_window)
             self.ledger.restore(saved["ledger"])
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, RunShapeError) as exc:
             raise UserError(
                 f"checkpoint in {self.ckpt_dir} cannot be resumed: its run state is malformed "
                 f"({type(exc).__name__}: {exc}); start without resume"
@@ -418,17 +417,17 @@ class _Training:
         return self.state.wall_s_before + time.perf_counter() - self.t_start
 
     # ------------------------------------------------------------------ one iteration
-    def _this_run(self) -> RunConfig:
+    def _this_run(self) -> RunShape:
         """The run shape of the next iteration; the last batch shrinks to fit the budget."""
         run = self.state.run
         room = self.spec.max_steps - self.state.env_steps
         return replace(run, batch=max(room, run.actors)) if room < run.batch else run
 
-    def steps_per_env(self, run: RunConfig) -> int:
+    def steps_per_env(self, run: RunShape) -> int:
         """The layout of ``run``: its own when a tuner set one, else the PPO config's."""
         return self.ppo.steps_per_env if run.steps_per_env is None else run.steps_per_env
 
-    def _collect(self, clock: IterationClock, run: RunConfig) -> Collected:
+    def _collect(self, clock: IterationClock, run: RunShape) -> Collected:
         """Send the policy out, get one result per slot back, and pay for every attempt."""
         spec, state = self.spec, self.state
         with clock.phase("encode"):
@@ -505,7 +504,7 @@ class _Training:
         self.state.iteration += 1
         return record, clock
 
-    def _record(self, run: RunConfig, got: Collected, times: Any, stats: UpdateStats,
+    def _record(self, run: RunShape, got: Collected, times: Any, stats: UpdateStats,
                 layout_probe: LayoutProbe | None) -> IterationRecord:
         rollout = rollout_summary(got.batch)
         if got.rounds > 1:
@@ -557,7 +556,8 @@ class _Training:
         state.lambda_time_s += seconds
         self.ledger.add_learner_time(seconds)
         if new_run is not None and new_run != state.run:
-            new_run.validate()
+            if not isinstance(new_run, RunShape):
+                raise TypeError(f"the controller returned {new_run!r}, not a RunShape")
             state.config_changes.append(
                 {"iteration": state.iteration, "env_steps": state.env_steps, "from": state.run.to_dict(), "to": new_run.to_dict()}
             )

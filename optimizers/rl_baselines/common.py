@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from optimizers.seraph.models import RunShape
 from optimizers.seraph.pilot import SweepController, Workload
 from optimizers.seraph.records import view
+from serverless.run_shape import RunShape
 
 
 def _spec(workload: Workload, shape: RunShape, *, target_reward: float, seed: int, max_steps: int, backend: str) -> Any:
     from serverless.ppo import PPOConfig
-    from serverless.trainer import RunConfig, TrainSpec
+    from serverless.trainer import TrainSpec
 
     ppo = PPOConfig.from_dict(dict(workload.ppo))
     ppo.anneal_steps = workload.max_steps  # every method shares the learning-rate schedule
@@ -20,7 +20,7 @@ def _spec(workload: Workload, shape: RunShape, *, target_reward: float, seed: in
         env_id=workload.env_id,
         target_reward=target_reward,
         max_steps=max_steps,
-        run=RunConfig(shape.actors, shape.memory_mb, shape.batch),
+        run=shape.without_layout(),
         ppo=ppo,
         seed=seed,
         backend=backend,
@@ -45,7 +45,7 @@ class RunSummary(TypedDict):
 class ShapeRun(RunSummary):
     """A run at one fixed shape (:func:`train_shape`): its shape and what it achieved."""
 
-    config: dict[str, int]  # RunShape.as_dict()
+    config: dict[str, int]  # RunShape.to_dict()
 
 
 class SweepRow(TypedDict):
@@ -112,7 +112,7 @@ def train_shape(
 
     spec = _spec(workload, shape, target_reward=target_reward, seed=seed, max_steps=workload.max_steps, backend=backend)
     res = train(spec, backend=backend_obj, progress=progress)
-    return {"config": shape.as_dict(), **summary(res)}
+    return {"config": shape.to_dict(), **summary(res)}
 
 
 def probe_shapes(
@@ -124,13 +124,10 @@ def probe_shapes(
     backend_obj: Any = None,
 ) -> tuple[list[Any], RunSummary]:
     """Run one short training with one iteration per listed shape; the views and a summary."""
-    from serverless.trainer import RunConfig, train
-
-    def to_run(s: RunShape) -> Any:
-        return RunConfig(s.actors, s.memory_mb, s.batch)
+    from serverless.trainer import train
 
     spec = _spec(workload, shapes[0], target_reward=1e30, seed=seed, max_steps=sum(s.batch for s in shapes), backend=backend)
-    ctl = SweepController(shapes, to_run)
+    ctl = SweepController(shapes)
     res = train(spec, backend=backend_obj, controller=ctl, progress=False)
     views = [view(r) for r in res.iterations]
     return views, summary(res)

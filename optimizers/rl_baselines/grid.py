@@ -12,7 +12,7 @@ import statistics
 from typing import Iterable, TypedDict
 
 from optimizers.rl_baselines.common import BaselineRun, ShapeRun, train_shape
-from optimizers.seraph.models import RunShape
+from serverless.run_shape import RunShape
 from optimizers.seraph.objectives import OBJECTIVES, scale_of
 from optimizers.seraph.pilot import Workload
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from optimizers.rl_baselines.common import BaselineRun, SweepRow, train_after_tuning
 from optimizers.rl_baselines.static import STATIC_DEFAULT
-from optimizers.seraph.models import RunShape
+from serverless.run_shape import RunShape
 from optimizers.seraph.objectives import OBJECTIVES, scale_of
 from optimizers.seraph.space import DEFAULT_MEMORY_SWEEP
 from optimizers.seraph.pilot import Workload

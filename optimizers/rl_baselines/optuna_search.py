@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from optimizers.rl_baselines.common import BaselineRun, probe_shapes, train_after_tuning
-from optimizers.seraph.models import RunShape
+from serverless.run_shape import RunShape
 from optimizers.seraph.objectives import OBJECTIVES
 from optimizers.seraph.space import SearchSpace
 from optimizers.seraph.pilot import Workload
@@ -56,7 +56,7 @@ def run_optuna(
             ref = (cost_step, time_step)
         value = obj.value(cost_step, time_step, ref)
         study.tell(t, value)
-        trials.append({**shape.as_dict(), "value": value, "trial_cost_usd": summ["cost_usd"]})
+        trials.append({**shape.to_dict(), "value": value, "trial_cost_usd": summ["cost_usd"]})
     best_trial = min(trials, key=lambda r: r["value"])
     best = RunShape(best_trial["actors"], best_trial["memory_mb"], best_trial["batch"])
     return train_after_tuning(

@@ -18,7 +18,7 @@ from optimizers.rl_baselines.common import BaselineRun, train_shape
 from optimizers.seraph.baseline import STATIC_DEFAULT_CONFIG
 from optimizers.seraph.pilot import Workload
 
-STATIC_DEFAULT = STATIC_DEFAULT_CONFIG.shape
+STATIC_DEFAULT = STATIC_DEFAULT_CONFIG.without_layout()  # a search-space point: the run's PPO layout
 
 
 def run_static(workload: Workload, *, target_reward: float, seed: int, backend_obj: Any = None) -> BaselineRun:

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from core.json_edge import JsonObject
-from optimizers.seraph.models import Observation, RunShape
+from optimizers.seraph.models import Observation
+from serverless.run_shape import RunShape
 from optimizers.seraph.planner import Plan, Planner
 from optimizers.seraph.pilot import PilotOutcome
 from optimizers.seraph.records import view
@@ -65,7 +66,7 @@ class Phase:
         )
 
     def to_dict(self) -> JsonObject:
-        head: JsonObject = {"phase": self.phase, "config": self.config.as_dict() if isinstance(self.config, RunShape) else self.config}
+        head: JsonObject = {"phase": self.phase, "config": self.config.to_dict() if isinstance(self.config, RunShape) else self.config}
         if self.first_iteration is not None:
             head["first_iteration"] = self.first_iteration
         return head | {

@@ -45,11 +45,11 @@ import statistics
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
-from optimizers.seraph.baseline import BaselineConfig
 from optimizers.seraph.history import Phase, RunRecord
+from serverless.run_shape import RunShape
 
 if TYPE_CHECKING:
-    from serverless.trainer import IterationRecord, RunConfig
+    from serverless.trainer import IterationRecord
 
 #: The tuner's own run: profile (or the cached profile), plan, train with re-planning.
 SERAPH = "seraph"
@@ -79,37 +79,35 @@ class BanditSettings:
 
 @dataclass(frozen=True)
 class Arm:
-    """A fixed configuration a run trains at from its first iteration."""
+    """A fixed configuration a run trains at from its first iteration: a shape, its layout set."""
 
     name: str
-    actors: int
-    memory_mb: int
-    batch: int
-    steps_per_env: int
+    shape: RunShape
 
     def phase(self, from_env_steps: int = 0) -> Phase:
-        return Phase(self.actors, self.memory_mb, self.batch, self.steps_per_env, from_env_steps)
+        return Phase(self.shape, from_env_steps)
 
     def describe(self) -> str:
-        return (f"{self.name}: {self.actors} functions x {self.memory_mb} MB, batch {self.batch}, "
-                f"env slots of {self.steps_per_env} steps")
+        s = self.shape
+        return f"{self.name}: {s.actors} functions x {s.memory_mb} MB, batch {s.batch}, env slots of {s.steps_per_env} steps"
 
 
-def _scaled(name: str, base: BaselineConfig, actors_x: int, batch_div: int) -> Arm | None:
+def _scaled(name: str, base: RunShape, actors_x: int, batch_div: int) -> Arm | None:
     """The baseline with ``actors_x`` times the functions and the batch divided by ``batch_div``;
     the env slots shrink so each function still runs at least one (None when none fits)."""
     actors, batch = base.actors * actors_x, base.batch // batch_div
     steps_per_env = min(base.steps_per_env * base.actors * batch // (base.batch * actors) or 1, batch // actors)
     if batch < actors or steps_per_env < 1:
         return None
-    return Arm(name, actors, base.memory_mb, batch, steps_per_env)
+    return Arm(name, RunShape(actors, base.memory_mb, batch, steps_per_env))
 
 
-def baseline_arm(base: BaselineConfig) -> Arm:
-    return Arm(BASELINE, base.actors, base.memory_mb, base.batch, base.steps_per_env)
+def baseline_arm(base: RunShape) -> Arm:
+    """The baseline (its layout set, :func:`optimizers.seraph.baseline.baseline_of`) as an arm."""
+    return Arm(BASELINE, base)
 
 
-def ladders(base: BaselineConfig, objective: str) -> tuple[tuple[Arm, ...], ...]:
+def ladders(base: RunShape, objective: str) -> tuple[tuple[Arm, ...], ...]:
     """The ladders the objective climbs (see the module's docstring), each step a fixed arm."""
     cost = (_scaled("batch/2", base, 1, 2), _scaled("batch/4", base, 1, 4))
     speed = (_scaled("wide x4", base, 4, 1), _scaled("wide x8 batch/2", base, 8, 2))
@@ -158,7 +156,7 @@ class ArmChoice:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "arm": self.name, "config": None if self.arm is None else self.arm.phase().__dict__,
+            "arm": self.name, "config": None if self.arm is None else self.arm.phase().to_dict(),
             "reason": self.reason, "explore": self.explore, "history_runs": self.history_runs,
             "spent_reference_runs": round(self.spent, 4), "budget_reference_runs": round(self.budget, 4),
             "arms": [s.to_dict() for s in self.stats], "reference": self.reference,
@@ -188,7 +186,7 @@ def _stats(name: str, runs: list[RunRecord], scale: Scale, spread: float) -> Arm
 
 
 def choose_arm(
-    runs: list[RunRecord], objective: str, weight: float, base: BaselineConfig,
+    runs: list[RunRecord], objective: str, weight: float, base: RunShape,
     settings: BanditSettings = BanditSettings(), pending: Iterable[str] = (),
 ) -> ArmChoice:
     """The arm of the job's next run from its history ``runs`` (see the module's docstring).
@@ -233,7 +231,7 @@ def _worst_case(s: ArmStats, settings: BanditSettings) -> float:
     return settings.unexplored_ratio if s.mean_ratio is None else s.mean_ratio + s.error
 
 
-def _next_steps(base: BaselineConfig, objective: str, stats: dict[str, ArmStats], pending: list[str],
+def _next_steps(base: RunShape, objective: str, stats: dict[str, ArmStats], pending: list[str],
                 settings: BanditSettings) -> list[Arm]:
     """Each ladder's next step to run: the first unexplored one if every step before it
     paid, or an inconclusive step again."""
@@ -254,7 +252,7 @@ class RaceGuard:
     """The trainer's controller for an explored arm: one check at a matched spend against the
     reference runs' curves (see the module's docstring); ``decisions`` says what it did."""
 
-    def __init__(self, reference_runs: list[RunRecord], objective: str, target: float, fallback: "RunConfig",
+    def __init__(self, reference_runs: list[RunRecord], objective: str, target: float, fallback: "RunShape",
                  settings: BanditSettings = BanditSettings()) -> None:
         self.by_time = objective == "speed"
         self.curves = [r.curve for r in reference_runs if r.curve]
@@ -275,7 +273,7 @@ class RaceGuard:
         at = [ret for _, ret, cost, time_s in curve if self._spend(cost, time_s) <= spend]
         return at[-1] if at else None
 
-    def after_iteration(self, record: "IterationRecord") -> "RunConfig | None":
+    def after_iteration(self, record: "IterationRecord") -> "RunShape | None":
         self.time_s += record.iteration_lambda_s
         spend = self._spend(record.cost_usd, self.time_s)
         if self.done or spend < self.window[0] or record.mean_return is None:

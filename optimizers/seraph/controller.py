@@ -49,12 +49,12 @@ the shape are logged too (with why), so the run explains itself.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol, Sequence
 
 from core.json_edge import JsonObject
 from optimizers.seraph.do_no_harm import MODEL_ERROR_CAP
-from optimizers.seraph.models import RunShape
+from serverless.run_shape import RunShape
 from optimizers.seraph.search import Candidate, SearchOutcome
 
 
@@ -126,7 +126,6 @@ class SeraphController:
     planner: Replanner
     current: RunShape
     objective_key: Callable[[Candidate], float]
-    make_run_config: Callable[[RunShape], Any]
     every: int = 3
     min_gain: float = 0.05
     max_factor: float = 2.0
@@ -140,7 +139,7 @@ class SeraphController:
     _since_decision: int = 0
     _left: list[RunShape] = field(default_factory=list)  # shapes changed away from, newest last
 
-    def after_iteration(self, record: Any) -> Any | None:
+    def after_iteration(self, record: Any) -> RunShape | None:
         self.planner.observe(record)
         self._since_decision += 1
         if self._since_decision < self.every:
@@ -163,9 +162,9 @@ class SeraphController:
             min_steps_per_actor=self.planner.min_steps_per_actor,
         )
         if self.batch_only_grows and step.batch < self.current.batch:
-            step = RunShape(actors=step.actors, memory_mb=step.memory_mb, batch=self.current.batch)
+            step = replace(step, batch=self.current.batch)
             if step == self.current:
-                return self._keep(iteration, env_steps, f"best shape {target.as_dict()} has a smaller batch; "
+                return self._keep(iteration, env_steps, f"best shape {target.to_dict()} has a smaller batch; "
                                   "the batch only grows during a run", b_noise)
         step_cand = score(step)
         now_v, step_v = self.objective_key(now), self.objective_key(step_cand)
@@ -177,23 +176,23 @@ class SeraphController:
             return self._keep(
                 iteration,
                 env_steps,
-                f"best shape {target.as_dict()} differs but {what} {step.as_dict()} gains only {gain:.1%} "
+                f"best shape {target.to_dict()} differs but {what} {step.to_dict()} gains only {gain:.1%} "
                 f"(< {needed:.0%}{why})",
                 b_noise,
                 gain,
             )
         reason = (
-            f"re-plan toward {target.as_dict()} ({outcome.message}); step predicted to improve the objective "
+            f"re-plan toward {target.to_dict()} ({outcome.message}); step predicted to improve the objective "
             f"for the remaining training by {gain:.1%}"
         )
         if b_noise is not None:
             reason += f"; B_noise={b_noise:.0f}"
         self.decisions.append(
-            Decision(iteration, env_steps, True, reason, self.current.as_dict(), step.as_dict(), b_noise, gain)
+            Decision(iteration, env_steps, True, reason, self.current.to_dict(), step.to_dict(), b_noise, gain)
         )
         self._left.append(self.current)
         self.current = step
-        return self.make_run_config(step)
+        return step  # a search-space point: the trainer keeps the run's layout
 
     def _gain_needed(self, step: RunShape, reverses: bool) -> tuple[float, str]:
         """The predicted gain ``step`` must promise, and why it is that high (the guards in
@@ -235,6 +234,6 @@ class SeraphController:
 
     def _keep(self, iteration: int, env_steps: int, reason: str, b_noise: float | None, gain: float | None = None) -> None:
         self.decisions.append(
-            Decision(iteration, env_steps, False, reason, self.current.as_dict(), self.current.as_dict(), b_noise, gain)
+            Decision(iteration, env_steps, False, reason, self.current.to_dict(), self.current.to_dict(), b_noise, gain)
         )
         return None

@@ -26,10 +26,11 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from core import paths, state
 from core.results import write_json
+from serverless.run_shape import RunShape, RunShapeError
 
 #: The format of a history file; a file of another version is ignored (and named).
 FORMAT_VERSION = 1
@@ -93,13 +94,20 @@ def _canonical(obj: Any) -> str:
 
 @dataclass(frozen=True)
 class Phase:
-    """One configuration a run trained at, from ``from_env_steps`` on."""
+    """One configuration a run trained at, its layout set (0: one env per function), from
+    ``from_env_steps`` on. Written flat: the shape's fields and ``from_env_steps``."""
 
-    actors: int
-    memory_mb: int
-    batch: int
-    steps_per_env: int
+    shape: RunShape
     from_env_steps: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {**self.shape.to_dict(), "from_env_steps": self.from_env_steps}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, int]) -> "Phase":
+        body = dict(data)
+        start = int(body.pop("from_env_steps", 0))
+        return cls(RunShape.from_dict(body), start)
 
 
 @dataclass(frozen=True)
@@ -124,6 +132,7 @@ class RunRecord:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        data["phases"] = [p.to_dict() for p in self.phases]
         data["format_version"] = FORMAT_VERSION
         data["job_id"] = self.key.id
         return data
@@ -132,7 +141,7 @@ class RunRecord:
     def from_dict(cls, data: dict[str, Any]) -> "RunRecord":
         body = {k: v for k, v in data.items() if k not in ("format_version", "job_id")}
         body["key"] = JobKey(**body["key"])
-        body["phases"] = tuple(Phase(**p) for p in body["phases"])
+        body["phases"] = tuple(Phase.from_dict(p) for p in body["phases"])
         body["curve"] = tuple((int(s), float(r), float(c), float(t)) for s, r, c, t in body.get("curve", ()))
         return cls(**body)
 
@@ -179,7 +188,7 @@ class History:
             record = RunRecord.from_dict(data)
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             return self._skip(path, f"unreadable ({type(exc).__name__}: truncated or not JSON)")
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, RunShapeError) as exc:
             return self._skip(path, f"not a run record ({type(exc).__name__}: {exc})")
         if record.key != self.key:
             return self._skip(path, "recorded for another job key")

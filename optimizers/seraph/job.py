@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from optimizers.seraph.baseline import BaselineConfig
+from serverless.run_shape import RunShape
 from optimizers.seraph.defaults import DEFAULT_STEPS_PER_ENV
 from optimizers.seraph.layout import LayoutChoice, choose_layout, fixed_layout
 from optimizers.seraph.models import Prices
@@ -73,7 +73,7 @@ class SeraphJob:
         )
 
     @property
-    def baseline(self) -> BaselineConfig:
+    def baseline(self) -> RunShape:
         return self.request.baseline_config
 
     @property

@@ -29,7 +29,7 @@ import statistics
 from dataclasses import dataclass
 
 from core.json_edge import JsonObject
-from optimizers.seraph.baseline import BaselineConfig
+from serverless.run_shape import RunShape
 from optimizers.seraph.references import EnvReferences, ReferenceEntry
 
 
@@ -141,7 +141,7 @@ def _referenced_batches(entry: ReferenceEntry | None) -> tuple[int, ...]:
     return tuple(sorted(_runs_by_batch(entry))) if entry else ()
 
 
-def choose_layout(env_id: str, baseline: BaselineConfig, slot_steps: int, slot_batches: tuple[int, ...],
+def choose_layout(env_id: str, baseline: RunShape, slot_steps: int, slot_batches: tuple[int, ...],
                   references: EnvReferences | None = None) -> LayoutChoice:
     """The layout to pilot and train at (see the module's docstring). ``references``: the
     env's, read already (:class:`~optimizers.seraph.references.EnvReferences`; else read here)."""
@@ -186,7 +186,7 @@ def choose_layout(env_id: str, baseline: BaselineConfig, slot_steps: int, slot_b
     )
 
 
-def fixed_layout(env_id: str, baseline: BaselineConfig, steps_per_env: int, batch: int,
+def fixed_layout(env_id: str, baseline: RunShape, steps_per_env: int, batch: int,
                  references: EnvReferences | None = None) -> LayoutChoice:
     """A layout the user fixed (``--steps-per-env``); the baseline's runs still inform the plan."""
     runs = reference_runs(env_id, baseline.batch, baseline.steps_per_env, references)

@@ -17,6 +17,7 @@ from typing import Any, Iterable
 from optimizers.seraph.arms import SERAPH, ArmChoice, BanditSettings, RaceGuard, baseline_arm, choose_arm
 from optimizers.seraph.history import History, JobKey, Phase, RunRecord, curve_of
 from optimizers.seraph.job import SeraphJob
+from serverless.run_shape import RunShape
 
 
 def job_key(job: SeraphJob) -> JobKey:
@@ -81,7 +82,7 @@ def tuned_record(job: SeraphJob, key: JobKey, res: Any, source: str) -> RunRecor
     if res.run is None or res.planned.shape is None:
         return None
     a, plan, training = res.run.achieved, res.planned.plan, res.run.training
-    first = Phase(plan.shape.actors, plan.shape.memory_mb, plan.shape.batch, int(plan.steps_per_env or 0))
+    first = Phase(replace(plan.shape, steps_per_env=int(plan.steps_per_env or 0)))
     return RunRecord(
         key=key, seed=job.request.seed, arm=SERAPH, objective=job.request.objective, source=source,
         phases=_phases(first, training.config_changes), reached=a.reached, env_steps=a.env_steps,
@@ -102,20 +103,19 @@ def _phases(first: Phase, changes: list[Any]) -> tuple[Phase, ...]:
     phases = [first]
     for change in changes:
         to, last = change["to"], phases[-1]
-        phases.append(Phase(int(to["actors"]), int(to["memory_mb"]), int(to["batch"]),
-                            int(to.get("steps_per_env", last.steps_per_env)), int(change["env_steps"])))
+        phases.append(Phase(RunShape.from_dict({"steps_per_env": last.shape.steps_per_env, **to}),
+                            int(change["env_steps"])))
     return tuple(phases)
 
 
 def _arm_run(job: SeraphJob, choice: ArmChoice, history: History, source: str, progress: bool, backend_obj: Any,
              settings: BanditSettings) -> tuple[dict[str, Any], RunRecord, Any]:
     """Train at the arm's fixed configuration; an explored arm is raced against the reference runs."""
-    from serverless.trainer import RunConfig, train
+    from serverless.trainer import train
 
     arm = choice.arm
     assert arm is not None
-    base = baseline_arm(job.baseline)
-    fallback = RunConfig(actors=base.actors, memory_mb=base.memory_mb, batch=base.batch, steps_per_env=base.steps_per_env)
+    fallback = job.baseline  # the baseline at its own layout
     guard = None
     if choice.explore:
         guard = RaceGuard([r for r in history.runs() if r.arm == SERAPH], job.request.objective,
@@ -135,7 +135,7 @@ def _arm_run(job: SeraphJob, choice: ArmChoice, history: History, source: str, p
     }
     out = {
         "label": res.ledger.label, "workload": job.summary(),
-        "plan": {"arm": arm.name, "config": arm.phase().__dict__, "reason": choice.reason,
+        "plan": {"arm": arm.name, "config": arm.phase().to_dict(), "reason": choice.reason,
                  "race": [] if guard is None else guard.decisions, "learner": learner.to_dict()},
         "achieved": achieved,
         "training": {"curve": res.curve, "config_changes": res.config_changes, "ledger": res.ledger.to_dict(),
@@ -149,7 +149,6 @@ def _learner_for_arm(job: SeraphJob, arm: Any) -> Any:
     without one (a history shared from another machine), the reference machine: an arm run
     never starts a pilot."""
     from optimizers.seraph.learner_choice import keep_reference
-    from optimizers.seraph.models import RunShape
     from optimizers.seraph.pilot import PilotOutcome
     from optimizers.seraph.steps import learner_for, make_planner
     from optimizers.seraph.workload_profile import load_profile
@@ -158,20 +157,20 @@ def _learner_for_arm(job: SeraphJob, arm: Any) -> Any:
     if cached is None:
         return keep_reference("no cached profile of this workload on this machine to model the learner's share")
     planner = make_planner(PilotOutcome(cached, reused=True), job)
-    return learner_for(planner, RunShape(arm.actors, arm.memory_mb, arm.batch), job)
+    return learner_for(planner, arm.shape.without_layout(), job)
 
 
 def _arm_spec(job: SeraphJob, arm: Any, learner: Any = None) -> Any:
     """The trainer's spec for a fixed arm: the job's env, PPO settings and cap at the arm's
     shape, on ``learner`` (None: the price table's learner VM)."""
     from serverless.ppo import PPOConfig
-    from serverless.trainer import RunConfig, TrainSpec
+    from serverless.trainer import TrainSpec
 
     w, r = job.workload, job.request
-    ppo = replace(PPOConfig.from_dict(dict(w.ppo)), steps_per_env=arm.steps_per_env, anneal_steps=w.max_steps)
+    ppo = replace(PPOConfig.from_dict(dict(w.ppo)), steps_per_env=arm.shape.steps_per_env, anneal_steps=w.max_steps)
     return TrainSpec(
         env_id=w.env_id, env_kwargs=dict(w.env_kwargs), target_reward=r.target_reward, max_steps=w.max_steps,
-        run=RunConfig(actors=arm.actors, memory_mb=arm.memory_mb, batch=arm.batch), ppo=ppo, seed=r.seed,
+        run=arm.shape.without_layout(), ppo=ppo, seed=r.seed,
         backend=r.backend, backend_options=dict(r.backend_options), architecture=w.architecture,
         checkpoint_every=0, faults=job.faults, learner=learner,
     )
@@ -194,7 +193,8 @@ def record_training(spec: Any, res: Any, source: str, objective: str = "cost") -
     from optimizers.seraph.baseline import STATIC_DEFAULT_CONFIG
 
     run = spec.run
-    first = Phase(run.actors, run.memory_mb, run.batch, int(spec.ppo.steps_per_env or 0) or run.batch // run.actors)
+    layout = run.steps_per_env if run.steps_per_env is not None else int(spec.ppo.steps_per_env or 0)
+    first = Phase(replace(run, steps_per_env=layout or run.batch // run.actors))
     arm = BASELINE if first == baseline_arm(STATIC_DEFAULT_CONFIG).phase() else "fixed"
     history = History(JobKey.of(spec.env_id, dict(spec.env_kwargs), spec.target_reward,
                                 {**spec.ppo.to_dict(), "steps_per_env": 0}, spec.max_steps))

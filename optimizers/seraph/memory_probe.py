@@ -64,8 +64,9 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from core.json_edge import JsonObject
-from optimizers.seraph.models import Observation, RunShape
+from optimizers.seraph.models import Observation
 from serverless.invocation import LAMBDA_MB_PER_VCPU  # one full vCPU
+from serverless.run_shape import RunShape
 
 PROBE_STEPS = 256  # env steps of the warm call: long enough to dwarf the per-call overhead
 PROBE_COLD_STEPS = 32  # env steps of the cold call, which only starts the sandbox and warms the handler
@@ -178,7 +179,7 @@ def probe_memory_sizes(
     from serverless.network import NetworkSpec
     from serverless.ppo import PPOConfig, PPOLearner
     from serverless.pricing import PriceTable
-    from serverless.trainer import RunConfig, rollout_events
+    from serverless.trainer import rollout_events
 
     if not memory_sizes:
         raise ValueError("the memory probe needs at least one memory size")
@@ -188,7 +189,7 @@ def probe_memory_sizes(
     labels: set[str] = set()
 
     def call(memory_mb: int, i: int, n_steps: int) -> tuple[Any, float]:
-        run = RunConfig(actors=1, memory_mb=memory_mb, batch=n_steps)
+        run = RunShape(actors=1, memory_mb=memory_mb, batch=n_steps)
         batch = backend.invoke(rollout_events(env_id, seed, _PROBE_SEED_OFFSET + i, learner, run, env_kwargs=env_kwargs), memory_mb, concurrency=1)
         labels.add(batch.lambda_s_label)
         bill = batch.invocations[0].billing

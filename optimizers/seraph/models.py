@@ -38,22 +38,7 @@ from scipy.optimize import nnls  # at import, not on the first fit: module impor
 
 from core.json_edge import JsonObject
 from serverless.invocation import LAMBDA_MB_PER_VCPU
-
-
-@dataclass(frozen=True)
-class RunShape:
-    """One point of the search space: actor functions, their memory, batch per iteration."""
-
-    actors: int
-    memory_mb: int
-    batch: int
-
-    @property
-    def steps_per_actor(self) -> int:
-        return math.ceil(self.batch / self.actors)
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
+from serverless.run_shape import RunShape
 
 
 @dataclass(frozen=True)
@@ -83,12 +68,12 @@ class Observation:
 
     def as_dict(self) -> JsonObject:
         d = asdict(self)
-        d["shape"] = self.shape.as_dict()
+        d["shape"] = self.shape.to_dict()
         return d
 
     @classmethod
     def from_dict(cls, d: JsonObject) -> "Observation":
-        return cls(**{**d, "shape": RunShape(**d["shape"])})
+        return cls(**{**d, "shape": RunShape.from_dict(d["shape"])})
 
 
 def _mdape(pred: Sequence[float], actual: Sequence[float]) -> float:

@@ -63,7 +63,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from optimizers.seraph.models import RunShape
+from serverless.run_shape import RunShape
 from optimizers.seraph.stats import paired_bootstrap
 
 
@@ -336,7 +336,7 @@ class OnlineLayout:
         """The shape at ``m``× the envs: one function per env, same memory and batch."""
         spe = self.steps_per_env // m
         actors = min(self.settings.max_actors, max(self.shape.batch // spe, 1))
-        return RunShape(actors, self.shape.memory_mb, self.shape.batch)
+        return replace(self.shape, actors=actors)
 
     def observe(self, record: Any) -> tuple[RunShape, int] | None:
         """Take one iteration in; a new (shape, steps per env) when the layout changes."""
@@ -411,7 +411,7 @@ class OnlineLayout:
         )
         self.decisions.append(LayoutDecision(it, steps, "switch", self.steps_per_env, best.steps_per_env, why, options,
                                              **risk))
-        new = RunShape(best.actors, self.shape.memory_mb, self.shape.batch)
+        new = replace(self.shape, actors=best.actors)
         self.shape, self.steps_per_env = new, best.steps_per_env
         return new, best.steps_per_env
 
@@ -505,19 +505,18 @@ class LayoutController:
 
     layout: OnlineLayout
     planner: Any
-    make_run_config: Callable[[RunShape], Any]
     inner: Any = None
 
     def layout_probe(self) -> tuple[int, ...]:
         return self.layout.probe()
 
-    def after_iteration(self, record: Any) -> Any | None:
+    def after_iteration(self, record: Any) -> RunShape | None:
         planned = self.inner.after_iteration(record) if self.inner is not None else None
         change = self.layout.observe(record)
         if change is not None:
             shape, steps_per_env = change
             self._retarget(shape, steps_per_env)
-            return replace(self.make_run_config(shape), steps_per_env=steps_per_env)
+            return replace(shape, steps_per_env=steps_per_env)
         if planned is None:
             return None
         self.layout.follow(self.inner.current)

@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 from optimizers.seraph.learner_threads import measure_thread_scaling, synthetic_batch
 from optimizers.seraph.memory_probe import charge_learner_wait, cost_probe_sizes, no_probe, probe_memory_sizes
-from optimizers.seraph.models import Observation, RunShape
+from optimizers.seraph.models import Observation
+from serverless.run_shape import RunShape
 from optimizers.seraph.noise_scale import NoiseScaleTracker
 from optimizers.seraph.space import DEFAULT_MEMORY_SWEEP
 from optimizers.seraph.workload_profile import PilotSummary, Profile, ProfileNoise, load_profile, save_profile
@@ -262,14 +263,13 @@ class SweepController:
     """A trainer controller that walks a fixed schedule of shapes."""
 
     schedule: list[RunShape]
-    make_run_config: Any
     records: list[Any] = field(default_factory=list)
 
-    def after_iteration(self, record: Any) -> Any | None:
+    def after_iteration(self, record: Any) -> RunShape | None:
         self.records.append(record)
         nxt = len(self.records)
         if nxt < len(self.schedule):
-            return self.make_run_config(self.schedule[nxt])
+            return self.schedule[nxt]
         return None
 
 
@@ -350,7 +350,7 @@ def _pilot_spec(workload: Workload, backend_name: str, schedule: list[RunShape],
         env_kwargs=dict(workload.env_kwargs),
         target_reward=1e30,  # the pilot never stops early (the trainer wants a finite target)
         max_steps=sum(s.batch for s in schedule),
-        run=run_config(schedule[0]),
+        run=schedule[0].without_layout(),
         ppo=ppo,
         seed=seed,
         backend=backend_name,
@@ -360,18 +360,11 @@ def _pilot_spec(workload: Workload, backend_name: str, schedule: list[RunShape],
     )
 
 
-def run_config(s: RunShape) -> Any:
-    """The trainer's :class:`~serverless.trainer.RunConfig` for a run shape."""
-    from serverless.trainer import RunConfig
-
-    return RunConfig(actors=s.actors, memory_mb=s.memory_mb, batch=s.batch)
-
-
 def _train_pilot(workload: Workload, backend: Any, spec: Any, schedule: list[RunShape], progress: bool) -> Any:
     """The pilot's training: one iteration per shape of ``schedule``."""
     from serverless.trainer import train
 
-    ctl = SweepController(schedule, run_config)
+    ctl = SweepController(schedule)
     return train(spec, backend=backend, controller=ctl, probe_noise_every=noise_probe_every(workload, 1), progress=progress)
 
 

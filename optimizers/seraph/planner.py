@@ -19,16 +19,15 @@ reward still missing (see :meth:`Planner.remaining_fraction`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from core.json_edge import JsonObject
-from optimizers.seraph.baseline import BaselineConfig
 from optimizers.seraph.layout import LayoutChoice
 from optimizers.seraph.do_no_harm import MODEL_ERROR_CAP, BaselineVerdict, MemoryVerdict, keep_baseline_unless_saving, keep_measured_memory
-from optimizers.seraph.models import CostModel, Observation, PerformanceModel, Prices, ProgressModel, RunShape
+from optimizers.seraph.models import CostModel, Observation, PerformanceModel, Prices, ProgressModel
 from optimizers.seraph.noise_scale import NoiseScaleTracker
 from optimizers.seraph.objectives import Objective
 from optimizers.seraph.workload_profile import Profile
@@ -38,6 +37,7 @@ from optimizers.seraph.search import Candidate, Constraints, SearchOutcome, choo
 from optimizers.seraph.space import SearchSpace
 from optimizers.seraph.stats import ACTOR_FACTOR_P, fit_progress, rank_sum_p, tie_pooled_points
 from serverless.slots import slot_count
+from serverless.run_shape import RunShape
 
 @dataclass(frozen=True)
 class Plan:
@@ -76,7 +76,7 @@ class Plan:
             "feasible": self.outcome.feasible,
             "binding": self.outcome.binding,
             "message": self.outcome.message,
-            "config": None if best is None else best.shape.as_dict(),
+            "config": None if best is None else best.shape.to_dict(),
             "steps_per_env": None if best is None else best.steps_per_env,  # the layout's env length
             "baseline": None if self.verdict is None else self.verdict.as_dict(),
             "memory_rule": None if self.memory_verdict is None else self.memory_verdict.as_dict(),
@@ -120,7 +120,7 @@ class Planner:
     space: SearchSpace = field(default_factory=SearchSpace)
     target_reward: float | None = None
     tracker: NoiseScaleTracker = field(default_factory=NoiseScaleTracker)
-    baseline: BaselineConfig | None = None  # always a candidate (optimizers.seraph.do_no_harm)
+    baseline: RunShape | None = None  # always a candidate (optimizers.seraph.do_no_harm)
     baseline_env_steps: float | None = None  # measured at the baseline's layout (median of its reference runs)
     layout: LayoutChoice | None = None  # the layout choice the plan reports
     # run state, fed by observe()
@@ -308,7 +308,7 @@ class Planner:
         b = self.baseline
         if b is None:
             return None
-        shape = RunShape(b.actors, self._nearest_level(b.memory_mb), b.batch)
+        shape = replace(b.without_layout(), memory_mb=self._nearest_level(b.memory_mb))
         if b.steps_per_env == self.steps_per_env:
             return self._score(progress, [shape])[0]
         steps = self.baseline_env_steps

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from optimizers.seraph.models import Observation, RunShape
+from optimizers.seraph.models import Observation
+from serverless.run_shape import RunShape
 from serverless.ppo import GradNoiseProbe
 
 

@@ -42,6 +42,7 @@ from typing import Iterable, Iterator, Mapping, TypedDict
 
 from core.errors import UserError
 from core.results import write_json
+from serverless.run_shape import RunShape
 
 REFERENCES_PATH = Path(__file__).parent / "data" / "references.json"
 _IGNORED: contextvars.ContextVar[bool] = contextvars.ContextVar("seraph_references_ignored", default=False)
@@ -192,7 +193,7 @@ def measure(
     from dataclasses import replace
 
     from serverless.presets import preset_for
-    from serverless.trainer import RunConfig, TrainSpec, train
+    from serverless.trainer import TrainSpec, train
 
     preset = preset_for(env_id)
     cap = max_steps if max_steps is not None else 3 * preset.max_steps  # the tuner's default cap
@@ -201,7 +202,7 @@ def measure(
         for seed in seeds:
             spec = TrainSpec(
                 env_id=env_id, target_reward=target_reward, max_steps=cap,
-                run=RunConfig(actors=actors, memory_mb=REFERENCE_MEMORY_MB, batch=batch),
+                run=RunShape(actors=actors, memory_mb=REFERENCE_MEMORY_MB, batch=batch),
                 ppo=replace(preset.ppo, steps_per_env=steps_per_env), seed=seed, backend="local", checkpoint_every=0,
             )
             t0 = time.perf_counter()

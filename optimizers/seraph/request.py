@@ -20,7 +20,8 @@ from pydantic import field_validator
 
 from core.errors import UserError
 from core.request_model import Rename, Renames, RequestError, RequestModel
-from optimizers.seraph.baseline import STATIC_DEFAULT_CONFIG, BaselineConfig, BaselineConfigError
+from optimizers.seraph.baseline import STATIC_DEFAULT_CONFIG, baseline_of, parse_baseline
+from serverless.run_shape import RunShape, RunShapeError
 from optimizers.seraph.defaults import DEFAULT_STEPS_PER_ENV
 from optimizers.seraph.objectives import OBJECTIVES, Objective
 from serverless.architectures import ARCHITECTURES, DEFAULT_ARCHITECTURE
@@ -52,7 +53,7 @@ def parse_faults(text: Any) -> "FaultSpec | None":
         raise RequestError("faults", str(exc)) from None
 
 
-def parse_baseline_config(text: Any) -> BaselineConfig:
+def parse_baseline_config(text: Any) -> RunShape:
     """A baseline configuration from its text form (``--baseline-config``, ``rl.baseline_config``)
     or its JSON object (a stored request); a bad one is a :class:`RequestError` on ``baseline_config``."""
     try:
@@ -72,9 +73,15 @@ def _faults(value: Any) -> "FaultSpec | None":
         raise ValueError(str(exc).removeprefix("fault spec: ")) from None
 
 
-def _baseline(value: Any) -> BaselineConfig:
-    if isinstance(value, BaselineConfig):
-        return value
+def _baseline(value: Any) -> RunShape:
+    """A baseline from a shape, its JSON object or its text; a shape's error is this field's problem."""
+    try:
+        return baseline_of(value) if isinstance(value, RunShape) else parse_baseline(_baseline_text(value))
+    except RunShapeError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _baseline_text(value: Any) -> str:
     if isinstance(value, Mapping):  # its JSON object (to_dict's): the same keys as the text, whole numbers
         unknown = sorted(map(str, set(value) - {"actors", "memory_mb", "batch", "steps_per_env"}))
         if unknown:
@@ -84,10 +91,7 @@ def _baseline(value: Any) -> BaselineConfig:
         value = ",".join(f"{key}={number}" for key, number in value.items())
     if not isinstance(value, str):
         raise ValueError(f"must be 'actors=A,memory=M,batch=B[,steps_per_env=N]', got {value!r}")
-    try:
-        return BaselineConfig.parse(value)
-    except BaselineConfigError as exc:
-        raise ValueError(str(exc)) from None
+    return value
 
 
 def _user_error_as_value_error(check: Callable[..., Any], *args: Any) -> None:
@@ -105,7 +109,7 @@ Faults = Annotated[
 ]
 #: A baseline configuration: parsed from its text or its JSON object, written as the object.
 Baseline = Annotated[
-    BaselineConfig, PlainValidator(_baseline), PlainSerializer(lambda b: b.as_dict(), when_used="json"),
+    RunShape, PlainValidator(_baseline), PlainSerializer(lambda b: b.to_dict(), when_used="json"),
     WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "object"}]}),
 ]
 

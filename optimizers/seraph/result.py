@@ -16,7 +16,7 @@ from core.json_edge import JsonObject
 from optimizers.seraph.accounting import LABEL, Achieved, ModelCheck, Phase, TrainingSummary, TuningOverhead
 from optimizers.seraph.controller import Decision
 from optimizers.seraph.learner_choice import LearnerChoice
-from optimizers.seraph.models import RunShape
+from serverless.run_shape import RunShape
 from optimizers.seraph.online_layout import LayoutDecision
 from optimizers.seraph.planner import Plan, Planner
 from optimizers.seraph.pilot import PilotOutcome

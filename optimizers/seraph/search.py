@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
-from optimizers.seraph.models import RunShape
+from serverless.run_shape import RunShape
 from optimizers.seraph.objectives import TIE_TOLERANCE, Objective, Scale, scale_of
 from core.errors import UserError
 from core.json_edge import JsonObject
@@ -53,7 +53,7 @@ class Candidate:
 
     def as_dict(self) -> JsonObject:
         return {
-            **self.shape.as_dict(),
+            **self.shape.to_dict(),
             "steps_per_env": self.steps_per_env,
             "iterations": self.iterations,
             "env_steps": self.env_steps,

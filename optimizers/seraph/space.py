@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.json_edge import JsonObject
-from optimizers.seraph.models import RunShape, all_shapes
+from optimizers.seraph.models import all_shapes
+from serverless.run_shape import RunShape
 
 #: The concurrent function counts the search considers (a power-of-two ladder).
 DEFAULT_ACTOR_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128, 256)

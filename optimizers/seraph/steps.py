@@ -34,9 +34,9 @@ from optimizers.seraph.controller import SeraphController
 from optimizers.seraph.online_layout import LayoutController, OnlineLayout, OnlineLayoutSettings
 from optimizers.seraph.job import SeraphJob
 from optimizers.seraph.learner_choice import LearnerChoice, choose_learner
-from optimizers.seraph.models import RunShape
+from serverless.run_shape import RunShape
 from optimizers.seraph.planner import Planner
-from optimizers.seraph.pilot import PilotOutcome, noise_probe_every, profile_workload, run_config
+from optimizers.seraph.pilot import PilotOutcome, noise_probe_every, profile_workload
 from optimizers.seraph.result import SeraphPlan, SeraphResult, TrainedRun
 from optimizers.seraph.request import SeraphRequest
 
@@ -103,7 +103,7 @@ def learner_for(planner: Planner, shape: RunShape, job: SeraphJob) -> LearnerCho
                           scaling=planner.profile.pilot.thread_scaling)
 
 
-def _controller(planner: Planner, planned: SeraphPlan, to_run: Any) -> SeraphController | LayoutController | None:
+def _controller(planner: Planner, planned: SeraphPlan) -> SeraphController | LayoutController | None:
     """The re-tuning controller, its noise tracker seeded with the pilot's probes; at the
     baseline's layout (not fixed by the request) under the online layout decision."""
     from optimizers.seraph.noise_scale import NoiseSample
@@ -114,13 +114,13 @@ def _controller(planner: Planner, planned: SeraphPlan, to_run: Any) -> SeraphCon
     for h in planned.pilot.profile.noise.history:
         planner.tracker.update(NoiseSample(h.g2, h.trace), env_steps=int(h.env_steps))
     inner = SeraphController(
-        planner, planned.shape, objective_key=planner.objective_value, make_run_config=to_run,
+        planner, planned.shape, objective_key=planner.objective_value,
         every=planned.job.request.replan_every,
     )
     layout = planned.job.layout
     if not layout.at_baseline or layout.fixed or not planned.plan.steps_per_env:
         return inner
-    return LayoutController(online_layout(planner, planned), planner, to_run, inner)
+    return LayoutController(online_layout(planner, planned), planner, inner)
 
 
 def online_layout(planner: Planner, planned: SeraphPlan) -> OnlineLayout:
@@ -199,8 +199,8 @@ def train(planned: SeraphPlan, *, backend_obj: Any = None, progress: bool = Fals
     if planned.shape is None:
         raise ValueError(f"the plan has no shape to train: {planned.message}")
     planner = copy.deepcopy(planned.planner)  # the plan's own models; a retried run starts from them afresh
-    controller = _controller(planner, planned, run_config)
-    spec = _train_spec(planned, run_config(planned.shape))
+    controller = _controller(planner, planned)
+    spec = _train_spec(planned, planned.shape.without_layout())
     res = run_trainer(
         spec, backend=backend_obj, controller=controller,
         probe_noise_every=0 if controller is None else noise_probe_every(planned.job.workload, 2), progress=progress,

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from optimizers.seraph.models import Observation, RunShape
+from optimizers.seraph.models import Observation
+from serverless.run_shape import RunShape, RunShapeError
 from core import state
 from serverless.learner_machines import ThreadScaling
 from core.json_edge import JsonObject
@@ -121,7 +122,7 @@ class PilotSummary:
             "cost_label": self.cost_label, "lambda_time_s": self.lambda_time_s, "lambda_time_label": self.lambda_time_label,
             "wall_s": self.wall_s, "training_cost_usd": self.training_cost_usd,
             "training_lambda_time_s": self.training_lambda_time_s, "final_mean_return": self.final_mean_return,
-            "seed": self.seed, "schedule": [s.as_dict() for s in self.schedule], "memory_probe": dict(self.memory_probe),
+            "seed": self.seed, "schedule": [s.to_dict() for s in self.schedule], "memory_probe": dict(self.memory_probe),
             "learner_timing": dict(self.learner_timing), "cold_init_s": self.cold_init_s,
         }
 
@@ -211,8 +212,8 @@ def load_profile(workload: JsonObject, backend: str, root: Path | None = None) -
         return None
     try:
         prof = Profile.from_dict(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
-        return None  # unreadable or from an older layout: profile again
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError, RunShapeError):
+        return None  # unreadable, from an older layout or a shape out of range: profile again
     if not _well_formed(prof):
         return None  # a hand-edited or damaged file: profile again rather than fit nonsense
     if prof.version != PROFILE_VERSION or prof.workload != workload or prof.backend != backend:
@@ -236,10 +237,7 @@ def _well_formed(prof: Profile) -> bool:
         return False
     if not all(m > 0 for m in prof.memory_sweep):
         return False
-    for o in prof.observations:
-        shape = (o.shape.actors, o.shape.memory_mb, o.shape.batch)
-        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in shape):
-            return False
+    for o in prof.observations:  # each shape checked itself when read (RunShapeError above)
         if not all(_number(v) for v in (o.rollout_s, o.billed_s, o.learner_s, o.iteration_s)):
             return False
         if not _number(o.duration_s, allow_none=True) or not all(isinstance(f, bool) for f in (o.cold, o.rollout_only, o.learner_only)):

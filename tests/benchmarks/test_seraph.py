@@ -7,7 +7,7 @@ import pytest
 
 from benchmarks.seraph import _use_grid, oracle_candidates
 from optimizers.rl_baselines.grid import oracle, ranked_shapes
-from optimizers.seraph.models import RunShape
+from serverless.run_shape import RunShape
 
 
 def _row(shape, seed, cost, time_s, reached=True):

@@ -72,10 +72,11 @@ def checkpoint(path: Path, gen: int) -> None:
 def history(path: Path, gen: int) -> None:
     """A run's history record (PATH is the history folder), its seed the generation."""
     from optimizers.seraph.history import History, JobKey, Phase, RunRecord
+    from serverless.run_shape import RunShape
 
     h = History(JobKey.of("CartPole-v1", {}, 150.0, {"gamma": 0.99}, 300_000), root=path)
     h.record(RunRecord(key=h.key, seed=gen, arm="seraph", objective="cost", source="crash test",
-                       phases=(Phase(2, 1769, 4000, 2000),), reached=True, env_steps=1000, lambda_time_s=1.0,
+                       phases=(Phase(RunShape(2, 1769, 4000, 2000)),), reached=True, env_steps=1000, lambda_time_s=1.0,
                        cost_usd=1e-4, wall_s=1.0, cost_label="modelled"))
 
 

@@ -12,7 +12,8 @@ from serverless.iteration_clock import PHASES, PhaseBreakdown, critical_lane, sp
 from serverless.policy import encode_weights, export_numpy
 from serverless.ppo import PPOConfig
 from serverless.torch_policy import ActorCritic
-from serverless.trainer import RunConfig, TrainSpec, train
+from serverless.trainer import TrainSpec, train
+from serverless.run_shape import RunShape
 from tests.serverless.test_handler import _event
 from tests.serverless.test_trainer import InProcessBackend
 
@@ -60,7 +61,7 @@ def test_handler_reports_the_env_part_of_the_rollout() -> None:
 def test_every_iterations_phases_add_up_to_its_wall_time(tmp_path: Path) -> None:
     handler_module.reset_warm_state()
     spec = TrainSpec(
-        env_id="CartPole-v1", target_reward=1e9, max_steps=512, run=RunConfig(actors=2, memory_mb=1769, batch=256),
+        env_id="CartPole-v1", target_reward=1e9, max_steps=512, run=RunShape(actors=2, memory_mb=1769, batch=256),
         ppo=PPOConfig(epochs=2, minibatch_size=64), seed=3, checkpoint_every=1, checkpoint_dir=tmp_path / "ckpt",
     )
     result = train(spec, backend=InProcessBackend(), progress=False)

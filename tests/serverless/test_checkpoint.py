@@ -19,7 +19,8 @@ from serverless import handler as handler_module
 from serverless.checkpoint import CHECKPOINT_FILE, read_checkpoint
 from serverless.network import NetworkSpec
 from serverless.ppo import PPOConfig
-from serverless.trainer import RunConfig, TrainSpec, train
+from serverless.trainer import TrainSpec, train
+from serverless.run_shape import RunShape
 from tests.serverless.test_rollouts import Crash, CrashAt, InProcess
 
 
@@ -28,7 +29,7 @@ def _spec(ckpt: Path, **kw: Any) -> TrainSpec:
         env_id="CartPole-v1",
         target_reward=1e9,
         max_steps=768,
-        run=RunConfig(actors=2, memory_mb=1769, batch=256),
+        run=RunShape(actors=2, memory_mb=1769, batch=256),
         ppo=PPOConfig(epochs=2, minibatch_size=64),
         seed=11,
         checkpoint_every=1,
@@ -151,7 +152,7 @@ def test_a_checkpoint_of_another_run_is_refused_naming_what_differs(tmp_path: Pa
         (dict(ppo=PPOConfig(epochs=2, minibatch_size=64, network=NetworkSpec((32, 32)))), r"ppo.network.hidden: checkpoint \[64, 64\], this run \[32, 32\]"),
         (dict(seed=12), "seed: checkpoint 11, this run 12"),
         (dict(env_kwargs={"sutton_barto_reward": True}), "env_kwargs.sutton_barto_reward: checkpoint null, this run true"),
-        (dict(run=RunConfig(actors=4, memory_mb=1769, batch=256)), "run.actors: checkpoint 2, this run 4"),
+        (dict(run=RunShape(actors=4, memory_mb=1769, batch=256)), "run.actors: checkpoint 2, this run 4"),
         (dict(seed=12, ppo=PPOConfig(epochs=3, minibatch_size=64)), "ppo.epochs: checkpoint 2, this run 3; seed: checkpoint 11"),
     ]
     for change, match in cases:
@@ -159,8 +160,8 @@ def test_a_checkpoint_of_another_run_is_refused_naming_what_differs(tmp_path: Pa
             train(_spec(ckpt, resume=True, **change), backend=InProcess(), progress=False)
     assert (ckpt / CHECKPOINT_FILE).read_bytes() == before  # a refused resume writes nothing
     # the budget may grow, and a new run shape is allowed when asked for (resume_run)
-    train(_spec(ckpt, resume=True, max_steps=512, run=RunConfig(actors=4, memory_mb=1769, batch=256),
-                resume_run=RunConfig(actors=4, memory_mb=1769, batch=256)), backend=InProcess(), progress=False)
+    train(_spec(ckpt, resume=True, max_steps=512, run=RunShape(actors=4, memory_mb=1769, batch=256),
+                resume_run=RunShape(actors=4, memory_mb=1769, batch=256)), backend=InProcess(), progress=False)
     assert _iteration(ckpt) == 2
 
 
@@ -194,14 +195,14 @@ def test_resume_at_a_new_run_shape(tmp_path: Path) -> None:
     ckpt = tmp_path / "c"
     train(_spec(ckpt, max_steps=512), backend=InProcess(), progress=False)
     backend = _Recording()
-    new = RunConfig(actors=4, memory_mb=1024, batch=128)
+    new = RunShape(actors=4, memory_mb=1024, batch=128)
     resumed = train(_spec(ckpt, max_steps=768, resume=True, resume_run=new), backend=backend, progress=False)
     assert backend.shapes == [(4, 1024), (4, 1024)]  # 256 more env steps at batch 128
     assert resumed.env_steps == 768 and resumed.iterations[0].run == new
     assert any("instead of the checkpoint's" in n for n in resumed.notes)
     assert resumed.config["resume_run"] == new.to_dict()
     with pytest.raises(UserError, match="actors"):
-        train(_spec(ckpt, resume=True, resume_run=RunConfig(actors=0)), backend=InProcess(), progress=False)
+        train(_spec(ckpt, resume=True, resume_run=RunShape(actors=0)), backend=InProcess(), progress=False)
 
 
 class _Recording(InProcess):

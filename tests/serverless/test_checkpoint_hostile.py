@@ -13,9 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.errors import UserError
-from serverless.trainer import RunConfig, TrainSpec, train
+from serverless.trainer import TrainSpec, train
+from serverless.run_shape import RunShape
 
-RUN = RunConfig(actors=1, memory_mb=1769, batch=128)
+RUN = RunShape(actors=1, memory_mb=1769, batch=128)
 
 
 def _spec(directory: Path, env_id: str = "CartPole-v1", max_steps: int = 256, resume: bool = False) -> TrainSpec:

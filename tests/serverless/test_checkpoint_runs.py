@@ -14,7 +14,8 @@ import pytest
 
 from core.errors import UserError
 from serverless.checkpoint import CHECKPOINT_FILE, read_checkpoint
-from serverless.trainer import RunConfig, train
+from serverless.trainer import train
+from serverless.run_shape import RunShape
 from tests.serverless.test_checkpoint import _spec
 from tests.serverless.test_rollouts import InProcess
 
@@ -49,7 +50,7 @@ def test_two_concurrent_cli_runs_of_one_env_and_seed_both_finish(tmp_path: Path)
 
 def test_resume_without_a_folder_finds_the_run_of_the_same_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRAINWISE_HOME", str(tmp_path / "home"))
-    two, four = RunConfig(actors=2, memory_mb=1769, batch=256), RunConfig(actors=4, memory_mb=1769, batch=256)
+    two, four = RunShape(actors=2, memory_mb=1769, batch=256), RunShape(actors=4, memory_mb=1769, batch=256)
     a = train(_spec(None, max_steps=256, run=two), backend=InProcess(), progress=False)
     b = train(_spec(None, max_steps=256, run=four), backend=InProcess(), progress=False)  # newer, other settings
     assert a.checkpoint != b.checkpoint and len(_run_dirs(tmp_path / "home")) == 2
@@ -57,7 +58,7 @@ def test_resume_without_a_folder_finds_the_run_of_the_same_settings(tmp_path: Pa
     assert resumed.checkpoint == a.checkpoint and resumed.env_steps == 512
     assert any(f"resumed from {a.checkpoint}" in n for n in resumed.notes)
     with pytest.raises(UserError, match=r"the newest differs in run.actors: checkpoint 2, this run 3"):
-        train(_spec(None, run=RunConfig(actors=3, memory_mb=1769, batch=256), resume=True),
+        train(_spec(None, run=RunShape(actors=3, memory_mb=1769, batch=256), resume=True),
               backend=InProcess(), progress=False)
     with pytest.raises(UserError, match="resume: no checkpoint under .*CartPole-v1-seed12"):
         train(_spec(None, seed=12, resume=True), backend=InProcess(), progress=False)

@@ -11,7 +11,8 @@ import pytest
 from serverless import handler as handler_module
 from serverless.layout_probe import boundaries, cut_gae, probe_layouts
 from serverless.ppo import PPOConfig, compute_gae
-from serverless.trainer import IterationRecord, RunConfig, TrainSpec, train
+from serverless.trainer import IterationRecord, TrainSpec, train
+from serverless.run_shape import RunShape
 from tests.serverless.test_trainer import InProcessBackend
 
 
@@ -49,7 +50,7 @@ class ProbingController:
     def layout_probe(self) -> tuple[int, ...]:
         return self.chunks
 
-    def after_iteration(self, record: IterationRecord) -> RunConfig | None:
+    def after_iteration(self, record: IterationRecord) -> RunShape | None:
         self.records.append(record)
         return None
 
@@ -58,7 +59,7 @@ def _train(tmp_path: Path, controller: Any, **kw: Any) -> Any:
     handler_module.reset_warm_state()
     spec = TrainSpec(
         env_id="CartPole-v1", target_reward=1e9, max_steps=kw.pop("max_steps", 512),
-        run=RunConfig(actors=2, memory_mb=1769, batch=256), ppo=PPOConfig(epochs=2, minibatch_size=64, steps_per_env=128),
+        run=RunShape(actors=2, memory_mb=1769, batch=256), ppo=PPOConfig(epochs=2, minibatch_size=64, steps_per_env=128),
         seed=3, checkpoint_every=0, **kw,
     )
     return train(spec, backend=InProcessBackend(), controller=controller, progress=False)
@@ -93,9 +94,9 @@ class LayoutSwitch:
     def __init__(self) -> None:
         self.records: list[IterationRecord] = []
 
-    def after_iteration(self, record: IterationRecord) -> RunConfig | None:
+    def after_iteration(self, record: IterationRecord) -> RunShape | None:
         self.records.append(record)
-        return RunConfig(actors=8, memory_mb=1769, batch=256, steps_per_env=32)
+        return RunShape(actors=8, memory_mb=1769, batch=256, steps_per_env=32)
 
 
 def test_a_controller_can_change_the_layout_mid_run(tmp_path: Path) -> None:

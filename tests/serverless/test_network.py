@@ -22,6 +22,7 @@ from serverless.policy import PolicySpec, encode_weights, export_numpy
 from serverless.ppo import PPOConfig
 from serverless.presets import preset_for
 from serverless.torch_policy import ActorCritic
+from serverless.run_shape import RunShape
 
 
 def test_the_default_network_is_64x64_tanh() -> None:
@@ -144,10 +145,10 @@ def test_rl_train_takes_the_network_as_flags_over_the_preset() -> None:
 
 
 def test_a_run_on_a_network_the_numpy_engine_leaves_out_notes_it(tmp_path: Path) -> None:
-    from serverless.trainer import RunConfig, TrainSpec, train
+    from serverless.trainer import TrainSpec, train
     from tests.serverless.test_trainer import InProcessBackend
 
-    spec = TrainSpec(env_id="CartPole-v1", target_reward=1e9, max_steps=512, run=RunConfig(actors=2, memory_mb=1769, batch=256),
+    spec = TrainSpec(env_id="CartPole-v1", target_reward=1e9, max_steps=512, run=RunShape(actors=2, memory_mb=1769, batch=256),
                      ppo=PPOConfig(epochs=2, network=NetworkSpec((32,), "silu")), checkpoint_every=0,
                      checkpoint_dir=tmp_path / "ckpt")
     result = train(spec, backend=InProcessBackend(), progress=False).to_dict()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from serverless.presets import has_preset, preset_for
+from serverless.run_shape import RunShape
 
 
 def test_pendulum_has_rl_zoos_ppo_settings_without_gsde() -> None:
@@ -28,12 +29,12 @@ def test_the_pendulum_preset_learns_in_a_few_iterations(tmp_path) -> None:
     """Twelve iterations of the preset on seed 10 (deterministic per seed and library build):
     the mean return of the last iteration's episodes is far above the first's (a random
     policy scores about -1,200; the preset's curve climbs from the fifth iteration on)."""
-    from serverless.trainer import RunConfig, TrainSpec, train
+    from serverless.trainer import TrainSpec, train
 
     p = preset_for("Pendulum-v1")
     spec = TrainSpec(
         env_id="Pendulum-v1", target_reward=0.0, max_steps=12 * p.batch,
-        run=RunConfig(actors=1, memory_mb=1769, batch=p.batch), ppo=p.ppo, seed=10, backend="local",
+        run=RunShape(actors=1, memory_mb=1769, batch=p.batch), ppo=p.ppo, seed=10, backend="local",
         checkpoint_every=0, checkpoint_dir=tmp_path / "ckpt",
     )
     result = train(spec, progress=False)

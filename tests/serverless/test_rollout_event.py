@@ -10,7 +10,7 @@ from serverless import handler as handler_module
 from serverless.envs import inspect_env
 from serverless.ppo import PPOConfig, PPOLearner
 from serverless.rollout_event import EpisodeSnapshot, HandlerTimings, RolloutEvent, RolloutReply, SlotEntry, SlotEpisode
-from serverless.run_config import RunConfig
+from serverless.run_shape import RunShape
 from serverless.trainer import rollout_events
 
 
@@ -29,7 +29,7 @@ def _cold() -> None:
 @pytest.mark.parametrize("steps_per_env", [0, 8])
 def test_the_trainers_events_and_the_handlers_replies_have_the_declared_keys(steps_per_env: int) -> None:
     learner = PPOLearner(inspect_env("CartPole-v1"), PPOConfig(), seed=0)
-    run = RunConfig(actors=2, memory_mb=1769, batch=32)
+    run = RunShape(actors=2, memory_mb=1769, batch=32)
     events = rollout_events("CartPole-v1", 0, 0, learner, run, steps_per_env=steps_per_env, env_kwargs={"sutton_barto_reward": False})
     replies = []
     for event in events:
@@ -64,7 +64,7 @@ def test_the_local_emulators_replies_have_the_declared_keys() -> None:
     from serverless.rollout_event import EmulatorFigures
 
     learner = PPOLearner(inspect_env("CartPole-v1"), PPOConfig(), seed=0)
-    events = rollout_events("CartPole-v1", 0, 0, learner, RunConfig(actors=1, memory_mb=1769, batch=16))
+    events = rollout_events("CartPole-v1", 0, 0, learner, RunShape(actors=1, memory_mb=1769, batch=16))
     backend = LocalBackend(max_workers=1)
     try:
         (inv,) = backend.invoke(events, memory_mb=1769, concurrency=1).invocations

@@ -17,7 +17,8 @@ from serverless.ppo import PPOConfig
 from serverless.pricing import PriceTable
 from serverless.rollouts import RolloutRetryPolicy, RolloutCollector, RolloutsFailed
 from serverless.run_state import RunState
-from serverless.trainer import RunConfig, TrainSpec, bill_rollouts, train
+from serverless.trainer import TrainSpec, bill_rollouts, train
+from serverless.run_shape import RunShape
 
 
 class Scripted:
@@ -155,7 +156,7 @@ def test_faults_that_never_clear_stop_with_the_retry_bound() -> None:
 
 
 def test_run_state_counts_lost_and_duplicate_rollouts() -> None:
-    state = RunState(run=RunConfig(), reach_window=20)
+    state = RunState(run=RunShape(), reach_window=20)
     state.count_rollouts(4, [(0, 0, 0), (0, 1, 2), (0, 2, 0), (0, 3, 1)])
     assert (state.rollouts_used, state.lost_rollouts, state.duplicate_rollouts) == (4, 0, 0)
     state.count_rollouts(4, [(1, 0, 0), (1, 0, 1), (1, 2, 0)])  # slot 0 twice, 1 and 3 missing
@@ -186,7 +187,7 @@ def _spec(tmp_path: Path, **kw: Any) -> TrainSpec:
         env_id="CartPole-v1",
         target_reward=1e9,
         max_steps=2048,
-        run=RunConfig(actors=4, memory_mb=1769, batch=256),
+        run=RunShape(actors=4, memory_mb=1769, batch=256),
         ppo=PPOConfig(epochs=1, minibatch_size=128),
         seed=4,
         checkpoint_every=0,

@@ -17,7 +17,8 @@ from serverless.envs import inspect_env
 from serverless.policy import encode_weights, export_numpy
 from serverless.ppo import PPOConfig
 from serverless.torch_policy import ActorCritic
-from serverless.trainer import RunConfig, TrainSpec, slot_plan, train
+from serverless.trainer import TrainSpec, slot_plan, train
+from serverless.run_shape import RunShape
 from tests.serverless.test_trainer import InProcessBackend
 from core.errors import UserError
 
@@ -116,7 +117,7 @@ def _run(tmp_path: Path, actors: int, steps_per_env: int) -> Any:
         env_id="CartPole-v1",
         target_reward=1e9,
         max_steps=768,
-        run=RunConfig(actors=actors, memory_mb=1769, batch=256),
+        run=RunShape(actors=actors, memory_mb=1769, batch=256),
         ppo=PPOConfig(epochs=2, minibatch_size=64, steps_per_env=steps_per_env),
         seed=5,
         checkpoint_every=0,
@@ -217,9 +218,9 @@ class _ActorSweep:
     def __init__(self, counts: list[int]) -> None:
         self.counts, self.seen = counts, 0
 
-    def after_iteration(self, record: Any) -> RunConfig | None:
+    def after_iteration(self, record: Any) -> RunShape | None:
         self.seen += 1
-        return RunConfig(actors=self.counts[self.seen % len(self.counts)], memory_mb=1769, batch=256)
+        return RunShape(actors=self.counts[self.seen % len(self.counts)], memory_mb=1769, batch=256)
 
 
 def test_without_any_instance_affinity_and_with_changing_actors_the_learning_is_the_same(tmp_path: Path) -> None:
@@ -229,7 +230,7 @@ def test_without_any_instance_affinity_and_with_changing_actors_the_learning_is_
             env_id="CartPole-v1",
             target_reward=1e9,
             max_steps=1280,
-            run=RunConfig(actors=2, memory_mb=1769, batch=256),
+            run=RunShape(actors=2, memory_mb=1769, batch=256),
             ppo=PPOConfig(epochs=2, minibatch_size=64, steps_per_env=32),
             seed=9,
             checkpoint_every=0,
@@ -250,7 +251,7 @@ def test_a_resumed_slot_run_continues_its_episodes_in_a_new_process(tmp_path: Pa
             env_id="CartPole-v1",
             target_reward=1e9,
             max_steps=max_steps,
-            run=RunConfig(actors=2, memory_mb=1769, batch=256),
+            run=RunShape(actors=2, memory_mb=1769, batch=256),
             ppo=PPOConfig(epochs=2, minibatch_size=64, steps_per_env=32, anneal_steps=1280),
             seed=4,
             checkpoint_every=1,

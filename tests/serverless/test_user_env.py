@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import UserError
+from serverless.run_shape import RunShape
 
 ENV_MODULE = '''
 import gymnasium as gym
@@ -130,11 +131,10 @@ def test_env_kwargs_reach_the_env_in_the_handler(user_env: str) -> None:
     from serverless.network import NetworkSpec
     from serverless.ppo import PPOConfig, PPOLearner
     from serverless.envs import inspect_env
-    from serverless.run_config import RunConfig
     from serverless.rollout_batch import rollout_events
 
     learner = PPOLearner(inspect_env(user_env, hidden=(8,)), PPOConfig(network=NetworkSpec((8,))), seed=0)
-    run = RunConfig(actors=1, memory_mb=1769, batch=8)
+    run = RunShape(actors=1, memory_mb=1769, batch=8)
     handler.reset_warm_state()
     try:
         for speed in (0.25, 0.5):

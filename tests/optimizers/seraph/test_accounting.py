@@ -7,7 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from optimizers.seraph.accounting import _fresh_pilot_bill
-from optimizers.seraph.models import Observation, Prices, RunShape
+from optimizers.seraph.models import Observation, Prices
+from serverless.run_shape import RunShape
 from optimizers.seraph.search import Candidate
 from optimizers.seraph.workload_profile import PilotSummary
 

@@ -10,12 +10,13 @@ from hypothesis import given, settings, strategies as st
 from optimizers.seraph.arms import SERAPH, BanditSettings, RaceGuard, choose_arm, ladders
 from optimizers.seraph.baseline import STATIC_DEFAULT_CONFIG as BASE
 from optimizers.seraph.history import JobKey, Phase, RunRecord
+from serverless.run_shape import RunShape
 
 KEY = JobKey.of("Acrobot-v1", {}, -100.0, {"gamma": 0.99}, 3_000_000)
 
 
 def rec(arm: str, cost: float, *, reached: bool = True, time_s: float = 1.0, curve: tuple = ()) -> RunRecord:
-    return RunRecord(key=KEY, seed=0, arm=arm, objective="cost", source="test", phases=(Phase(2, 1769, 4000, 2000),),
+    return RunRecord(key=KEY, seed=0, arm=arm, objective="cost", source="test", phases=(Phase(RunShape(2, 1769, 4000, 2000)),),
                      reached=reached, env_steps=1000, lambda_time_s=time_s, cost_usd=cost, wall_s=1.0,
                      cost_label="modelled", curve=curve)
 
@@ -26,13 +27,13 @@ def choose(runs: list[RunRecord], objective: str = "cost", **kw: object):  # typ
 
 def test_the_ladders_step_away_from_the_baseline_keeping_one_env_slot_per_function_or_more() -> None:
     (cost,) = ladders(BASE, "cost")
-    assert [(a.actors, a.memory_mb, a.batch, a.steps_per_env) for a in cost] == [(2, 1769, 2000, 1000), (2, 1769, 1000, 500)]
+    assert [(a.shape.actors, a.shape.memory_mb, a.shape.batch, a.shape.steps_per_env) for a in cost] == [(2, 1769, 2000, 1000), (2, 1769, 1000, 500)]
     (speed,) = ladders(BASE, "speed")
-    assert [(a.actors, a.batch, a.steps_per_env) for a in speed] == [(8, 4000, 500), (16, 2000, 125)]
+    assert [(a.shape.actors, a.shape.batch, a.shape.steps_per_env) for a in speed] == [(8, 4000, 500), (16, 2000, 125)]
     assert len(ladders(BASE, "balanced")) == 2
     for ladder in ladders(BASE, "balanced"):
         for a in ladder:
-            assert 1 <= a.steps_per_env <= a.batch // a.actors
+            assert a.shape.check_layout() == a.shape  # every function runs an env
 
 
 def test_a_new_job_runs_the_tuner_as_a_first_run() -> None:

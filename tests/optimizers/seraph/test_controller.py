@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from optimizers.seraph.controller import SeraphController, bounded_step
-from optimizers.seraph.models import RunShape
+from serverless.run_shape import RunShape
 from optimizers.seraph.search import Candidate, SearchOutcome
 
 LEVELS = [512, 1024, 1769, 3008]
@@ -40,7 +40,7 @@ class FakePlanner:
 
 def _controller(target, current, **kw):
     planner = FakePlanner(target)
-    return SeraphController(planner, current, objective_key=lambda c: c.time_s, make_run_config=lambda s: s, **kw), planner
+    return SeraphController(planner, current, objective_key=lambda c: c.time_s, **kw), planner
 
 
 def _records(n):

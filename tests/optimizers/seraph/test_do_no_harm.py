@@ -1,7 +1,7 @@
 """Do no harm: the baseline is kept unless the search's best saves more than the model's error."""
 
 from optimizers.seraph.do_no_harm import keep_baseline_unless_saving
-from optimizers.seraph.models import RunShape
+from serverless.run_shape import RunShape
 from optimizers.seraph.objectives import make_objective
 from optimizers.seraph.search import Candidate, Constraints, choose
 

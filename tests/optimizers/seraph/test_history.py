@@ -10,6 +10,7 @@ import pytest
 
 from optimizers.seraph import history as history_mod
 from optimizers.seraph.history import FORMAT_VERSION, History, JobKey, Phase, RunRecord, env_source_hash
+from serverless.run_shape import RunShape
 
 BASE = dict(env_id="CartPole-v1", env_kwargs={}, target_reward=150.0, ppo={"learning_rate": 3e-4, "gamma": 0.99},
             max_steps=300_000)
@@ -20,7 +21,7 @@ def key(**changes: object) -> JobKey:
 
 
 def run(k: JobKey, arm: str = "seraph", seed: int = 0, cost: float = 1e-4, at: float = 1.0) -> RunRecord:
-    return RunRecord(key=k, seed=seed, arm=arm, objective="cost", source="test", phases=(Phase(2, 1769, 4000, 2000),),
+    return RunRecord(key=k, seed=seed, arm=arm, objective="cost", source="test", phases=(Phase(RunShape(2, 1769, 4000, 2000)),),
                      reached=True, env_steps=40_000, lambda_time_s=2.0, cost_usd=cost, wall_s=5.0,
                      cost_label="modelled", curve=((4000, -300.0, 1e-5, 0.2),), recorded_at=at)
 
@@ -72,6 +73,19 @@ def test_records_round_trip_and_a_changed_key_never_reuses_them(tmp_path: Path) 
         h.record(run(key(max_steps=5)))
 
 
+def test_a_phase_is_written_flat_as_format_version_1_always_was(tmp_path: Path) -> None:
+    """A phase is one RunShape and its start, written as the shape's fields beside ``from_env_steps``:
+    a file written before the phase held a RunShape reads back unchanged."""
+    h = History(key(), root=tmp_path)
+    h.record(replace(run(h.key), phases=(Phase(RunShape(2, 1769, 4000, 2000)), Phase(RunShape(8, 1769, 4000, 500), 12_000))))
+    data = json.loads(_one_file(tmp_path).read_text())
+    assert data["format_version"] == 1 and data["phases"] == [
+        {"actors": 2, "memory_mb": 1769, "batch": 4000, "steps_per_env": 2000, "from_env_steps": 0},
+        {"actors": 8, "memory_mb": 1769, "batch": 4000, "steps_per_env": 500, "from_env_steps": 12_000},
+    ]
+    assert History(key(), root=tmp_path).runs()[0].phases[1] == Phase(RunShape(8, 1769, 4000, 500), 12_000)
+
+
 def _one_file(root: Path) -> Path:
     (path,) = root.glob("*.json")
     return path
@@ -81,6 +95,8 @@ def _one_file(root: Path) -> Path:
     (lambda text: text[: len(text) // 2], "truncated or not JSON"),
     (lambda text: text.replace(f'"format_version": {FORMAT_VERSION}', '"format_version": 99'), "format version 99"),
     (lambda text: json.dumps({**json.loads(text), "phases": "nonsense"}), "not a run record"),
+    (lambda text: json.dumps({**json.loads(text), "phases": [{"actors": 0, "memory_mb": 1769, "batch": 4000}]}),
+     "not a run record (RunShapeError: actors: must be"),
     (lambda text: "\udcff", "unreadable"),
 ])
 def test_a_bad_history_file_is_named_in_one_line_and_ignored(tmp_path: Path, capsys: pytest.CaptureFixture[str],

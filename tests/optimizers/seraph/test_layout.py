@@ -1,6 +1,7 @@
 """The layout chosen before the pilot: the baseline's unless references show significantly fewer env steps."""
 
-from optimizers.seraph.baseline import STATIC_DEFAULT_CONFIG, BaselineConfig
+from optimizers.seraph.baseline import STATIC_DEFAULT_CONFIG
+from serverless.run_shape import RunShape
 from optimizers.seraph.layout import choose_layout, reference_runs
 
 CARTPOLE_BATCHES = (512, 1024, 2048, 4000, 8000)
@@ -27,7 +28,7 @@ def test_without_references_the_baseline_layout_is_kept_and_says_so():
 
 
 def test_a_baseline_without_its_own_references_is_kept_even_when_slots_have_some():
-    unmeasured = BaselineConfig(4, 1769, 4000, 1000)
+    unmeasured = RunShape(4, 1769, 4000, 1000)
     layout = choose_layout("CartPole-v1", unmeasured, 128, CARTPOLE_BATCHES)
     assert layout.at_baseline and (layout.batch, layout.steps_per_env) == (4000, 1000)
     assert "no reference runs at it" in layout.reason

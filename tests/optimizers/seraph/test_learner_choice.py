@@ -8,6 +8,7 @@ import pytest
 
 from optimizers.seraph.learner_choice import choose_learner
 from serverless.learner_machines import LearnerMachine, LearnerTable, ThreadScaling, load_learner_table
+from serverless.run_shape import RunShape
 
 REF = LearnerMachine("c7i.large", "x86_64", 2, 4, 0.08925, (0.9, 1.1))
 CHEAP_SLOW = LearnerMachine("c7g.medium", "arm64", 1, 2, 0.0363, (0.6, 0.9))
@@ -48,13 +49,13 @@ def test_the_trainer_prices_and_times_the_chosen_learner(monkeypatch: pytest.Mon
     from serverless import trainer
     from serverless.iteration_clock import IterationTimes
     from serverless.ppo import PPOConfig
-    from serverless.trainer import RunConfig, TrainSpec, train
+    from serverless.trainer import TrainSpec, train
 
     fixed = IterationTimes(wall_s=1.0, host_s=0.3, host_speed=1.0, lambda_s=1.3, modelled=True)
     monkeypatch.setattr(trainer.IterationClock, "stop", lambda self, **kw: fixed)
 
     def run(learner: LearnerMachine | None):  # type: ignore[no-untyped-def]
-        spec = TrainSpec(env_id="CartPole-v1", target_reward=1e9, max_steps=512, run=RunConfig(1, 1769, 256),
+        spec = TrainSpec(env_id="CartPole-v1", target_reward=1e9, max_steps=512, run=RunShape(1, 1769, 256),
                          ppo=PPOConfig(), seed=0, checkpoint_every=0, learner=learner)
         return train(spec, progress=False)
 
@@ -138,12 +139,12 @@ def test_the_trainer_counts_the_update_threads_speedup_on_the_modelled_clock(mon
     from serverless import trainer
     from serverless.iteration_clock import IterationTimes
     from serverless.ppo import PPOConfig
-    from serverless.trainer import RunConfig, TrainSpec, train
+    from serverless.trainer import TrainSpec, train
 
     fixed = IterationTimes(wall_s=1.0, host_s=0.3, host_speed=1.0, lambda_s=1.3, modelled=True)
     monkeypatch.setattr(trainer.IterationClock, "stop", lambda self, **kw: fixed)
     placed = replace(CHEAP_SLOW, threads=2, threads_speedup=2.0)
-    spec = TrainSpec(env_id="CartPole-v1", target_reward=1e9, max_steps=512, run=RunConfig(1, 1769, 256),
+    spec = TrainSpec(env_id="CartPole-v1", target_reward=1e9, max_steps=512, run=RunShape(1, 1769, 256),
                      ppo=PPOConfig(), seed=0, checkpoint_every=0, learner=placed)
     res = train(spec, progress=False)
     for r in res.iterations:
@@ -162,11 +163,11 @@ def test_the_update_runs_the_machines_threads_only_on_a_measured_clock(monkeypat
     from serverless import trainer
     from serverless.backends import BACKENDS
     from serverless.ppo import PPOConfig
-    from serverless.trainer import RunConfig, TrainSpec
+    from serverless.trainer import TrainSpec
 
     entry = replace(BACKENDS.get("local"), clock=clock)
     monkeypatch.setattr(trainer, "BACKENDS", type("Fake", (), {"get": staticmethod(lambda name: entry)})())
-    spec = TrainSpec(env_id="CartPole-v1", target_reward=1e9, max_steps=512, run=RunConfig(1, 1769, 256),
+    spec = TrainSpec(env_id="CartPole-v1", target_reward=1e9, max_steps=512, run=RunShape(1, 1769, 256),
                      ppo=PPOConfig(), seed=0, checkpoint_every=0,
                      learner=replace(REF, threads=2, threads_speedup=1.6))
     before = torch.get_num_threads()

@@ -6,7 +6,8 @@ import math
 import pytest
 
 from optimizers.seraph.memory_probe import charge_learner_wait, probe_memory_sizes
-from optimizers.seraph.models import Observation, PerformanceModel, RunShape
+from optimizers.seraph.models import Observation, PerformanceModel
+from serverless.run_shape import RunShape
 from serverless.invocation import BillingRecord, Invocation, InvokeBatch
 
 INIT_MS = 400.0

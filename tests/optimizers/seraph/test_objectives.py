@@ -10,7 +10,7 @@ from typing import ClassVar
 import pytest
 
 from core.errors import UserError
-from optimizers.seraph.models import RunShape
+from serverless.run_shape import RunShape
 from optimizers.seraph.objectives import OBJECTIVES, TIE_TOLERANCE, Balanced, Cost, Objective, Speed, make_objective
 from optimizers.seraph.search import Candidate, choose
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from optimizers.seraph.models import RunShape
 from optimizers.seraph.online_layout import (
     LayoutController, OnlineLayout, OnlineLayoutSettings, bootstrap_bound, predicted_ratio,
 )
+from serverless.run_shape import RunShape
 
 
 def test_the_step_floor_keeps_gaes_horizon() -> None:
@@ -131,10 +131,8 @@ class _Planner:
 
 
 def test_the_controller_hands_the_new_layout_to_the_trainer_and_the_planner() -> None:
-    from serverless.run_config import RunConfig
-
     ol, planner = _online(), _Planner()
-    ctl = LayoutController(ol, planner, lambda s: RunConfig(s.actors, s.memory_mb, s.batch))
+    ctl = LayoutController(ol, planner)
     outs = []
     for i in range(3):
         assert ctl.layout_probe() == (2, 4, 8, 16)

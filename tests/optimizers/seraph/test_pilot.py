@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from optimizers.seraph.models import Observation, PerformanceModel, RunShape
+from optimizers.seraph.models import Observation, PerformanceModel
+from serverless.run_shape import RunShape
 from optimizers.seraph.pilot import (
     BASE_MEMORY_MB,
     batches_for,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from optimizers.seraph.request import RequestError, SeraphRequest, parse_faults
+from serverless.run_shape import RunShape
 
 
 def test_a_fault_spec_is_parsed_once_where_the_request_is_made() -> None:
@@ -59,10 +60,9 @@ def test_the_request_is_frozen() -> None:
 
 
 def test_the_baseline_configuration_comes_as_text_or_as_its_json_object() -> None:
-    from optimizers.seraph.baseline import BaselineConfig
 
     text = SeraphRequest("CartPole-v1", 475, baseline_config="actors=4,memory=1769,batch=2048")
-    assert text.baseline_config == BaselineConfig(4, 1769, 2048, 512)
+    assert text.baseline_config == RunShape(4, 1769, 2048, 512)
     assert SeraphRequest("CartPole-v1", 475, baseline_config=text.to_dict()["baseline_config"]) == text
     with pytest.raises(RequestError, match=r"^baseline_config: unknown key\(s\) \['actorz'\]"):
         SeraphRequest("CartPole-v1", 475, baseline_config={"actorz": 4, "memory_mb": 1769, "batch": 2048})

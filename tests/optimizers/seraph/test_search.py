@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from optimizers.seraph.models import ProgressModel, RunShape, all_shapes
+from optimizers.seraph.models import ProgressModel, all_shapes
+from serverless.run_shape import RunShape
 from optimizers.seraph.objectives import make_objective
 from optimizers.seraph.search import Constraints, choose, pareto_front, score_shapes
 from core.errors import UserError

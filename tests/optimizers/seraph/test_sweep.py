@@ -11,6 +11,7 @@ from core.errors import UserError
 from optimizers.seraph import sweep as sweep_mod
 from optimizers.seraph.arms import ArmChoice
 from optimizers.seraph.history import Phase
+from serverless.run_shape import RunShape
 from optimizers.seraph.sweep import parse_seeds
 from trainwise.cli import main
 
@@ -40,7 +41,7 @@ class _Outcome:
 
         self.result: dict = {}
         self.record = RunRecord(key=None, seed=seed, arm=arm, objective="cost", source="test",  # type: ignore[arg-type]
-                                phases=(Phase(2, 1769, 4000, 2000),), reached=True, env_steps=100,
+                                phases=(Phase(RunShape(2, 1769, 4000, 2000)),), reached=True, env_steps=100,
                                 lambda_time_s=1.0, cost_usd=0.5 + seed, wall_s=0.1, cost_label="modelled")
 
 

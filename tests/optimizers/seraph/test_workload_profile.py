@@ -5,7 +5,8 @@ import json
 import pytest
 
 from optimizers.seraph import workload_profile as profiles
-from optimizers.seraph.models import Observation, PerformanceModel, RunShape
+from optimizers.seraph.models import Observation, PerformanceModel
+from serverless.run_shape import RunShape
 from optimizers.seraph.workload_profile import PilotSummary, Profile, ProfileNoise, load_profile, profile_path, save_profile
 
 WORKLOAD = {"env_id": "CartPole-v1", "ppo": {"lr": 3e-4}, "architecture": "x86_64"}

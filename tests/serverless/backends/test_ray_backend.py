@@ -18,7 +18,8 @@ import ray  # make test installs the bench extra: a missing Ray fails this test,
 from serverless import handler as handler_module
 from serverless.network import NetworkSpec
 from serverless.ppo import PPOConfig
-from serverless.trainer import RunConfig, TrainSpec, train
+from serverless.trainer import TrainSpec, train
+from serverless.run_shape import RunShape
 from tests.serverless.test_trainer import InProcessBackend
 from tests.serverless.test_user_env import _forget, _write_env_module
 
@@ -38,7 +39,7 @@ def users_ray() -> Any:
 
 def _spec(tmp_path: Path, name: str) -> TrainSpec:
     return TrainSpec(env_id="CartPole-v1", target_reward=10_000, max_steps=3 * 256,
-                     run=RunConfig(actors=2, memory_mb=1769, batch=256),
+                     run=RunShape(actors=2, memory_mb=1769, batch=256),
                      ppo=PPOConfig(epochs=2, minibatch_size=64, steps_per_env=32), seed=3, backend="ray",
                      checkpoint_every=0, checkpoint_dir=tmp_path / name)
 
@@ -123,7 +124,7 @@ def test_a_user_module_env_and_its_kwargs_reach_the_actors(users_ray: Any, tmp_p
     monkeypatch.syspath_prepend(str(tmp_path))  # the driver's path: the actors' runtime_env takes it
     try:
         learner = PPOLearner(inspect_env(env_id, hidden=(8,)), PPOConfig(network=NetworkSpec((8,))), seed=0)
-        events = rollout_events(env_id, 0, 0, learner, RunConfig(actors=2, memory_mb=1769, batch=16),
+        events = rollout_events(env_id, 0, 0, learner, RunShape(actors=2, memory_mb=1769, batch=16),
                                 env_kwargs={"speed": 0.25})
         backend = RayBackend()
         try:

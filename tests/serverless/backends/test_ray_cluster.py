@@ -18,7 +18,8 @@ import ray
 from ray.cluster_utils import Cluster
 
 from serverless.presets import preset_for
-from serverless.trainer import RunConfig, TrainSpec, train
+from serverless.trainer import TrainSpec, train
+from serverless.run_shape import RunShape
 
 pytestmark = [pytest.mark.slow, pytest.mark.heavy]  # a two-node Ray cluster and a full training run
 
@@ -80,7 +81,7 @@ def test_without_shipping_the_module_the_nodes_cannot_import_it(
     monkeypatch.setattr(ray_backend, "env_modules_of", lambda events: ())
     try:
         learner = PPOLearner(inspect_env(env_id, hidden=(8,)), PPOConfig(network=NetworkSpec((8,))), seed=0)
-        events = rollout_events(env_id, 0, 0, learner, RunConfig(actors=2, memory_mb=1769, batch=16))
+        events = rollout_events(env_id, 0, 0, learner, RunShape(actors=2, memory_mb=1769, batch=16))
         backend = ray_backend.RayBackend()
         try:
             batch = backend.invoke(events, 1769, concurrency=2)
@@ -99,7 +100,7 @@ def test_a_two_node_cluster_trains_cartpole_to_475_with_a_user_module_env(
     module, env_id = _user_env(tmp_path, monkeypatch)
     preset = preset_for("CartPole-v1")
     spec = TrainSpec(env_id=env_id, target_reward=475, max_steps=100_000, seed=1, backend="ray",
-                     run=RunConfig(actors=preset.actors, memory_mb=preset.memory_mb, batch=preset.batch), ppo=preset.ppo,
+                     run=RunShape(actors=preset.actors, memory_mb=preset.memory_mb, batch=preset.batch), ppo=preset.ppo,
                      checkpoint_every=0, checkpoint_dir=tmp_path / "ckpt")
     assert len(ray.nodes()) == 2
     backend = RayBackend()  # joins the cluster's session
