@@ -122,8 +122,11 @@ class IngestRequest(RequestModel):
 
         return dlrm_spec(folder, fmt, node, (self.batch_size,), self.on_bad_row, shards=shards)
 
-    def job(self, spec: "PipelineSpec", node: "Node", **fields: Any) -> IngestJob:
-        """The tuning job of ``spec`` on ``node``: the request's budget (starting now), seed and
-        trial cap, with the caller's own ``fields`` (a calibration, the final protocol)."""
-        return IngestJob.create(spec, node, time_budget_s=self.time_budget_s, seed=self.seed,
-                                max_trials=self.max_trials, **fields)
+    def job(self, folder: str, fmt: str, shards: Sequence[str], **fields: Any) -> IngestJob:
+        """The tuning job over ``shards`` (of ``folder``, in ``fmt``, as listed once): the node
+        (:meth:`node`), the pipeline on it (:meth:`pipeline`), the request's budget (starting
+        now), seed and trial cap, with the caller's own ``fields`` (a calibration, the final
+        protocol). The job carries its pipeline and node (``job.spec``, ``job.node``)."""
+        node = self.node()
+        return IngestJob.create(self.pipeline(folder, fmt, shards, node), node, time_budget_s=self.time_budget_s,
+                                seed=self.seed, max_trials=self.max_trials, **fields)

@@ -5,7 +5,7 @@ return typed values (:class:`IngestData`, the spec's :class:`~optimizers.spec.In
 :class:`~optimizers.tuning.IngestTuningResult`, :class:`~optimizers.tuning.VerifiedConfig`).
 The spec is the ingestion request (:class:`~optimizers.ingest_request.IngestRequest`), so the
 node, the pipeline and the tuning job come from it as ``ingest tune`` makes them
-(``ing.node()``, ``ing.pipeline(...)``, ``ing.job(...)``).
+(``ing.job(...)``; verification: ``ing.node()``, ``ing.pipeline(...)``).
 
 The pipeline profile (per-stage costs the simulator and InTune's agent learn from) is
 cached like Seraph's: keyed on the data (its manifest and format), the node, the batch
@@ -189,12 +189,11 @@ def tune_ingestion(
 
     index, count = position
     progress = Progress(progress_key, f"InTune: tuning with {optimizer} ({index + 1}/{count})")
-    node = ing.node()
-    spec = ing.pipeline(data.path, data.format, data.shards, node)
-    # Every trial goes through this worker, so each measurement updates the progress artifact.
-    worker = ReportingWorker(MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb),
+    job = ing.job(data.path, data.format, data.shards, final=None, calibration=_calibration_loader(profile))
+    # Every trial goes through this worker (started at its first trial), so each measurement
+    # updates the progress artifact.
+    worker = ReportingWorker(MeasureWorker(job.spec, memory_limit_mb=job.node.ram_budget_mb),
                              _progress_reporter(progress, optimizer, position, ing.time_budget_s))
-    job = ing.job(spec, node, final=None, calibration=_calibration_loader(profile))
     try:
         result = tune_pipeline(job, optimizer, TuningOptions(worker=worker, progress=False))
     except UserError as exc:

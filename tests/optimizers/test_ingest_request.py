@@ -113,13 +113,13 @@ def test_the_pipeline_and_the_job_carry_the_request(tmp_path: Path) -> None:
     request = IngestRequest(data=str(tmp_path / "d"), batch_size=256, on_bad_row="skip", seed=7, max_trials=3,
                             time_budget_s=12, vcpus=1)
     shards, fmt = list_shards(tmp_path / "d", request.format)
-    node = request.node()
-    spec = request.pipeline(str(tmp_path / "d"), fmt, shards, node)
-    assert fmt == "tfrecord" and spec.space.cpu_budget == 1
-    assert spec.factory_kwargs["batch_sizes"] == [256] and spec.factory_kwargs["on_bad_row"] == "skip"
-    job = request.job(spec, node, final=None)
-    assert (job.seed, job.max_trials, job.final, job.node) == (7, 3, None, node)
+    job = request.job(str(tmp_path / "d"), fmt, shards, final=None)
+    assert fmt == "tfrecord" and job.spec.space.cpu_budget == 1 and list(job.spec.factory_kwargs["shards"]) == shards
+    assert job.spec.factory_kwargs["batch_sizes"] == [256] and job.spec.factory_kwargs["on_bad_row"] == "skip"
+    assert (job.seed, job.max_trials, job.final, job.node) == (7, 3, None, request.node())
     assert 11.0 < job.budget.remaining() <= 12.0
+    spec = request.pipeline(str(tmp_path / "d"), fmt, shards, job.node)  # what verification measures: the same pipeline
+    assert (spec.name, spec.space, spec.factory_kwargs) == (job.spec.name, job.spec.space, job.spec.factory_kwargs)
 
 
 def test_the_flows_data_and_profile_key_follow_the_request(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -59,16 +59,14 @@ def tune_handler(args: argparse.Namespace) -> JsonObject:
     from ingestion.dlrm import list_shards
     from trainwise.cli.ingest_data import check_bad_rows
 
-    node = request.node()
     data = Path(str(request.data.path))
     shards, fmt = list_shards(data, request.format)
     bad = check_bad_rows(data, fmt, shards, request.on_bad_row)
     from optimizers.tuning import TuningOptions, tune_pipeline
 
-    spec = request.pipeline(str(data), fmt, shards, node)
-    print(f"tuning {spec.name} on {node.vcpus} vCPUs with {request.optimizer} (budget {request.time_budget_s:.0f} s)",
-          file=sys.stderr)
-    job = request.job(spec, node)
+    job = request.job(str(data), fmt, shards)
+    print(f"tuning {job.spec.name} on {job.node.vcpus} vCPUs with {request.optimizer} "
+          f"(budget {request.time_budget_s:.0f} s)", file=sys.stderr)
     result = tune_pipeline(job, request.optimizer, TuningOptions(autotune_rounds=args.autotune_rounds)).to_json()
     result.update(data=str(data), format=fmt, rows_checked=bad["rows"], bad_rows=bad["bad_rows"],
                   on_bad_row=request.on_bad_row)
