@@ -116,10 +116,6 @@ class IngestSpec(IngestRequest):
             raise ValueError(f"baselines are listed twice: {v}")
         return v
 
-    def request(self) -> IngestRequest:
-        """This pipeline's request (every field of it, checked already)."""
-        return IngestRequest.model_construct(**{name: getattr(self, name) for name in IngestRequest.model_fields})
-
 
 class CacheSpec(_Strict):
     """How long a profile may be reused before it is measured again."""
