@@ -9,8 +9,8 @@ node, the pipeline and the tuning job come from it as ``ingest tune`` makes them
 
 The pipeline profile (per-stage costs the simulator and InTune's agent learn from) is
 cached like Seraph's: keyed on the data (its manifest and format), the node, the batch
-size, the bad-row policy, the hardware and this module's task code; it is stored as JSON, so the cached task
-returns the calibration's JSON form. Every optimizer that uses a calibration gets this
+size, the bad-row policy, the hardware and this module's task code; it is stored as JSON,
+so the cached task returns the calibration's JSON form. Every optimizer that uses a calibration gets this
 one (InTune does not calibrate again). Generated data is reused by its own fingerprint
 (rows, seed, format): generating it again would give the same bytes.
 """
