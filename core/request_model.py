@@ -11,7 +11,10 @@ from it:
 
 A front end that names a field otherwise is written in the model's one :class:`Renames`
 table (``env_id`` is ``--env`` on the command line; ``faults`` is ``--inject-faults``
-there and ``inject_faults`` in YAML).
+there and ``inject_faults`` in YAML). Where the command line defaults a field otherwise
+than the file and the flows (a longer time budget for one run at the terminal, a flag it
+cannot do without), the model's :attr:`RequestModel.flag_defaults` says so, in one table
+too (:data:`REQUIRED`: the flag must be given).
 
 A failed check is a :class:`RequestError` that names the field and the problem in one
 line; a front end re-labels the field as its user wrote it (:meth:`RequestError.named`).
@@ -29,6 +32,20 @@ from pydantic.json_schema import JsonDict
 
 from core.errors import UserError, field_name
 from core.json_edge import JsonObject
+
+
+class Required:
+    """The command-line default of a field whose flag must be given (:data:`REQUIRED`)."""
+
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+#: In :attr:`RequestModel.flag_defaults`: the flag must be given (the model's default serves the file).
+REQUIRED = Required()
+
+#: A command-line default: a plain value, or :data:`REQUIRED`.
+FlagDefault = str | int | float | bool | None | Required
 
 
 class RequestError(UserError):
@@ -97,9 +114,10 @@ class RequestModel(BaseModel):
 
     A subclass sets :attr:`renames` (and ``model_config = ConfigDict(alias_generator=
     renames.key)`` so YAML keys are the aliases), :attr:`what` (how an error names the
-    request), :attr:`positional` (the fields a caller may give by position) and
+    request), :attr:`positional` (the fields a caller may give by position),
     :attr:`choices` (the fields whose values a registry names: the flag's help and the run
-    form list them)."""
+    form list them) and :attr:`flag_defaults` (the command line's own default of a field,
+    where it differs from the model's: the file's and the flows')."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, validate_by_name=True,
                               validate_by_alias=True, json_schema_extra=_choices_as_enums)
@@ -108,6 +126,7 @@ class RequestModel(BaseModel):
     what: ClassVar[str] = "request"
     positional: ClassVar[tuple[str, ...]] = ()
     choices: ClassVar[dict[str, Callable[[], tuple[str, ...]]]] = {}
+    flag_defaults: ClassVar[dict[str, FlagDefault]] = {}
 
     def __init__(self, /, *args: Any, **data: Any) -> None:
         if len(args) > len(self.positional):

@@ -49,7 +49,7 @@ def intune(config: str = "configs/demo.yaml", workload: WorkloadSpec | None = No
     out = Path(run_dir) if run_dir else new_run_dir("intune")
     get_run_logger().info("intune: optimizer %s vs %s, %s s each", ing.optimizer, ing.baselines, ing.time_budget_s)
 
-    data = locate_or_generate_data(ing.data)
+    data = locate_or_generate_data(ing.data, ing.format)
     profile, cached = call_cached(
         profile_pipeline,
         what="InTune pipeline",

@@ -9,9 +9,12 @@ field with its description and default, and choices as drop-downs. A ``workload`
 wins over ``config``; it passes the same checks as a file (:func:`optimizers.spec.parse_spec`).
 
 The form's ``rl`` section is the Seraph request model itself
-(:class:`~optimizers.seraph.request.SeraphRequest`, through :class:`~optimizers.spec.RLSpec`):
-its fields, descriptions, defaults and YAML keys are the ones ``trainwise rl tune``'s flags are
-generated from, so the flow's parameters cannot drift from the CLI's (``tests/test_code_shape.py``).
+(:class:`~optimizers.seraph.request.SeraphRequest`, through :class:`~optimizers.spec.RLSpec`),
+and its ``ingestion`` section the ingestion request model
+(:class:`~optimizers.ingest_request.IngestRequest`, through :class:`~optimizers.spec.IngestSpec`):
+their fields, descriptions, defaults and YAML keys are the ones ``trainwise rl tune``'s and
+``trainwise ingest tune``'s flags are generated from, so the flows' parameters cannot drift from
+the CLI's (``tests/test_code_shape.py``).
 """
 
 from __future__ import annotations

@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, NotRequired, Sequence, TypedDict
 
 from ingestion.datagen import CAT_NAMES, DENSE_NAMES, EXTENSIONS, FORMATS, MANIFEST, NUM_CAT, NUM_DENSE
 from ingestion.knobs import Config, Knob, KnobSpace
-from ingestion.node import Node, NodeFields, node_fields, node_of
+from ingestion.node import Node, NodeFields, node_of
 from core.errors import UserError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -295,9 +296,9 @@ def dlrm_spec(
     from ingestion.pipeline import PipelineSpec
 
     files, fmt = listed_shards(data_dir, fmt, shards)  # validate now, before any worker starts
-    n = node_of(node)
+    n = node if isinstance(node, Node) else node_of(node)  # a Node passes as it is
     space = dlrm_knob_space(n, batch_sizes=tuple(batch_sizes))
-    kwargs = {"data_dir": str(data_dir), "fmt": fmt, "node": node_fields(n), "batch_sizes": list(batch_sizes),
+    kwargs = {"data_dir": str(data_dir), "fmt": fmt, "node": NodeFields(**asdict(n)), "batch_sizes": list(batch_sizes),
               "on_bad_row": on_bad_row, "bucketize": bucketize, "shards": files}
 
     def build(config: Config) -> "tf.data.Dataset":

@@ -8,7 +8,7 @@ can pick instance types by throughput per dollar).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TypedDict
 
 from core.errors import UserError
@@ -58,8 +58,7 @@ class NodeFields(TypedDict):
 
 
 def node_fields(node: Node) -> NodeFields:
-    return {"name": node.name, "vcpus": node.vcpus, "ram_gib": node.ram_gib, "hourly_usd": node.hourly_usd,
-            "ram_budget_share": node.ram_budget_share}
+    return NodeFields(**asdict(node))  # the dataclass's fields are the TypedDict's
 
 
 def node_of(node: Node | NodeFields | None) -> Node:

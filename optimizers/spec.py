@@ -32,7 +32,10 @@ from pydantic_core import ErrorDetails
 
 from core.errors import UserError, field_name
 from core.request_model import problem_of
+from optimizers.ingest_request import DataSpec, IngestRequest, known_optimizer
 from optimizers.seraph.request import SeraphRequest
+
+__all__ = ["CacheSpec", "DataSpec", "IngestSpec", "RLSpec", "WorkloadSpec", "load_spec", "parse_spec"]
 
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 
@@ -87,42 +90,28 @@ class RLSpec(SeraphRequest):
         return SeraphRequest.model_construct(**{name: getattr(self, name) for name in SeraphRequest.model_fields})
 
 
-class DataSpec(_Strict):
-    """Where the Criteo-format data comes from: an existing folder, or generated."""
+class IngestSpec(IngestRequest):
+    """The ``ingestion:`` section: the pipeline InTune tunes, which is an
+    :class:`~optimizers.ingest_request.IngestRequest` (its fields, defaults, YAML keys and
+    checks; its errors read ``ingestion.<key>``), plus what only the flow does: the optimizers
+    it compares the chosen one with, and the windows of its profiling and live verification."""
 
-    path: str | None = Field(None, description="an existing data folder; if unset, data is generated")
-    rows: int = Field(50_000, ge=1_000, le=50_000_000, description="rows to generate when path is unset")
-    seed: int = 0
+    model_config = ConfigDict(title="IngestSpec")
 
-
-class IngestSpec(_Strict):
-    """The ingestion pipeline InTune tunes and the baselines it is compared with."""
-
-    data: DataSpec = Field(default_factory=DataSpec)
-    cpu_budget: int | None = Field(None, ge=1, description="threads the pipeline may use; default: this machine's cores")
-    optimizer: str = Field("intune", description="the optimizer whose configuration is chosen")
     baselines: list[str] = Field(default_factory=lambda: ["autotune"], description="optimizers to compare against")
-    time_budget_s: float = Field(30.0, gt=0, le=86_400, description="tuning time per optimizer")
     verify_window_s: float | None = Field(
         None, gt=0, le=600, description="seconds per measuring window when verifying live (default: the tuner's final protocol)"
     )
     verify_repeats: int | None = Field(
         None, ge=1, le=20, description="measuring windows when verifying live, median counts (default: final protocol)"
     )
-    batch_size: int = Field(4096, ge=1, description="the trainer's batch size (fixed; the pipeline's output)")
     profile_window_s: float = Field(1.0, gt=0, le=60, description="measuring window of each profiling measurement (s)")
-    seed: int = 0
-
-    @field_validator("optimizer")
-    @classmethod
-    def _known_optimizer(cls, v: str) -> str:
-        _check_optimizer_names([v])
-        return v
 
     @field_validator("baselines")
     @classmethod
     def _known_baselines(cls, v: list[str]) -> list[str]:
-        _check_optimizer_names(v)
+        for name in v:
+            known_optimizer(name)
         if len(set(v)) != len(v):
             raise ValueError(f"baselines are listed twice: {v}")
         return v
@@ -160,14 +149,6 @@ class WorkloadSpec(_Strict):
 
 
 # -- loading --------------------------------------------------------------------------------------
-
-def _check_optimizer_names(names: list[str]) -> None:
-    from optimizers.ingestion_optimizers import INGESTION_OPTIMIZERS
-
-    for name in names:
-        if name not in INGESTION_OPTIMIZERS:
-            raise ValueError(INGESTION_OPTIMIZERS.unknown(name))
-
 
 def _describe(err: ErrorDetails, model: type[BaseModel]) -> str:
     loc = ".".join(field_name(p) for p in err["loc"]) or "(top level)"

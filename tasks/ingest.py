@@ -3,11 +3,14 @@ pipeline, tune it with one optimizer, verify the chosen configurations on the li
 and the report section. Thin wrappers over ``ingestion`` and ``optimizers``; they take and
 return typed values (:class:`IngestData`, the spec's :class:`~optimizers.spec.IngestSpec`,
 :class:`~optimizers.tuning.IngestTuningResult`, :class:`~optimizers.tuning.VerifiedConfig`).
+The spec is the ingestion request (:class:`~optimizers.ingest_request.IngestRequest`), so the
+node, the pipeline and the tuning job come from it as ``ingest tune`` makes them
+(``ing.job(...)``; verification: ``ing.node()``, ``ing.pipeline(...)``).
 
 The pipeline profile (per-stage costs the simulator and InTune's agent learn from) is
-cached like Seraph's: keyed on the data (its manifest), the CPU budget, the batch
-size, the hardware and this module's task code; it is stored as JSON, so the cached task
-returns the calibration's JSON form. Every optimizer that uses a calibration gets this
+cached like Seraph's: keyed on the data (its manifest and format), the node, the batch
+size, the bad-row policy, the hardware and this module's task code; it is stored as JSON,
+so the cached task returns the calibration's JSON form. Every optimizer that uses a calibration gets this
 one (InTune does not calibrate again). Generated data is reused by its own fingerprint
 (rows, seed, format): generating it again would give the same bytes.
 """
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +42,16 @@ DATA_FORMAT = "tsv"  # Criteo's own text format
 
 @dataclass(frozen=True)
 class IngestData:
-    """The data folder tuned on: where it is, whether it was generated now or reused, and its
-    shard files (listed once here; every later task builds the pipeline over this list)."""
+    """The data folder tuned on: where it is, whether it was generated now or reused, its
+    shard files and their format (listed once here; every later task builds the pipeline over
+    this list)."""
 
     path: str
     generated: bool
     reused: bool
     manifest: JsonObject = field(default_factory=dict)  # the data's manifest file (ingestion.datagen)
     shards: tuple[str, ...] = ()
+    format: str = DATA_FORMAT
 
     @property
     def rows(self) -> Any:
@@ -54,9 +59,10 @@ class IngestData:
 
 
 @task(name="locate-or-generate-data", **EXTERNAL_RETRIES)
-def locate_or_generate_data(data: DataSpec) -> IngestData:
-    """The data folder to tune on: the user's (checked), or generated Criteo-format
-    rows under ``.trainwise/data/`` (reused when the same rows and seed exist)."""
+def locate_or_generate_data(data: DataSpec, fmt: str | None = None) -> IngestData:
+    """The data folder to tune on: the user's (checked; its shards in ``fmt``, or the format
+    detected), or generated Criteo-format rows under ``.trainwise/data/`` (in ``fmt``, by
+    default Criteo's own TSV; reused when the same rows, format and seed exist)."""
     from ingestion.datagen import MANIFEST, generate
 
     logger = get_run_logger()
@@ -67,53 +73,45 @@ def locate_or_generate_data(data: DataSpec) -> IngestData:
         manifest_file = folder / MANIFEST
         manifest = json.loads(manifest_file.read_text()) if manifest_file.is_file() else {}
         logger.info("data: using %s", folder)
-        return IngestData(str(folder), generated=False, reused=True, manifest=manifest, shards=_shards(folder))
-    folder = paths.cache_dir("data") / f"criteo-{DATA_FORMAT}-{data.rows}-seed{data.seed}"
+        return _found(folder, fmt, generated=False, reused=True, manifest=manifest)
+    fmt = fmt or DATA_FORMAT
+    folder = paths.cache_dir("data") / f"criteo-{fmt}-{data.rows}-seed{data.seed}"
     manifest_file = folder / MANIFEST
     if manifest_file.is_file():
         logger.info("data cached: reusing %s (%s rows)", folder, data.rows)
-        return IngestData(str(folder), generated=True, reused=True, manifest=json.loads(manifest_file.read_text()),
-                          shards=_shards(folder))
+        return _found(folder, fmt, generated=True, reused=True, manifest=json.loads(manifest_file.read_text()))
     if folder.exists():  # an interrupted earlier generation: start clean
         import shutil
 
         shutil.rmtree(folder)
-    manifest = generate(data.rows, DATA_FORMAT, folder, seed=data.seed)
+    manifest = generate(data.rows, fmt, folder, seed=data.seed)
     logger.info("data: generated %s rows into %s", data.rows, folder)
-    return IngestData(str(folder), generated=True, reused=False, manifest=manifest, shards=_shards(folder))
+    return _found(folder, fmt, generated=True, reused=False, manifest=manifest)
 
 
-def _shards(folder: Path) -> tuple[str, ...]:
+def _found(folder: Path, fmt: str | None, *, generated: bool, reused: bool, manifest: JsonObject) -> IngestData:
+    """The folder as :class:`IngestData`, its shards listed (in ``fmt``, or the format detected)."""
     from ingestion.dlrm import list_shards
 
-    return tuple(list_shards(folder, DATA_FORMAT)[0])
+    shards, fmt = list_shards(folder, fmt)
+    return IngestData(str(folder), generated=generated, reused=reused, manifest=manifest, shards=tuple(shards),
+                      format=fmt)
 
 
 def pipeline_workload_of(ing: IngestSpec, data: IngestData) -> JsonObject:
     """What a pipeline profile depends on (its cache key): the data (by manifest, so
-    regenerated identical data keeps its profile), the CPU budget, the batch size and the
-    profiling window."""
+    regenerated identical data keeps its profile, and format), the node, the batch size, the
+    bad-row policy and the profiling window."""
     manifest = {k: v for k, v in data.manifest.items() if k != "out"}
     return {
         "data_path": data.path,
         "data_manifest": paths.fingerprint(manifest) if manifest else None,
-        "cpu_budget": ing.cpu_budget,
+        "format": data.format,
+        "node": asdict(ing.node()),
         "batch_size": ing.batch_size,
+        "on_bad_row": ing.on_bad_row,
         "window_s": ing.profile_window_s,
     }
-
-
-def _node(cpu_budget: int | None) -> JsonObject:
-    from ingestion.node import this_machine
-
-    n = this_machine()
-    return {"name": n.name, "vcpus": cpu_budget or n.vcpus, "ram_gib": n.ram_gib, "hourly_usd": n.hourly_usd}
-
-
-def _pipeline(data_path: str, cpu_budget: int | None, batch_size: int, shards: tuple[str, ...] = ()) -> Any:
-    from ingestion.dlrm import dlrm_spec
-
-    return dlrm_spec(data_path, DATA_FORMAT, node=_node(cpu_budget), batch_sizes=(batch_size,), shards=shards or None)
 
 
 @task(
@@ -131,10 +129,12 @@ def profile_pipeline(workload: JsonObject) -> JsonObject:
     cache decides whether to profile, so the library's own file cache is bypassed here
     (``use_cache=False``) and refreshed."""
     from ingestion.calibrate import calibrate
+    from ingestion.dlrm import dlrm_spec
     from ingestion.node import Node
 
-    spec = _pipeline(workload["data_path"], workload["cpu_budget"], workload["batch_size"])
-    cal = calibrate(spec, Node(**_node(workload["cpu_budget"])), use_cache=False, window_s=workload["window_s"])
+    node = Node(**workload["node"])
+    spec = dlrm_spec(workload["data_path"], workload["format"], node, (workload["batch_size"],), workload["on_bad_row"])
+    cal = calibrate(spec, node, use_cache=False, window_s=workload["window_s"])
     get_run_logger().info(
         "calibrated the pipeline simulator in %s s; fit error %s on %d points",
         fmt(cal.calibration_s), fmt(cal.fit_error), len(cal.fit_points),
@@ -185,19 +185,15 @@ def tune_ingestion(
     every optimizer, is the next task.) A baseline that finds nothing (``required=False``)
     is reported as a :class:`TuningFailure`, not fatal."""
     from ingestion.measure import MeasureWorker
-    from ingestion.node import Node
-    from optimizers.tuning import IngestJob, TuningOptions, tune_pipeline
+    from optimizers.tuning import TuningOptions, tune_pipeline
 
     index, count = position
-    budget = float(ing.time_budget_s)
     progress = Progress(progress_key, f"InTune: tuning with {optimizer} ({index + 1}/{count})")
-    spec = _pipeline(data.path, ing.cpu_budget, ing.batch_size, data.shards)
-    node = Node(**_node(ing.cpu_budget))
-    # Every trial goes through this worker, so each measurement updates the progress artifact.
-    worker = ReportingWorker(MeasureWorker(spec, memory_limit_mb=node.ram_budget_mb),
-                             _progress_reporter(progress, optimizer, position, budget))
-    job = IngestJob.create(spec, node, time_budget_s=budget, seed=ing.seed, final=None,
-                           calibration=_calibration_loader(profile))
+    job = ing.job(data.path, data.format, data.shards, final=None, calibration=_calibration_loader(profile))
+    # Every trial goes through this worker (started at its first trial), so each measurement
+    # updates the progress artifact.
+    worker = ReportingWorker(MeasureWorker(job.spec, memory_limit_mb=job.node.ram_budget_mb),
+                             _progress_reporter(progress, optimizer, position, ing.time_budget_s))
     try:
         result = tune_pipeline(job, optimizer, TuningOptions(worker=worker, progress=False))
     except UserError as exc:
@@ -218,13 +214,13 @@ def measure_configurations(
 ) -> list[VerifiedConfig]:
     """Verify each optimizer's chosen configuration on the live pipeline: one worker
     process, the same (longer) protocol for all, measured."""
-    from ingestion.node import Node
     from optimizers.tuning import verify_configurations, verify_protocol
 
-    spec = _pipeline(data.path, ing.cpu_budget, ing.batch_size, data.shards)
+    node = ing.node()
+    spec = ing.pipeline(data.path, data.format, data.shards, node)
     logger = get_run_logger()
     return verify_configurations(
-        spec, Node(**_node(ing.cpu_budget)), chosen, verify_protocol(ing.verify_window_s, ing.verify_repeats),
+        spec, node, chosen, verify_protocol(ing.verify_window_s, ing.verify_repeats),
         on_verified=lambda v: logger.info("verified %s: %s rows/s (measured)", v.optimizer, fmt(v.rows_per_s)),
     )
 
@@ -273,7 +269,7 @@ def render_intune_section(
     cols = ["optimizer", "verified_rows_per_s", ratio_col, "tuning_rows_per_s", "tuning_label", "trials", "tuning_s", "peak_rss_mb"]
     md = f"""
 **Tuned:** the CPU split across the DLRM tf.data pipeline's stages (read, parse, transform
-parallelism; shuffle and prefetch buffers) on {_node(ing.cpu_budget)['vcpus']} threads, batch {ing.batch_size},
+parallelism; shuffle and prefetch buffers) on {ing.node().vcpus} threads, batch {ing.batch_size},
 data `{data.path}` ({fmt(data.rows)} rows, {'reused' if data.reused else 'generated now'}).
 
 **Profile:** {'cached (reused)' if profile_cached else 'measured (not cached)'}.

@@ -8,7 +8,9 @@
   one definition of what ``trainwise rl tune`` asks: the command's flags, the workload
   file's ``rl:`` keys and the flows' typed ``workload.rl`` parameter are all generated from
   its fields, through its one rename table (``RENAMES``); no module writes a flag, a key or
-  a field of it by hand.
+  a field of it by hand. ``IngestRequest`` (``optimizers.ingest_request``) is the same for
+  ``trainwise ingest tune``, the ``ingestion:`` keys and ``workload.ingestion``, with the
+  command line's own defaults in its one table (``FLAG_DEFAULTS``).
 - **Untyped dicts stay under their ceilings** in the packages (benchmarks apart), every
   occurrence counted. A value that travels inside the library is a typed value (a frozen
   dataclass, a pydantic model, a TypedDict naming its keys where the value is JSON by contract:
@@ -228,12 +230,13 @@ def _options(parser: object) -> dict[str, object]:
     return {option: action for action in parser._actions for option in action.option_strings}  # type: ignore[attr-defined]
 
 
-def _rl_tune_parser() -> object:
+def subcommand_parser(command: str, sub: str) -> object:
+    """The parser of ``trainwise COMMAND SUB`` (``rl tune``, ``ingest bench``...)."""
     from trainwise.cli import build_parser
 
     parser = build_parser()
-    rl = next(a for a in parser._actions if a.dest == "command").choices["rl"]
-    return next(a for a in rl._actions if a.dest == "rl_command").choices["tune"]
+    group = next(a for a in parser._actions if a.dest == "command").choices[command]
+    return next(a for a in group._actions if a.dest == f"{command}_command").choices[sub]
 
 
 def test_rl_tune_flags_are_the_request_fields_through_the_rename_table() -> None:
@@ -241,7 +244,7 @@ def test_rl_tune_flags_are_the_request_fields_through_the_rename_table() -> None
     from serverless.backends import BACKENDS, tunable_backends
     from trainwise.cli.rl_tune import RUN_FLAGS, SET_OTHERWISE
 
-    options = _options(_rl_tune_parser())
+    options = _options(subcommand_parser("rl", "tune"))
     request_flags = {RENAMES.flag(name): name for name in SeraphRequest.model_fields if name not in SET_OTHERWISE}
     backend_flags = {opt.flag(b) for b in tunable_backends() for opt in BACKENDS.get(b).options}
     assert set(options) - {"-h", "--help"} == set(request_flags) | backend_flags | set(RUN_FLAGS)
@@ -252,15 +255,27 @@ def test_rl_tune_flags_are_the_request_fields_through_the_rename_table() -> None
     assert set(SET_OTHERWISE) == {"backend_options"}  # set by the backend's own flags, generated from its registry
 
 
-def test_no_module_writes_a_request_flag_by_hand() -> None:
-    from optimizers.seraph.request import RENAMES, SeraphRequest
+def _request_model(name: str) -> type:
+    from optimizers.ingest_request import IngestRequest
+    from optimizers.seraph.request import SeraphRequest
 
-    flags = {RENAMES.flag(name) for name in SeraphRequest.model_fields}
-    source = ast.parse((ROOT / "trainwise/cli/rl_tune.py").read_text(encoding="utf-8"))
+    return {"SeraphRequest": SeraphRequest, "IngestRequest": IngestRequest}[name]
+
+
+@pytest.mark.parametrize(("module", "model", "fields"), [
+    ("trainwise/cli/rl_tune.py", "SeraphRequest", None),
+    ("trainwise/cli/ingest_tune.py", "IngestRequest", None),
+    # `ingest bench` takes the request's node flags (and its --format; gen-data's --format is the one it writes)
+    ("trainwise/cli/ingest.py", "IngestRequest", ("vcpus", "ram_gib", "hourly_usd", "on_bad_row")),
+])
+def test_no_module_writes_a_request_flag_by_hand(module: str, model: str, fields: tuple[str, ...] | None) -> None:
+    request = _request_model(model)
+    flags = {request.renames.flag(name) for name in request.model_fields if fields is None or name in fields}
+    source = ast.parse((ROOT / module).read_text(encoding="utf-8"))
     written = {arg.value for node in ast.walk(source) if isinstance(node, ast.Call)
                and getattr(node.func, "attr", None) == "add_argument"
                for arg in node.args if isinstance(arg, ast.Constant)}
-    assert not written & flags, f"rl_tune.py writes request flags by hand: {sorted(written & flags)}"
+    assert not written & flags, f"{module} writes request flags by hand: {sorted(written & flags)}"
 
 
 def test_the_rl_yaml_section_is_the_request_plus_the_flows_baselines() -> None:
@@ -292,18 +307,78 @@ def test_the_flows_rl_parameter_is_the_request_model(flow: str) -> None:
         assert rl[name]["enum"] == list(names()), name
 
 
-def test_no_other_class_redefines_the_request() -> None:
+#: Fields that together mark a class as a definition of the request (the old hand-written ones had them all).
+_DISTINCTIVE = {
+    "SeraphRequest": {"target_reward", "objective", "replan_every", "baseline_config"},
+    "IngestRequest": {"data", "optimizer", "time_budget_s", "batch_size"},
+}
+
+
+@pytest.mark.parametrize("model", sorted(_DISTINCTIVE))
+def test_no_other_class_redefines_the_request(model: str) -> None:
     """A class that declares the request's distinctive fields again is a second definition."""
-    distinctive = {"target_reward", "objective", "replan_every", "baseline_config"}
+    assert _DISTINCTIVE[model] <= set(_request_model(model).model_fields)
     twins = []
     for path in _modules():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ClassDef):
                 declared = {s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
-                if distinctive <= declared and node.name != "SeraphRequest":
+                if _DISTINCTIVE[model] <= declared and node.name != model:
                     twins.append(f"{path.relative_to(ROOT)}:{node.name}")
-    assert not twins, f"second definitions of the Seraph request: {twins}"
+    assert not twins, f"second definitions of {model}: {twins}"
 
+
+# -- the ingestion request --------------------------------------------------------------------
+
+def test_ingest_tune_flags_are_the_request_fields_through_the_rename_table() -> None:
+    from core.request_model import REQUIRED
+    from optimizers.ingest_request import FLAG_DEFAULTS, RENAMES, IngestRequest
+    from trainwise.cli.ingest_tune import RUN_FLAGS
+
+    options = _options(subcommand_parser("ingest", "tune"))
+    request_flags = {RENAMES.flag(name): name for name in IngestRequest.model_fields}
+    assert set(options) - {"-h", "--help"} == set(request_flags) | set(RUN_FLAGS)
+    for flag, name in request_flags.items():  # each flag sets its field, with the field's description as help
+        action, field = options[flag], IngestRequest.model_fields[name]
+        assert action.dest == name, flag  # type: ignore[attr-defined]
+        assert action.help.startswith(field.description.replace("%", "%%")), flag  # type: ignore[attr-defined]
+        own = FLAG_DEFAULTS.get(name)  # the command line's own default, from the one table, or none (the model's)
+        assert action.required is (own is REQUIRED), flag  # type: ignore[attr-defined]
+        if own is not None and own is not REQUIRED:
+            assert action.default == own and f"(default {own})" in action.help, flag  # type: ignore[attr-defined]
+    assert {RENAMES.flag(n) for n in FLAG_DEFAULTS} <= set(options)
+
+
+def test_the_ingestion_yaml_section_is_the_request_plus_the_flows_own_fields() -> None:
+    from optimizers.ingest_request import RENAMES, IngestRequest
+    from optimizers.spec import IngestSpec
+
+    flow_only = {"baselines", "verify_window_s", "verify_repeats", "profile_window_s"}
+    assert issubclass(IngestSpec, IngestRequest)
+    assert set(IngestSpec.model_fields) == set(IngestRequest.model_fields) | flow_only
+    for name, field in IngestRequest.model_fields.items():  # inherited, not written again
+        mine = IngestSpec.model_fields[name]
+        assert (mine.annotation, mine.description, mine.alias) == (field.annotation, field.description, field.alias), name
+        assert (mine.alias or name) == RENAMES.key(name), name
+    assert set(IngestSpec.__annotations__) == flow_only  # the fields the section adds
+    assert RENAMES.key("vcpus") == "cpu_budget"  # the workload's key of old
+
+
+@pytest.mark.parametrize("flow", ["intune", "optimize"])
+def test_the_flows_ingestion_parameter_is_the_request_model(flow: str) -> None:
+    from prefect.utilities.callables import parameter_schema
+
+    from flows import get_flow
+    from optimizers.ingest_request import RENAMES, IngestRequest
+
+    schema = parameter_schema(get_flow(flow).fn).model_dump()
+    ingestion = schema["definitions"]["IngestSpec"]["properties"]
+    assert set(ingestion) == {RENAMES.key(name) for name in IngestRequest.model_fields} | {
+        "baselines", "verify_window_s", "verify_repeats", "profile_window_s"}
+    for name, field in IngestRequest.model_fields.items():
+        assert ingestion[RENAMES.key(name)].get("description") == field.description, name
+    for name, names in IngestRequest.choices.items():  # a registry's names, as the form's drop-down
+        assert ingestion[name]["enum"] == list(names()), name
 
 def untyped_table() -> str:
     """The untyped dicts per package and kind, as docs/architecture.md shows them."""

@@ -13,7 +13,8 @@ The measure (docs/architecture.md, "Following one request"):
 
 Each engine's construction is traced with :func:`sys.setprofile`: Seraph's
 ``SeraphJob.of(request)`` for ``trainwise rl tune --env CartPole-v1 --target-reward 475``,
-and InTuneX's cluster model for ``trainwise ingest cluster --local-nodes 2 --jobs
+InTune's ``IngestJob`` for ``trainwise ingest tune --data DIR --optimizer intune`` (the shards
+listed, then ``request.job(...)``: the node, the pipeline, the budget), and InTuneX's cluster model for ``trainwise ingest cluster --local-nodes 2 --jobs
 configs/cluster-local.yaml`` (the jobs file read and validated, then the model of two
 one-CPU local nodes the live loop plans on; the live run itself is not traced). Each
 engine's returns stay at or under its ceiling; a new round trip fails the test with every
@@ -41,6 +42,7 @@ COMPREHENSIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"
 UNCOUNTED = frozenset({"<module>", "__post_init__"})
 #: The most returns each engine's construction may make (lower it when you remove one).
 SERAPH_RETURNS_CEILING = 6
+INTUNE_RETURNS_CEILING = 1
 INTUNEX_RETURNS_CEILING = 1
 
 
@@ -135,6 +137,31 @@ def seraph_job() -> Any:
     return traced(lambda: SeraphJob.of(request))
 
 
+def intune_job(data: Path) -> Any:
+    """The ``IngestJob`` of ``ingest tune --data DATA --optimizer intune`` (the request made before
+    tracing): its shards listed, then the job over them, as ``trainwise.cli.ingest_tune`` makes it."""
+    from ingestion.dlrm import list_shards
+    from optimizers.ingest_request import IngestRequest
+
+    request = IngestRequest(data=str(data), optimizer="intune")
+
+    def build() -> Any:
+        shards, fmt = list_shards(data, request.format)
+        return request.job(str(data), fmt, shards)
+
+    build()  # imports done once, outside the trace
+    return traced(build)
+
+
+def _data(folder: Path) -> Path:
+    """A small folder of Criteo-format TSV shards."""
+    from ingestion import datagen
+
+    if not folder.is_dir():
+        datagen.generate(1_000, "tsv", folder, shards=2)
+    return folder
+
+
 def intunex_cluster() -> Any:
     """The cluster model of ``ingest cluster --local-nodes 2 --jobs configs/cluster-local.yaml``.
 
@@ -214,13 +241,20 @@ def test_the_tracer_sees_a_round_trip_in_real_modules(tmp_path: Path, monkeypatc
     assert returns_in(stops) == [Stop("roundtrip/a.py", "g")]
 
 
-# -- the two engines ------------------------------------------------------------------------
+# -- the three engines ----------------------------------------------------------------------
 
 def test_making_a_seraph_job_returns_to_few_files():
     job, events = seraph_job()
     stops = stops_in(events)
     assert job.layout.steps_per_env > 0 and stops[0] == Stop("optimizers/seraph/job.py", "of")
     assert len(returns_in(stops)) <= SERAPH_RETURNS_CEILING, report("Seraph", stops)
+
+
+def test_making_an_intune_job_returns_to_few_files(tmp_path: Path):
+    job, events = intune_job(_data(tmp_path / "d"))
+    stops = stops_in(events)
+    assert job.spec.name == "dlrm-tsv" and stops[0] == Stop("ingestion/dlrm.py", "list_shards")
+    assert len(returns_in(stops)) <= INTUNE_RETURNS_CEILING, report("InTune", stops)
 
 
 def test_making_an_intunex_cluster_returns_to_few_files():
@@ -233,4 +267,8 @@ def test_making_an_intunex_cluster_returns_to_few_files():
 
 if __name__ == "__main__":
     print(report("Seraph (SeraphJob.of)", stops_in(seraph_job()[1])))
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        print(report("InTune (request.job(...))", stops_in(intune_job(_data(Path(tmp) / "d"))[1])))
     print(report("InTuneX (local_cluster(load_jobs(...)))", stops_in(intunex_cluster()[1])))

@@ -1,7 +1,8 @@
 """`trainwise ingest`: synthetic Criteo data, tuning the DLRM tf.data pipeline, measuring a configuration.
 
 * ``gen-data --rows N --format tsv|tfrecord --out DIR``
-* ``tune --data DIR --optimizer NAME --time-budget-s T`` (format detected from DIR)
+* ``tune --data DIR --optimizer NAME --time-budget-s T`` (format detected from DIR; in
+  :mod:`trainwise.cli.ingest_tune`, its flags generated from the ingestion request)
 * ``bench --config FILE`` (a ``tune`` result or a plain JSON knob dict)
 * ``cluster --jobs FILE --simulate`` (InTuneX; in :mod:`trainwise.cli.ingest_cluster`)
 
@@ -13,27 +14,23 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import typing
 from pathlib import Path
-from typing import Any
 
 from core.errors import UserError
 from core.json_edge import JsonObject
-from optimizers.ingestion_optimizers import INGESTION_OPTIMIZERS
+from optimizers.ingest_request import Format
 from trainwise.cli import finite_float
 
-FORMATS = ("tsv", "tfrecord")
-
-
-def _node_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--vcpus", type=int, default=None, help="the node's vCPUs for the pipeline (default: this machine's)")
-    p.add_argument("--ram-gib", type=finite_float, default=None, help="the node's RAM in GiB (default: this machine's)")
-    p.add_argument("--hourly-usd", type=finite_float, default=0.0, help="the node's hourly price (for reports)")
-    p.add_argument("--on-bad-row", choices=("error", "skip"), default="error",
-                   help="a malformed TSV row: stop with an error naming it, or skip it (skipped rows are counted)")
+FORMATS: tuple[str, ...] = typing.get_args(Format)
+#: The ingestion request's fields ``bench`` takes too: the shards' format and the node, generated from the model.
+BENCH_REQUEST_FIELDS = ("format", "vcpus", "ram_gib", "hourly_usd", "on_bad_row")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from optimizers.ingest_request import IngestRequest
     from trainwise.cli import add_json_out
+    from trainwise.cli.model_flags import add_request_flags
 
     ingest = sub.add_parser("ingest", help="recommender data ingestion: generate data, tune the tf.data pipeline")
     isub = ingest.add_subparsers(dest="ingest_command", metavar="INGEST_COMMAND")
@@ -48,33 +45,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json_out(g)
     g.set_defaults(handler=gen_data_handler)
 
-    t = isub.add_parser("tune", help="find the pipeline configuration that feeds the trainer fastest",
-                        description="Search the DLRM pipeline's knobs on this machine with one optimizer; every "
-                        "trial is measured live in a worker subprocess, the chosen configuration is re-measured.")
-    t.add_argument("--data", type=Path, required=True, help="directory of shards (from gen-data)")
-    t.add_argument("--format", choices=FORMATS, default=None, help="shard format (default: detected from --data)")
-    t.add_argument("--optimizer", choices=INGESTION_OPTIMIZERS.names(), required=True,
-                   help="; ".join(f"{o.name}: {o.description}" for o in INGESTION_OPTIMIZERS.entries()))
-    t.add_argument("--time-budget-s", type=finite_float, default=180.0, help="tuning time budget in seconds (default 180)")
-    t.add_argument("--max-trials", type=int, default=None, help="stop after this many measured trials")
-    t.add_argument("--batch-size", type=int, default=4096, help="the trainer's batch size (default 4096)")
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--autotune-rounds", type=int, default=5,
-                   help="after tuning, measure the pick against tf.data AUTOTUNE in the same worker, interleaved, "
-                   "this many rounds (reported as vs_autotune with its interval; 0: skip; default 5)")
-    _node_args(t)
-    add_json_out(t)
-    t.set_defaults(handler=tune_handler)
+    from trainwise.cli.ingest_tune import register_tune
+
+    register_tune(isub)
 
     b = isub.add_parser("bench", help="measure one pipeline configuration (rows/s, spread, peak RSS)")
     b.add_argument("--config", type=Path, required=True, help="JSON: a `tune` result, or a dict of knob values")
-    b.add_argument("--data", type=Path, default=None, help="directory of shards (default: the one in --config)")
-    b.add_argument("--format", choices=FORMATS, default=None)
+    b.add_argument("--data", type=Path, default=None, dest="folder",  # not the request's `data`
+                   help="directory of shards (default: the one in --config)")
     b.add_argument("--warmup-s", type=finite_float, default=4.0)
     b.add_argument("--window-s", type=finite_float, default=3.0)
     b.add_argument("--repeats", type=int, default=3)
     b.add_argument("--stages", action="store_true", help="also time each prefix of the pipeline (per-stage rows/s)")
-    _node_args(b)
+    add_request_flags(b, IngestRequest, only=BENCH_REQUEST_FIELDS)
     add_json_out(b)
     b.set_defaults(handler=bench_handler)
 
@@ -89,42 +72,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-def _node(args: argparse.Namespace) -> Any:
-    from ingestion.node import Node, this_machine
-
-    here = this_machine(args.hourly_usd)
-    if args.vcpus is None and args.ram_gib is None:
-        return here
-    return Node(
-        name="custom",
-        vcpus=here.vcpus if args.vcpus is None else args.vcpus,
-        ram_gib=here.ram_gib if args.ram_gib is None else args.ram_gib,
-        hourly_usd=args.hourly_usd,
-    )
-
-
-def _check_bad_rows(data: Path, fmt: str, shards: list[str], policy: str) -> JsonObject:
-    """Scan TSV shards for malformed rows first: error names the first one, skip counts them."""
-    from ingestion.dlrm import count_bad_rows
-
-    report = count_bad_rows(data, fmt, shards)
-    corrupt = report.get("corrupt_files") or []
-    if corrupt:  # a damaged TFRecord shard cannot be read past its bad record: never skipped silently
-        raise UserError(
-            f"{len(corrupt)} corrupt TFRecord shard(s) in {data}, first {corrupt[0]['file']} at record "
-            f"{corrupt[0]['record']} ({corrupt[0]['error'].splitlines()[0]}); regenerate or remove it"
-        )
-    if report["bad_rows"] and policy == "error":
-        raise UserError(
-            f"{report['bad_rows']} malformed row(s) in {data}, first at {report['first_bad']}; "
-            f"fix the data or pass --on-bad-row skip to skip (and count) them"
-        )
-    if report["bad_rows"]:
-        print(f"skipping {report['bad_rows']} malformed row(s) of {report['rows']} (first at {report['first_bad']})",
-              file=sys.stderr)
-    return report
-
-
 def gen_data_handler(args: argparse.Namespace) -> JsonObject:
     from ingestion.datagen import generate
 
@@ -132,62 +79,6 @@ def gen_data_handler(args: argparse.Namespace) -> JsonObject:
     print(f"wrote {result['rows']:,} rows as {result['shards']} {result['format']} shards to {result['out']}",
           file=sys.stderr)
     return result
-
-
-def _validate_common(args: argparse.Namespace) -> tuple[Path, str, list[str]]:
-    """The data folder, its format and its shards, listed once for the whole command."""
-    from ingestion.dlrm import list_shards
-
-    shards, fmt = list_shards(args.data, args.format)
-    return args.data, fmt, shards
-
-
-def tune_handler(args: argparse.Namespace) -> JsonObject:
-    if args.time_budget_s <= 0:
-        raise UserError(f"--time-budget-s must be positive, got {args.time_budget_s}")
-    if args.max_trials is not None and args.max_trials < 1:
-        raise UserError(f"--max-trials must be at least 1, got {args.max_trials}")
-    if args.batch_size < 1:
-        raise UserError(f"--batch-size must be at least 1, got {args.batch_size}")
-    if args.autotune_rounds < 0:
-        raise UserError(f"--autotune-rounds must be 0 (skip) or more, got {args.autotune_rounds}")
-    node = _node(args)
-    data, fmt, shards = _validate_common(args)
-    bad = _check_bad_rows(data, fmt, shards, args.on_bad_row)
-    from ingestion.dlrm import dlrm_spec
-    from optimizers.tuning import IngestJob, TuningOptions, tune_pipeline
-
-    spec = dlrm_spec(str(data), fmt, node, [args.batch_size], args.on_bad_row, shards=shards)
-    print(f"tuning {spec.name} on {node.vcpus} vCPUs with {args.optimizer} (budget {args.time_budget_s:.0f} s)",
-          file=sys.stderr)
-    job = IngestJob.create(spec, node, time_budget_s=args.time_budget_s, seed=args.seed, max_trials=args.max_trials)
-    result = tune_pipeline(job, args.optimizer, TuningOptions(autotune_rounds=args.autotune_rounds)).to_json()
-    result.update(data=str(data), format=fmt, rows_checked=bad["rows"], bad_rows=bad["bad_rows"],
-                  on_bad_row=args.on_bad_row)
-    print(f"{args.optimizer}: {result['rows_per_s']:,.0f} rows/s (measured), peak RSS {result['peak_rss_mb']:,.0f} MB, "
-          f"found in {result['tuning_s']:.0f} s: {result['config']}", file=sys.stderr)
-    _print_race((result.get("search") or {}).get("race"))
-    _print_versus(result.get("vs_autotune"))
-    return result
-
-
-def _print_race(race: JsonObject | None) -> None:
-    if not race:
-        return
-    bound = race.get("buffers_memory_bound") or {}
-    print(f"final race: {race['entrants']} finalists, {race['rounds']} side-by-side round(s), decided by "
-          f"{race['decided_by']}" + (f"; memory holds these buffers down: {bound}" if bound else ""), file=sys.stderr)
-
-
-def _print_versus(versus: JsonObject | None) -> None:
-    if not versus:
-        return
-    if versus["vs_autotune"] is None:
-        print(f"vs AUTOTUNE: not measured ({versus['error']})", file=sys.stderr)
-        return
-    print(f"vs AUTOTUNE (same worker, {len(versus['pick_rows_per_s'])} interleaved rounds, measured): "
-          f"{versus['vs_autotune']:.2f}x, {versus['confidence']:.0%} interval {versus['low']:.2f}-{versus['high']:.2f}x",
-          file=sys.stderr)
 
 
 def _load_config_file(path: Path) -> tuple[dict[str, int], JsonObject]:
@@ -206,22 +97,29 @@ def _load_config_file(path: Path) -> tuple[dict[str, int], JsonObject]:
 
 
 def bench_handler(args: argparse.Namespace) -> JsonObject:
+    from optimizers.ingest_request import IngestRequest
+    from ingestion.dlrm import list_shards
+    from trainwise.cli.ingest_data import check_bad_rows
+    from trainwise.cli.model_flags import request_from_flags
+
     config, doc = _load_config_file(args.config)
-    if args.data is None:
+    data = args.folder
+    if data is None:
         if "data" not in doc:
             raise UserError(f"--config {args.config} names no data directory; pass --data DIR")
-        args.data = Path(doc["data"])
-    if args.format is None and doc.get("format") in FORMATS:
-        args.format = doc["format"]
+        data = Path(doc["data"])
     if args.warmup_s < 0 or args.window_s <= 0 or args.repeats < 1:
         raise UserError("--warmup-s must be >= 0, --window-s > 0 and --repeats >= 1")
-    node = _node(args)
-    data, fmt, shards = _validate_common(args)
-    bad = _check_bad_rows(data, fmt, shards, args.on_bad_row)
-    from ingestion.dlrm import AUTOTUNE, dlrm_spec
+    # the node, the format and the bad-row policy, checked as a request's; the batch size is the configuration's
+    request = request_from_flags(IngestRequest, args, {"batch_size": "--config's batch_size"},
+                                 batch_size=config.get("batch_size", 4096))
+    node = request.node()
+    shards, fmt = list_shards(data, request.format or (doc["format"] if doc.get("format") in FORMATS else None))
+    bad = check_bad_rows(data, fmt, shards, request.on_bad_row)
+    from ingestion.dlrm import AUTOTUNE
     from ingestion.measure import measure
 
-    spec = dlrm_spec(str(data), fmt, node, [int(config.get("batch_size", 4096))], args.on_bad_row, shards=shards)
+    spec = request.pipeline(str(data), fmt, shards, node)
     unknown = sorted(set(config) - set(spec.space.names))
     if unknown:
         raise UserError(f"unknown knob(s) {unknown} in --config; the knobs are {spec.space.names}")
@@ -241,4 +139,4 @@ def bench_handler(args: argparse.Namespace) -> JsonObject:
     return {"config": config, "data": str(data), "format": fmt, "rows_per_s": m.rows_per_s,
             "peak_rss_mb": m.peak_rss_mb, "label": m.label, "measurement": dict(m.extra),
             "in_space": spec.space.is_valid(config), "rows_checked": bad["rows"], "bad_rows": bad["bad_rows"],
-            "on_bad_row": args.on_bad_row}
+            "on_bad_row": request.on_bad_row}

@@ -4,9 +4,12 @@ Each field of the model is one flag: the field ``max_steps`` is ``--max-steps`` 
 flag in the model's ``renames`` table, ``env_id`` -> ``--env``); its type is the flag's type
 (a number is a finite number, a whole number an ``int``, a yes/no field a switch: ``--x``
 when it defaults to off, ``--no-x`` when it defaults to on, anything else the text the
-model parses); its description is the flag's help, with the registry's choices and the
-default added; a field without a default is a required flag. A flag not given is left
-out, so the model's own default applies: the defaults, like the checks, live in the model.
+model parses); its description is the flag's help, with the choices (a registry's names,
+or a ``Literal``'s values) and the default added; a field without a default is a required
+flag. A flag not given is left out, so the model's own default applies: the defaults, like
+the checks, live in the model, and so does the command line's own default of a field where
+it differs (the model's ``flag_defaults``: a value the flag takes when not given, or
+``REQUIRED``).
 
 :func:`request_from_flags` builds the request; a failed check names the flag.
 """
@@ -20,19 +23,25 @@ from typing import Any, Callable, Mapping, TypeVar
 
 from pydantic.fields import FieldInfo
 
-from core.request_model import RequestError, RequestModel
+from core.request_model import REQUIRED, RequestError, RequestModel
 from trainwise.cli import finite_float
 
 M = TypeVar("M", bound=RequestModel)
 
 
-def flag_type(field: FieldInfo) -> Callable[[str], Any] | type[bool]:
-    """What a flag of ``field`` takes: ``bool`` (a switch), ``int``, ``finite_float``, or ``str``
-    (text the model parses: a name, JSON, a spec)."""
+def _kind(field: FieldInfo) -> Any:
+    """The field's annotation, ``None`` taken out of an optional one (``str`` for any other union)."""
     annotation = field.annotation
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         kinds = [a for a in typing.get_args(annotation) if a is not type(None)]
         annotation = kinds[0] if len(kinds) == 1 else str
+    return annotation
+
+
+def flag_type(field: FieldInfo) -> Callable[[str], Any] | type[bool]:
+    """What a flag of ``field`` takes: ``bool`` (a switch), ``int``, ``finite_float``, or ``str``
+    (text the model parses: a name, one of a ``Literal``'s values, JSON, a spec)."""
+    annotation = _kind(field)
     if annotation is bool:
         return bool
     if annotation is int:
@@ -50,26 +59,31 @@ def flags_of(model: type[RequestModel], skip: tuple[str, ...] = (), only: tuple[
 
 def _help(model: type[RequestModel], name: str, field: FieldInfo) -> str:
     text = field.description or name.replace("_", " ")
-    choices = model.choices.get(name)
-    if choices is not None:
-        text += f": {' | '.join(choices())}"
-    if isinstance(field.default, (str, int, float)) and not isinstance(field.default, bool):
-        text += f" (default {field.default})"
+    kind, choices = _kind(field), model.choices.get(name)
+    names = choices() if choices is not None else typing.get_args(kind) if typing.get_origin(kind) is typing.Literal else ()
+    if names:
+        text += f": {' | '.join(map(str, names))}"
+    default = model.flag_defaults.get(name, field.default)
+    if isinstance(default, (str, int, float)) and not isinstance(default, bool):
+        text += f" (default {default})"
     return text.replace("%", "%%")
 
 
 def add_request_flags(parser: argparse.ArgumentParser, model: type[RequestModel], skip: tuple[str, ...] = (),
                       only: tuple[str, ...] | None = None) -> None:
     """One flag per field of ``model`` (or ``only`` those) but ``skip``, each read back by
-    :func:`request_from_flags`."""
+    :func:`request_from_flags`; a flag of the model's ``flag_defaults`` takes that default
+    when not given (or must be given: ``REQUIRED``)."""
     for name, flag in flags_of(model, skip, only).items():
         field = model.model_fields[name]
         kind, help_text = flag_type(field), _help(model, name, field)
+        own = model.flag_defaults.get(name, argparse.SUPPRESS)
         if kind is bool:
             action = "store_false" if field.default is True else "store_true"
             parser.add_argument(flag, action=action, dest=name, default=argparse.SUPPRESS, help=help_text)
         else:
-            parser.add_argument(flag, type=kind, dest=name, default=argparse.SUPPRESS, required=field.is_required(),
+            parser.add_argument(flag, type=kind, dest=name, default=argparse.SUPPRESS if own is REQUIRED else own,
+                                required=field.is_required() or own is REQUIRED,
                                 metavar=flag.removeprefix("--").replace("-", "_").upper(), help=help_text)
 
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import pytest
 from pydantic import Field, field_validator
 
 from core.errors import UserError
-from core.request_model import Rename, Renames, RequestModel
+from core.request_model import REQUIRED, FlagDefault, Rename, Renames, RequestModel
 from trainwise.cli.model_flags import add_request_flags, flags_of, request_from_flags
 
 
@@ -79,3 +79,28 @@ def test_building_the_cli_loads_no_engine() -> None:
             "print(sorted(m for m in ('numpy', 'scipy', 'gymnasium', 'torch', 'tensorflow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+class Budgeted(RequestModel):
+    """A request whose command line defaults two fields otherwise than the file."""
+
+    flag_defaults: ClassVar[dict[str, FlagDefault]] = {"where": REQUIRED, "budget": 180.0}
+
+    where: str = Field("here", description="where it runs")
+    budget: float = Field(30.0, description="seconds")
+    mode: Literal["fast", "slow"] = Field("fast", description="how")
+
+
+def test_the_command_lines_own_defaults_apply_there_only() -> None:
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    add_request_flags(parser, Budgeted)
+    with pytest.raises(SystemExit):  # REQUIRED: the flag must be given on the command line
+        parser.parse_args([])
+    request = request_from_flags(Budgeted, parser.parse_args(["--where", "there"]))
+    assert (request.where, request.budget, request.mode) == ("there", 180.0, "fast")  # the flag's default
+    assert Budgeted() == Budgeted(where="here", budget=30.0)  # the model's, everywhere else
+    helps = {a.dest: a.help for a in parser._actions}
+    assert helps["budget"] == "seconds (default 180.0)" and helps["where"] == "where it runs"
+    assert helps["mode"] == "how: fast | slow (default fast)"  # a Literal's values are its choices
+    with pytest.raises(UserError, match=r"^--mode: Input should be 'fast' or 'slow' \(got 'medium'\)$"):
+        request_from_flags(Budgeted, parser.parse_args(["--where", "x", "--mode", "medium"]))
