@@ -150,7 +150,7 @@ def test_the_cli_lists_the_plugins(plugins: None, capsys: pytest.CaptureFixture[
     assert "inprocess: rollouts in this process" in train
     assert "local | ray | lambda | inprocess" in _help(["rl", "tune"], capsys)
     tune = _help(["ingest", "tune"], capsys)
-    assert "naive,heuristic,random}" in tune and "random: random configurations" in tune
+    assert "naive | heuristic | random" in tune  # the request's generated help lists the registry's names
 
 
 def test_the_workload_spec_accepts_the_plugins(plugins: None) -> None:
