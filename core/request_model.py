@@ -97,6 +97,15 @@ def problem_of(error: Mapping[str, Any], allowed: list[str] | None = None) -> st
     return msg
 
 
+def check_with(check: Callable[[Any], object], value: Any, flag: str) -> None:
+    """Run a library's own check of ``value`` inside a field validator: its UserError, worded for
+    the command line's ``flag``, becomes the field's problem (each front end names the field)."""
+    try:
+        check(value)
+    except UserError as exc:
+        raise ValueError(str(exc).removeprefix(f"{flag}: ")) from None
+
+
 def _choices_as_enums(schema: JsonDict, model: type[BaseModel]) -> None:
     """The JSON schema (a flow's run form) offers a registry's names as a drop-down, read when
     the schema is made."""

@@ -159,11 +159,8 @@ def _check_parameters(flow: Any, params: JsonObject, root: Path, where: str) -> 
     unknown = sorted(set(params) - accepted)
     if unknown:
         raise UserError(f"{where}.parameters: {unknown} not accepted by flow {flow.name!r}; it takes {sorted(accepted)}")
-    jobs = params.get("jobs")
-    if jobs is not None:  # the intunex flow's jobs file
-        from ingestion.cluster.jobs import load_jobs
-
-        load_jobs(Path(jobs) if Path(jobs).is_absolute() else root / jobs)
+    if flow.name == "intunex":  # the cluster request, as the run form would send it, and its jobs file
+        _check_cluster_request(params.get("request"), root, where)
     need = {"seraph": "rl", "intune": "ingestion"}.get(flow.name)
     config = params.get("config")
     if config is not None:
@@ -178,6 +175,19 @@ def _check_parameters(flow: Any, params: JsonObject, root: Path, where: str) -> 
         spec = parse_spec(workload, f"{where}.parameters.workload")
         if need is not None and getattr(spec, need) is None:
             raise UserError(f"{where}.parameters.workload: flow {flow.name!r} needs a '{need}' section")
+
+
+def _check_cluster_request(raw: Any, root: Path, where: str) -> None:
+    from core.request_model import RequestError
+    from optimizers.intunex.request import ClusterRequest
+
+    try:
+        jobs = (ClusterRequest() if raw is None else ClusterRequest.from_dict(raw)).jobs_file()
+    except RequestError as exc:
+        raise exc.named(f"{where}.parameters.request.{exc.field}") from None
+    from ingestion.cluster.jobs import load_jobs
+
+    load_jobs(jobs if jobs.is_absolute() else root / jobs)
 
 
 def _work_pool(raw: Any, where: str) -> str | None:

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import ErrorDetails
 
 from core.errors import UserError, field_name
-from core.request_model import problem_of
+from core.request_model import check_with, problem_of
 from optimizers.ingest_request import DataSpec, IngestRequest, known_optimizer
 from optimizers.seraph.request import SeraphRequest
 
@@ -73,10 +73,7 @@ class RLSpec(SeraphRequest):
         if v is not None:
             from optimizers.seraph.seeds import parse_seeds
 
-            try:
-                parse_seeds(v)
-            except UserError as exc:
-                raise ValueError(str(exc).removeprefix("--seeds: ")) from None
+            check_with(parse_seeds, v, "--seeds")
         return v
 
     def seed_list(self) -> tuple[int, ...] | None:

@@ -19,18 +19,21 @@ from prefect import get_run_logger, task
 
 from core.atomic import save_figure
 from core.json_edge import JsonObject
+from optimizers.intunex.request import ClusterRequest
 from tasks.caching import PROFILE_CACHE_POLICY
 from tasks.report import ReportSection, fmt, md_table, section, table_artifact
 
 
-def _cluster(workload: JsonObject) -> Any:
+def _cluster(jobs_file: str, jobs: JsonObject, instance_types: list[str] | None,
+             budget_usd_per_h: float | None = None) -> Any:
+    """The cluster model of the jobs file ``jobs`` (as read) over the instance types or patterns."""
     from ingestion.cluster.instances import select
     from ingestion.cluster.jobs import parse_jobs
     from ingestion.cluster.model import from_jobs_file
 
-    spec = parse_jobs(workload["jobs"], workload["jobs_file"])
-    return from_jobs_file(spec, select(workload["instance_types"]), base_dir=Path(workload["jobs_file"]).parent,
-                          budget_usd_per_h=workload.get("budget_usd_per_h"))
+    spec = parse_jobs(jobs, jobs_file)
+    return from_jobs_file(spec, select(instance_types), base_dir=Path(jobs_file).parent,
+                          budget_usd_per_h=budget_usd_per_h)
 
 
 def profile_workload(jobs_file: str, jobs: JsonObject, instance_types: list[str] | None) -> JsonObject:
@@ -46,23 +49,26 @@ def cluster_profile(workload: JsonObject) -> JsonObject:
     from optimizers.intunex.node_agent import NodeTable
 
     started = time.monotonic()
-    table = NodeTable(_cluster(workload)).fill()
+    table = NodeTable(_cluster(workload["jobs_file"], workload["jobs"], workload["instance_types"])).fill()
     seconds = round(time.monotonic() - started, 2)
     get_run_logger().info("cluster profile: %d node choices in %s s (simulated)", len(table._memo), seconds)  # noqa: SLF001
     return {"choices": table.to_json(), "profile_s": seconds, "label": "simulated"}
 
 
 @task(name="plan-cluster")
-def plan_cluster(jobs_file: str, jobs: JsonObject, instance_types: list[str] | None, objective: str,
-                 budget_usd_per_h: float | None, profile: JsonObject, seed: int = 0) -> JsonObject:
-    """InTuneX's plan and the baselines', on the cluster model with the cached node-level table."""
+def plan_cluster(request: ClusterRequest, jobs: JsonObject, instance_types: list[str] | None,
+                 profile: JsonObject) -> JsonObject:
+    """InTuneX's plan and the baselines', on the cluster model with the cached node-level table:
+    ``jobs`` is the request's jobs file as read (its measured demands filled in), planned over
+    ``instance_types`` (the request's, else the file's: :meth:`ClusterRequest.type_patterns`)."""
     from optimizers.intunex.node_agent import NodeTable
     from optimizers.intunex.run import plan_result
 
-    cluster = _cluster({"jobs_file": jobs_file, "jobs": jobs, "instance_types": instance_types,
-                        "budget_usd_per_h": budget_usd_per_h})
+    jobs_file = str(request.jobs_file())
+    cluster = _cluster(jobs_file, jobs, instance_types, request.budget_usd_per_h)
     nodes = NodeTable(cluster).load_json(profile["choices"])
-    result = plan_result(cluster, nodes, objective=objective, seed=seed)
+    result = plan_result(cluster, nodes, objective=request.objective, baselines=request.baselines_for(live=False),
+                         static_type=request.static_type, seed=request.seed)
     result.update(profile_s=profile.get("profile_s"), jobs_file=jobs_file)
     get_run_logger().info("InTuneX: %s rows per $ at $%s/h, all fed: %s (simulated)",
                           fmt(result["throughput_per_usd"]), fmt(result["usd_per_h"]), result["all_fed"])

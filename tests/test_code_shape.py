@@ -10,7 +10,10 @@
   its fields, through its one rename table (``RENAMES``); no module writes a flag, a key or
   a field of it by hand. ``IngestRequest`` (``optimizers.ingest_request``) is the same for
   ``trainwise ingest tune``, the ``ingestion:`` keys and ``workload.ingestion``, with the
-  command line's own defaults in its one table (``FLAG_DEFAULTS``).
+  command line's own defaults in its one table (``FLAG_DEFAULTS``). ``ClusterRequest``
+  (``optimizers.intunex.request``) is the one definition of what ``trainwise ingest cluster``
+  asks: its request flags are generated from it, and the ``intunex`` flow takes it whole as its
+  ``request`` parameter (no flow parameter repeats one of its fields).
 - **Untyped dicts stay under their ceilings** in the packages (benchmarks apart), every
   occurrence counted. A value that travels inside the library is a typed value (a frozen
   dataclass, a pydantic model, a TypedDict naming its keys where the value is JSON by contract:
@@ -53,6 +56,7 @@
 
 from __future__ import annotations
 
+import argparse
 import ast
 import re
 from pathlib import Path
@@ -259,7 +263,9 @@ def _request_model(name: str) -> type:
     from optimizers.ingest_request import IngestRequest
     from optimizers.seraph.request import SeraphRequest
 
-    return {"SeraphRequest": SeraphRequest, "IngestRequest": IngestRequest}[name]
+    from optimizers.intunex.request import ClusterRequest
+
+    return {"SeraphRequest": SeraphRequest, "IngestRequest": IngestRequest, "ClusterRequest": ClusterRequest}[name]
 
 
 @pytest.mark.parametrize(("module", "model", "fields"), [
@@ -267,6 +273,7 @@ def _request_model(name: str) -> type:
     ("trainwise/cli/ingest_tune.py", "IngestRequest", None),
     # `ingest bench` takes the request's node flags (and its --format; gen-data's --format is the one it writes)
     ("trainwise/cli/ingest.py", "IngestRequest", ("vcpus", "ram_gib", "hourly_usd", "on_bad_row")),
+    ("trainwise/cli/ingest_cluster.py", "ClusterRequest", None),
 ])
 def test_no_module_writes_a_request_flag_by_hand(module: str, model: str, fields: tuple[str, ...] | None) -> None:
     request = _request_model(model)
@@ -311,6 +318,7 @@ def test_the_flows_rl_parameter_is_the_request_model(flow: str) -> None:
 _DISTINCTIVE = {
     "SeraphRequest": {"target_reward", "objective", "replan_every", "baseline_config"},
     "IngestRequest": {"data", "optimizer", "time_budget_s", "batch_size"},
+    "ClusterRequest": {"instance_types", "objective", "budget_usd_per_h", "static_type"},
 }
 
 
@@ -379,6 +387,42 @@ def test_the_flows_ingestion_parameter_is_the_request_model(flow: str) -> None:
         assert ingestion[RENAMES.key(name)].get("description") == field.description, name
     for name, names in IngestRequest.choices.items():  # a registry's names, as the form's drop-down
         assert ingestion[name]["enum"] == list(names()), name
+
+# -- the cluster request -----------------------------------------------------------------------
+
+def test_ingest_cluster_flags_are_the_request_fields_and_the_runs_own() -> None:
+    from optimizers.intunex.request import FLAG_DEFAULTS, ClusterRequest
+    from trainwise.cli.ingest_cluster import RUN_FLAGS
+
+    options = _options(subcommand_parser("ingest", "cluster"))
+    request_flags = {ClusterRequest.renames.flag(name): name for name in ClusterRequest.model_fields}
+    assert set(options) - {"-h", "--help"} == set(request_flags) | set(RUN_FLAGS)
+    for flag, name in request_flags.items():  # each flag sets its field, with the field's description as help
+        action, field = options[flag], ClusterRequest.model_fields[name]
+        assert action.dest == name, flag  # type: ignore[attr-defined]
+        assert action.help.startswith(field.description.replace("%", "%%")), flag  # type: ignore[attr-defined]
+        assert action.default == FLAG_DEFAULTS.get(name, argparse.SUPPRESS), flag  # type: ignore[attr-defined]
+    assert FLAG_DEFAULTS == {"jobs": None}  # the command line names its jobs file; the flow plans the example's
+
+
+def test_the_intunex_flows_parameter_is_the_request_model() -> None:
+    import inspect
+
+    from prefect.utilities.callables import parameter_schema
+
+    from flows.intunex import intunex
+    from optimizers.intunex.request import ClusterRequest
+
+    params = inspect.signature(intunex.fn).parameters
+    assert set(params) == {"request", "refresh_profiles", "profile_ttl_hours"}  # no field repeated beside it
+    assert params["request"].annotation in (ClusterRequest, "ClusterRequest")
+    schema = parameter_schema(intunex.fn).model_dump()
+    request = schema["definitions"]["ClusterRequest"]["properties"]
+    assert set(request) == set(ClusterRequest.model_fields)
+    for name, field in ClusterRequest.model_fields.items():
+        assert request[name].get("description") == field.description, name
+    assert schema["properties"]["request"]["default"] == ClusterRequest().to_dict()
+
 
 def untyped_table() -> str:
     """The untyped dicts per package and kind, as docs/architecture.md shows them."""

@@ -53,6 +53,7 @@ from ingestion.cluster.trainer import MARGIN, Step
 from ingestion.knobs import Config
 from optimizers.intunex.baselines import run_baselines
 from optimizers.intunex.cluster_agent import LinearPolicy
+from optimizers.intunex.names import LIVE_BASELINES
 from optimizers.intunex.node_agent import NodeTable
 from optimizers.intunex.planner import Plan, check_objective, plan_intunex, relevel, replan, slot_json
 
@@ -60,8 +61,6 @@ FED_SHARE = 0.95
 #: A trainer that waits for its input more than this share of its step time is starving (not fed).
 STARVING_WAIT_SHARE = 0.10
 MAX_ROUNDS = 4
-#: The baselines a live run measures unless ``--baselines`` names others (any of ``names.BASELINES`` runs live).
-LIVE_BASELINES = ("static", "cachew")
 #: Baselines whose nodes run tf.data AUTOTUNE itself live; the others run their assignment's configurations.
 AUTOTUNE_BASELINES = ("static", "cachew")
 #: Runs a plan and returns each job's readings; ``autotune`` runs tf.data AUTOTUNE's configuration.

@@ -24,7 +24,7 @@ def test_deployments_point_at_the_flows() -> None:
     for e in entries:
         accepted = set(inspect.signature(e.flow.fn).parameters)
         assert set(e.parameters) <= accepted
-        assert (ROOT / e.parameters.get("config", e.parameters.get("jobs", ""))).is_file()
+        assert (ROOT / e.parameters.get("config", e.parameters.get("request", {}).get("jobs", ""))).is_file()
 
 
 def test_nightly_retune_is_scheduled() -> None:
@@ -123,8 +123,28 @@ def test_flow_parameters_are_typed_for_the_run_form() -> None:
         assert workload["concurrency"]["enum"] == ["auto", "parallel", "sequential"]
         assert defs["RLSpec"]["properties"]["target_reward"]["type"] == "number"
         assert defs["IngestSpec"]["properties"]["time_budget_s"]["exclusiveMinimum"] == 0
-    objective = parameter_schema(intunex.fn).model_dump()["properties"]["objective"]
-    assert objective["enum"] == ["throughput-per-usd", "least-cost", "max-throughput"]
+    schema = parameter_schema(intunex.fn).model_dump()
+    assert schema["properties"]["request"]["$ref"] == "#/definitions/ClusterRequest"
+    assert schema["properties"]["request"]["default"]["jobs"] == "configs/cluster-demo.yaml"
+    request = schema["definitions"]["ClusterRequest"]["properties"]
+    assert request["objective"]["enum"] == ["throughput-per-usd", "least-cost", "max-throughput"]
+    assert request["baselines"]["anyOf"][0]["items"]["enum"] == ["static", "cachew", "intune-fixed", "greedy", "oracle"]
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        ({"jobs": "configs/no-such-jobs.yaml"}, "no such file"),
+        ({"jobs": "configs/cluster-demo.yaml", "objective": "fastest"}, r"parameters\.request\.objective"),
+        ({"jobs": "configs/cluster-demo.yaml", "budget": 3}, r"parameters\.request\.budget: unknown cluster request field"),
+        ({"jobs": None}, r"parameters\.request\.jobs: a jobs file is required"),
+    ],
+)
+def test_a_bad_cluster_request_is_named_before_the_deployment_is_made(tmp_path: Path, request_: dict,
+                                                                      message: str) -> None:
+    path = _write(tmp_path, {"name": "x", "entrypoint": "flows/intunex.py:intunex", "parameters": {"request": request_}})
+    with pytest.raises(UserError, match=message):
+        load_deployments(path, root=ROOT)
 
 
 @pytest.mark.parametrize(

@@ -48,22 +48,23 @@ def test_a_fresh_home_reuses_prefect_cached_profiles_from_the_bucket(
     bucket: Any, prefect_harness: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     from flows.intunex import intunex
+    from optimizers.intunex.request import ClusterRequest
 
     jobs = tmp_path / "jobs.yaml"
     jobs.write_text(JOBS)
     _machine(monkeypatch, tmp_path, "first")
-    first = intunex(jobs=str(jobs), instance_types="c7g.xlarge")
+    first = intunex(ClusterRequest(jobs=str(jobs), instance_types="c7g.xlarge"))
     assert first["profile_cache"] == {"intunex": False}
     assert _keys(bucket, "prefect-results/"), "the cached result went to the bucket"
 
     _machine(monkeypatch, tmp_path, "second")
-    second = intunex(jobs=str(jobs), instance_types="c7g.xlarge")
+    second = intunex(ClusterRequest(jobs=str(jobs), instance_types="c7g.xlarge"))
     assert second["profile_cache"] == {"intunex": True}
     assert not (tmp_path / "second" / "home" / "prefect-results").exists()
 
     monkeypatch.delenv(state.ENV)  # the control: local state, another fresh home, the same server
     _machine(monkeypatch, tmp_path, "third")
-    third = intunex(jobs=str(jobs), instance_types="c7g.xlarge")
+    third = intunex(ClusterRequest(jobs=str(jobs), instance_types="c7g.xlarge"))
     assert third["profile_cache"] == {"intunex": False}
 
 

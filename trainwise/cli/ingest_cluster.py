@@ -19,6 +19,11 @@ demand for the next round.
 
     trainwise ingest node-agent --listen 10.0.1.7:5040        # on each ingestion node
     trainwise ingest cluster --jobs configs/cluster-local.yaml --workers 10.0.1.7:5040,10.0.1.8:5040
+
+The request's flags (``--jobs``, ``--instance-types``, ``--objective``, ``--budget-usd-per-h``,
+``--baselines``, ``--static-type``, ``--seed``) are generated from
+:class:`~optimizers.intunex.request.ClusterRequest`, which the ``intunex`` flow takes as its
+parameter; the flags written here are the run's own (:data:`RUN_FLAGS`).
 """
 
 from __future__ import annotations
@@ -28,32 +33,35 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.errors import UserError
 from core.json_edge import JsonObject
-from optimizers.intunex.names import BASELINES, OBJECTIVES
+
+if TYPE_CHECKING:
+    from optimizers.intunex.request import ClusterRequest
+
+
+#: The flags of the run (how it is planned and where it is written), not of the request.
+RUN_FLAGS = ("--what-if", "--plot", "--simulate", "--local-nodes", "--workers", "--dispatcher-ports", "--seconds",
+             "--max-rounds", "--write-tfvars", "--json-out")
 
 
 def register_cluster(isub: argparse._SubParsersAction) -> None:
+    from optimizers.intunex.request import ClusterRequest
     from trainwise.cli import add_json_out, finite_float
+    from trainwise.cli.model_flags import add_request_flags
 
     c = isub.add_parser("cluster", help="plan nodes and per-node configurations for several jobs (InTuneX)",
                         description="Assign nodes (how many of which instance type) to each training job and "
                         "split each node's CPUs between its pipeline's stages, for the best throughput per dollar.")
-    c.add_argument("--jobs", type=Path, default=None, help="jobs file (YAML), e.g. configs/cluster-demo.yaml "
-                   "(required unless --what-if names a synthetic cluster)")
+    add_request_flags(c, ClusterRequest)
     c.add_argument("--what-if", default=None, metavar="nodes=N,jobs=J[,types=T,seed=S]",
                    help="with --simulate: plan a cluster that does not exist (a seeded synthetic jobs file of J jobs on "
                    "N nodes of T types, or --jobs FILE when given without KEY=N: --what-if jobs), compare with every "
                    "baseline and the exact bound, and draw throughput per dollar against budget (--plot)")
     c.add_argument("--plot", type=Path, default=None, metavar="PNG",
                    help="with --what-if: where to draw the budget front (default what-if.png, or --json-out's name .png)")
-    c.add_argument("--instance-types", default=None,
-                   help="comma-separated types or patterns, e.g. 'c7g.*,c7i.2xlarge' (default: the jobs file's, "
-                   "else a mixed set of c7i, c7g, m7i and r7i)")
-    c.add_argument("--objective", choices=OBJECTIVES, default="throughput-per-usd")
-    c.add_argument("--budget-usd-per-h", type=float, default=None, help="most dollars per hour the pool may cost")
     c.add_argument("--simulate", action="store_true", help="plan on the cluster model alone (no processes started)")
     c.add_argument("--local-nodes", type=int, default=None, metavar="N",
                    help="run the plan live on N local nodes (one CPU each, tf.data service workers), measure, "
@@ -66,13 +74,8 @@ def register_cluster(isub: argparse._SubParsersAction) -> None:
                    "(default 5050-5059, inside the ec2_nodes module's data_service_ports)")
     c.add_argument("--seconds", type=finite_float, default=5.0, help="measuring window per reading in live runs (default 5)")
     c.add_argument("--max-rounds", type=int, default=4, help="most measure-refit-replan rounds in live runs (default 4)")
-    c.add_argument("--baselines", default=None,
-                   help=f"comma-separated baselines to plan beside InTuneX (default: all of {', '.join(BASELINES)} with "
-                   "--simulate, static and cachew live; 'none' for none)")
-    c.add_argument("--static-type", default=None, help="instance type of the static and Cachew-style baselines")
     c.add_argument("--write-tfvars", type=Path, default=None, metavar="FILE",
                    help="write the plan's node counts and types as Terraform variables (.tfvars or .tfvars.json)")
-    c.add_argument("--seed", type=int, default=0)
     add_json_out(c)
     c.set_defaults(handler=cluster_handler)
     register_node_agent(isub)
@@ -134,43 +137,36 @@ def node_agent_handler(args: argparse.Namespace) -> None:
     server.run()
 
 
-def _baselines(text: str | None, default: tuple[str, ...] = BASELINES) -> tuple[str, ...]:
-    if text is None:
-        return default
-    names = tuple(n.strip() for n in text.split(",") if n.strip() and n.strip() != "none")
-    bad = [n for n in names if n not in BASELINES]
-    if bad:
-        raise UserError(f"--baselines: unknown {bad}; allowed: {', '.join(BASELINES)} or none")
-    return names
+def build_request(args: argparse.Namespace) -> "ClusterRequest":
+    """The flags as a cluster request, checked; errors name the flag."""
+    from optimizers.intunex.request import ClusterRequest
+    from trainwise.cli.model_flags import request_from_flags
+
+    return request_from_flags(ClusterRequest, args)
 
 
 def cluster_handler(args: argparse.Namespace) -> JsonObject:
-    from ingestion.cluster.instances import select
-    from ingestion.cluster.jobs import load_jobs
-
-    if args.budget_usd_per_h is not None and args.budget_usd_per_h <= 0:
-        raise UserError(f"--budget-usd-per-h must be > 0, got {args.budget_usd_per_h}")
+    request = build_request(args)
     if args.what_if is not None:
-        return _what_if(args, _baselines(args.baselines))
-    if args.jobs is None:
+        return _what_if(args, request)
+    if request.jobs is None:
         raise UserError("--jobs FILE is required (or --simulate --what-if nodes=N,jobs=J)")
-    spec = load_jobs(args.jobs)
-    patterns = args.instance_types.split(",") if args.instance_types else spec.pool.instance_types
-    types = select(patterns)
-    baselines = _baselines(args.baselines)  # checked before any trainer is measured
+    spec = request.load_jobs()
+    types = request.types(spec)
     trainers = {j.name: j.trainer for j in spec.jobs if j.demand_rows_per_s == "measure"}
     spec, measured = _measured_demands(spec)
     if args.local_nodes is not None or args.workers is not None:
-        return {**_live(args, spec, trainers), **measured}
+        return {**_live(args, request, spec, trainers), **measured}
     if not args.simulate:
         raise UserError("give --simulate (plan on the cluster model), --local-nodes N (run the plan on N local "
                         "tf.data service workers, measure and re-plan) or --workers HOST:PORT,... (the same on "
                         "node agents)")
     from optimizers.intunex.run import plan_cluster, tfvars_of, write_tfvars
 
-    result = plan_cluster(spec, types, objective=args.objective, budget_usd_per_h=args.budget_usd_per_h,
-                          baselines=baselines, static_type=args.static_type, seed=args.seed, base_dir=args.jobs.parent)
-    result["jobs_file"] = str(args.jobs)
+    result = plan_cluster(spec, types, objective=request.objective, budget_usd_per_h=request.budget_usd_per_h,
+                          baselines=request.baselines_for(live=False), static_type=request.static_type,
+                          seed=request.seed, base_dir=request.jobs_file().parent)
+    result["jobs_file"] = str(request.jobs)
     if args.write_tfvars is not None:
         result["tfvars"] = tfvars_of(result)
         write_tfvars(args.write_tfvars, result["tfvars"])
@@ -191,35 +187,33 @@ def _measured_demands(spec: Any) -> tuple[Any, JsonObject]:
     return spec, {"measured_demand": {job: d.to_json() for job, d in measured.items()}}
 
 
-def _what_if(args: argparse.Namespace, baselines: tuple[str, ...]) -> JsonObject:
+def _what_if(args: argparse.Namespace, request: "ClusterRequest") -> JsonObject:
     """``--simulate --what-if``: plan a synthetic cluster (or --jobs FILE), with baselines, bound and budget front."""
-    from ingestion.cluster.instances import select
-    from ingestion.cluster.jobs import load_jobs
     from optimizers.intunex.run import what_if
     from optimizers.intunex.whatif import parse_what_if, synthetic_spec
 
     if not args.simulate or args.local_nodes is not None or args.workers is not None:
         raise UserError("--what-if plans on the cluster model only: give it with --simulate (not --local-nodes or --workers)")
-    if args.objective != "throughput-per-usd" or args.budget_usd_per_h is not None or args.write_tfvars is not None:
+    if request.objective != "throughput-per-usd" or request.budget_usd_per_h is not None or args.write_tfvars is not None:
         raise UserError("--what-if sweeps the budget itself and plans throughput-per-usd; drop --objective, "
                         "--budget-usd-per-h and --write-tfvars")
     if "=" in args.what_if:
-        if args.jobs is not None:
+        if request.jobs is not None:
             raise UserError("--what-if nodes=N,jobs=J draws its own jobs; drop --jobs (or give --what-if jobs)")
         nodes, jobs, types, seed = parse_what_if(args.what_if)
         spec, title = synthetic_spec(nodes, jobs, types, seed), f"what-if seed {seed}"
-    elif args.what_if.strip() == "jobs" and args.jobs is not None:
-        spec, title = _measured_demands(load_jobs(args.jobs))[0], args.jobs.name
+    elif args.what_if.strip() == "jobs" and request.jobs is not None:
+        spec, title = _measured_demands(request.load_jobs())[0], request.jobs_file().name
         if len(spec.jobs) > spec.pool.max_nodes:
-            raise UserError(f"--what-if: more jobs ({len(spec.jobs)}) than nodes ({spec.pool.max_nodes}) in {args.jobs}")
+            raise UserError(f"--what-if: more jobs ({len(spec.jobs)}) than nodes ({spec.pool.max_nodes}) in {request.jobs}")
     else:
         raise UserError(f"--what-if {args.what_if!r}: give nodes=N,jobs=J[,types=T,seed=S], or 'jobs' with --jobs FILE")
-    patterns = args.instance_types.split(",") if args.instance_types else spec.pool.instance_types
     plot = args.plot or (args.json_out.with_suffix(".png") if args.json_out else Path("what-if.png"))
     if plot.suffix.lower() != ".png":
         raise UserError(f"--plot must name a .png file, got {plot}")
-    result = what_if(spec, select(patterns), plot, baselines=baselines, static_type=args.static_type, seed=args.seed,
-                     title=title, base_dir=args.jobs.parent if args.jobs else None)
+    result = what_if(spec, request.types(spec), plot, baselines=request.baselines_for(live=False),
+                     static_type=request.static_type, seed=request.seed, title=title,
+                     base_dir=request.jobs_file().parent if request.jobs else None)
     result["what_if"] = args.what_if
     _print_summary(result)
     for p in result["budget_front"]:
@@ -254,7 +248,7 @@ def _nodes(args: argparse.Namespace) -> Any:
     return AgentNodes.connect(addresses, ports)
 
 
-def _live(args: argparse.Namespace, spec: Any, trainers: dict[str, str]) -> JsonObject:
+def _live(args: argparse.Namespace, request: "ClusterRequest", spec: Any, trainers: dict[str, str]) -> JsonObject:
     """``--local-nodes N`` or ``--workers``: the live loop (``optimizers.intunex.live``); the jobs in
     ``trainers`` (those whose demand was measured) run their trainer against the plan each round."""
     from optimizers.intunex.live import run_live
@@ -263,22 +257,21 @@ def _live(args: argparse.Namespace, spec: Any, trainers: dict[str, str]) -> Json
     if args.simulate:
         raise UserError(f"{flag} runs the plan live; it does not go with --simulate (choose one)")
     for option, value, why in (
-            ("--instance-types", args.instance_types, "live nodes are the given nodes, priced modelled by their CPUs"),
+            ("--instance-types", request.instance_types, "live nodes are the given nodes, priced modelled by their CPUs"),
             ("--write-tfvars", args.write_tfvars, "live nodes already exist"),
-            ("--static-type", args.static_type, "the static baseline runs on the live nodes' own type")):
+            ("--static-type", request.static_type, "the static baseline runs on the live nodes' own type")):
         if value is not None:
             raise UserError(f"{option} does not apply to {flag} ({why})")
-    if args.objective == "max-throughput" and args.budget_usd_per_h is None:
+    if request.objective == "max-throughput" and request.budget_usd_per_h is None:
         raise UserError(f"--objective max-throughput needs --budget-usd-per-h with {flag} (the live nodes' modelled $/h)")
     if args.seconds <= 0 or args.max_rounds < 1:
         raise UserError(f"--seconds must be > 0 and --max-rounds >= 1, got {args.seconds:g} and {args.max_rounds}")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow loads: no per-dispatcher config dumps
-    from optimizers.intunex.live import LIVE_BASELINES
-
-    result = run_live(spec, _nodes(args), seconds=args.seconds, max_rounds=args.max_rounds, seed=args.seed,
-                      base_dir=args.jobs.parent, objective=args.objective, budget_usd_per_h=args.budget_usd_per_h,
-                      baselines=_baselines(args.baselines, LIVE_BASELINES), trainers=trainers, progress=_progress)
-    result["jobs_file"] = str(args.jobs)
+    result = run_live(spec, _nodes(args), seconds=args.seconds, max_rounds=args.max_rounds, seed=request.seed,
+                      base_dir=request.jobs_file().parent, objective=request.objective,
+                      budget_usd_per_h=request.budget_usd_per_h, baselines=request.baselines_for(live=True),
+                      trainers=trainers, progress=_progress)
+    result["jobs_file"] = str(request.jobs)
     _print_live(result)
     return result
 
