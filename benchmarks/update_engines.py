@@ -24,7 +24,6 @@ from typing import Any
 
 from benchmarks._common import print_table, progress, recording_load, write_result
 from serverless.network import NetworkSpec
-from serverless.run_shape import RunShape
 
 ENGINES = ("numpy", "torch")
 
@@ -42,7 +41,7 @@ def run_one(env_id: str, target: float, seed: int, engine: str, max_steps: int |
     with tempfile.TemporaryDirectory() as ckpt:
         spec = TrainSpec(
             env_id=env_id, target_reward=target, max_steps=max_steps or preset.max_steps,
-            run=RunShape(actors=preset.actors, memory_mb=preset.memory_mb, batch=preset.batch),
+            run=preset.run,
             ppo=ppo, seed=seed, checkpoint_every=0, checkpoint_dir=Path(ckpt),
         )
         result = train(spec, progress=False).to_dict()

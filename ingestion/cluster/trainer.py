@@ -179,6 +179,11 @@ class TrainerFigures(TypedDict):
     input_wait_share: float
 
 
+def _ratio(part: float, whole: float, empty: float = 0.0) -> float:
+    """``part / whole``, or ``empty`` for a window with no time in it."""
+    return part / whole if whole > 0 else empty
+
+
 @dataclass(frozen=True)
 class TrainerReading:
     """What a trainer did in a measuring window: its steps and rows, the time it waited for its next
@@ -197,21 +202,21 @@ class TrainerReading:
 
     @property
     def steps_per_s(self) -> float:
-        return self.steps / self.seconds if self.seconds > 0 else 0.0
+        return _ratio(self.steps, self.seconds)
 
     @property
     def rows_per_s(self) -> float:
-        return self.rows / self.seconds if self.seconds > 0 else 0.0
+        return _ratio(self.rows, self.seconds)
 
     @property
     def compute_rows_per_s(self) -> float:
         """The rows/s the trainer would take with its batches always ready: its rows over its compute time."""
-        return self.rows / self.compute_s if self.compute_s > 0 else 0.0
+        return _ratio(self.rows, self.compute_s)
 
     @property
     def input_wait_share(self) -> float:
         """The share of step time spent waiting for the next batch (1.0 when no batch came at all)."""
-        return self.wait_s / self.seconds if self.seconds > 0 else 1.0
+        return _ratio(self.wait_s, self.seconds, empty=1.0)
 
     def to_json(self) -> TrainerFigures:
         return {"label": "measured", "steps": self.steps, "rows": self.rows, "seconds": self.seconds,

@@ -67,7 +67,7 @@ class SeraphJob:
             objective=request.objective_obj(),
             constraints=Constraints(request.deadline_s, request.budget_usd),
             prices=prices_for(request.architecture, price_table, request.backend, request.backend_options),
-            reference=reference_for(request.env_id, workload.max_steps, preset.batch, layout.steps_per_env, references),
+            reference=reference_for(request.env_id, workload.max_steps, preset.run.batch, layout.steps_per_env, references),
             episode_steps=episode_time_limit(request.env_id),
             faults=request.faults,
         )

@@ -74,7 +74,7 @@ def batches_for(workload: "Workload", preset: "Preset | None" = None) -> tuple[i
 
     batches = workload.batches or BATCHES.get(workload.env_id)
     if batches is None:
-        base = (preset or preset_for(workload.env_id)).batch
+        base = (preset or preset_for(workload.env_id)).run.batch
         batches = tuple(sorted({4000, *(int(base * f) for f in (0.25, 0.5, 1, 2, 4))}))
     mb = int(workload.ppo.get("minibatch_size", 64))
     return tuple(b for b in batches if b >= 2 * mb)
@@ -178,7 +178,7 @@ def pilot_batch(workload: "Workload", preset: "Preset | None" = None, references
     if known:
         runs = {b: [float(r["env_steps"]) for r in measured.get("runs", []) if int(r["batch"]) == b] for b in known}
         return max(steps_tied_batches({b: points[b] for b in known}, runs))
-    batch = (preset or preset_for(workload.env_id)).batch
+    batch = (preset or preset_for(workload.env_id)).run.batch
     return batch if batch in batches else min(batches)
 
 

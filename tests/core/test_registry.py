@@ -151,6 +151,7 @@ def test_the_cli_lists_the_plugins(plugins: None, capsys: pytest.CaptureFixture[
     assert "local | ray | lambda | inprocess" in _help(["rl", "tune"], capsys)
     tune = _help(["ingest", "tune"], capsys)
     assert "naive | heuristic | random" in tune  # the request's generated help lists the registry's names
+    assert "random random configurations within the CPU budget" in tune  # and says what each one does
 
 
 def test_the_workload_spec_accepts_the_plugins(plugins: None) -> None:

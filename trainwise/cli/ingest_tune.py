@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,14 +35,29 @@ def register_tune(isub: argparse._SubParsersAction) -> None:
     from trainwise.cli.model_flags import add_request_flags
 
     t = isub.add_parser("tune", help="find the pipeline configuration that feeds the trainer fastest",
-                        description="Search the DLRM pipeline's knobs on this machine with one optimizer; every "
-                        "trial is measured live in a worker subprocess, the chosen configuration is re-measured.")
+                        description=textwrap.fill("Search the DLRM pipeline's knobs on this machine with one "
+                        "optimizer; every trial is measured live in a worker subprocess, the chosen configuration is "
+                        "re-measured.", 78, break_on_hyphens=False), epilog=optimizers_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     add_request_flags(t, IngestRequest)
     t.add_argument("--autotune-rounds", type=int, default=5,
                    help="after tuning, measure the pick against tf.data AUTOTUNE in the same worker, interleaved, "
                    "this many rounds (reported as vs_autotune with its interval; 0: skip; default 5)")
     add_json_out(t)
     t.set_defaults(handler=tune_handler)
+
+
+def optimizers_epilog(width: int = 78) -> str:
+    """The optimizers ``--optimizer`` names, each with what it does (from the registry, read now)."""
+    from optimizers.ingestion_optimizers import INGESTION_OPTIMIZERS
+
+    names = INGESTION_OPTIMIZERS.names()
+    pad = max(map(len, names)) + 4
+    lines = ["optimizers:"]
+    for name in names:
+        text = INGESTION_OPTIMIZERS.get(name).description
+        lines += textwrap.wrap(text, width, initial_indent=f"  {name:<{pad - 2}}", subsequent_indent=" " * pad,
+                               break_on_hyphens=False)
+    return "\n".join(lines)
 
 
 def build_request(args: argparse.Namespace) -> "IngestRequest":

@@ -88,7 +88,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 def build_train_spec(args: argparse.Namespace) -> Any:
     """CLI flags -> TrainSpec (env preset, overridden by flags), fully validated."""
     from serverless.presets import preset_for
-    from serverless.run_shape import RunShape
     from serverless.trainer import TrainSpec
     from trainwise.cli import parse_inject_faults
 
@@ -101,11 +100,8 @@ def build_train_spec(args: argparse.Namespace) -> Any:
         env_kwargs=parse_env_kwargs(args.env_kwargs),
         target_reward=args.target_reward,
         max_steps=preset.max_steps if args.max_steps is None else args.max_steps,
-        run=RunShape(
-            actors=preset.actors if args.actors is None else args.actors,
-            memory_mb=preset.memory_mb if args.memory_mb is None else args.memory_mb,
-            batch=preset.batch if args.batch is None else args.batch,
-        ),
+        run=replace(preset.run, **{k: v for k, v in (("actors", args.actors), ("memory_mb", args.memory_mb),
+                                                       ("batch", args.batch)) if v is not None}),
         ppo=replace(preset.ppo, steps_per_env=args.steps_per_env,
                     network=preset.ppo.network.with_text(args.hidden, args.activation)),
         seed=args.seed,

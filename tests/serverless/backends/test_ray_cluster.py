@@ -100,7 +100,7 @@ def test_a_two_node_cluster_trains_cartpole_to_475_with_a_user_module_env(
     module, env_id = _user_env(tmp_path, monkeypatch)
     preset = preset_for("CartPole-v1")
     spec = TrainSpec(env_id=env_id, target_reward=475, max_steps=100_000, seed=1, backend="ray",
-                     run=RunShape(actors=preset.actors, memory_mb=preset.memory_mb, batch=preset.batch), ppo=preset.ppo,
+                     run=preset.run, ppo=preset.ppo,
                      checkpoint_every=0, checkpoint_dir=tmp_path / "ckpt")
     assert len(ray.nodes()) == 2
     backend = RayBackend()  # joins the cluster's session
