@@ -15,7 +15,7 @@ Each engine's construction is traced with :func:`sys.setprofile`: Seraph's
 ``SeraphJob.of(request)`` for ``trainwise rl tune --env CartPole-v1 --target-reward 475``,
 InTune's ``IngestJob`` for ``trainwise ingest tune --data DIR --optimizer intune`` (the shards
 listed, then ``request.job(...)``: the node, the pipeline, the budget), and InTuneX's cluster model for ``trainwise ingest cluster --local-nodes 2 --jobs
-configs/cluster-local.yaml`` (the jobs file read and validated, then the model of two
+configs/cluster-local.yaml`` (the request's jobs file read and validated, then the model of two
 one-CPU local nodes the live loop plans on; the live run itself is not traced). Each
 engine's returns stay at or under its ceiling; a new round trip fails the test with every
 stop listed. Run this module to print the stops::
@@ -168,13 +168,14 @@ def intunex_cluster() -> Any:
     The real pipeline's calibration (``ingestion.cluster.pipelines.real_pipeline``, cached per
     process after its first call, about a minute the first time) is stood in for by a stub: a
     cached call enters no library file, and neither does the stub."""
-    from ingestion.cluster.jobs import load_jobs
     from optimizers.intunex.live import local_cluster
+    from optimizers.intunex.request import ClusterRequest
 
     jobs = ROOT / "configs" / "cluster-local.yaml"
+    request = ClusterRequest(jobs=str(jobs))  # made before the trace, as Seraph's request is
 
     def build() -> Any:
-        return local_cluster(load_jobs(jobs), 2, jobs.parent, cpus=1)
+        return local_cluster(request.load_jobs(), 2, jobs.parent, cpus=1)
 
     calibrated = SimpleNamespace(calibration=SimpleNamespace(model="the calibrated pipeline"))
     with mock.patch("ingestion.cluster.pipelines.real_pipeline", lambda _name: calibrated):
@@ -261,7 +262,7 @@ def test_making_an_intunex_cluster_returns_to_few_files():
     cluster, events = intunex_cluster()
     stops = stops_in(events)
     assert [j.name for j in cluster.jobs] == ["ctr-small", "ads-medium"] and cluster.max_nodes == 2
-    assert stops[0] == Stop("ingestion/cluster/jobs.py", "load_jobs")
+    assert stops[:2] == [Stop("optimizers/intunex/request.py", "load_jobs"), Stop("ingestion/cluster/jobs.py", "load_jobs")]
     assert len(returns_in(stops)) <= INTUNEX_RETURNS_CEILING, report("InTuneX", stops)
 
 
@@ -271,4 +272,4 @@ if __name__ == "__main__":
 
     with tempfile.TemporaryDirectory() as tmp:
         print(report("InTune (request.job(...))", stops_in(intune_job(_data(Path(tmp) / "d"))[1])))
-    print(report("InTuneX (local_cluster(load_jobs(...)))", stops_in(intunex_cluster()[1])))
+    print(report("InTuneX (local_cluster(request.load_jobs(), 2))", stops_in(intunex_cluster()[1])))
