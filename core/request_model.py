@@ -25,13 +25,16 @@ location already reads ``rl.inject_faults``; :func:`problem_of` words both the s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Mapping, Self
+from typing import Any, Callable, ClassVar, Mapping, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.json_schema import JsonDict
 
 from core.errors import UserError, field_name
 from core.json_edge import JsonObject
+
+
+T = TypeVar("T")
 
 
 class Required:
@@ -97,13 +100,15 @@ def problem_of(error: Mapping[str, Any], allowed: list[str] | None = None) -> st
     return msg
 
 
-def check_with(check: Callable[[Any], object], value: Any, flag: str) -> None:
-    """Run a library's own check of ``value`` inside a field validator: its UserError, worded for
-    the command line's ``flag``, becomes the field's problem (each front end names the field)."""
+def check_with(check: Callable[..., T], *args: Any, named: str | None = None) -> T:
+    """Run a library's own check (or parse) of ``args`` inside a field validator and return its
+    result: its UserError becomes the field's problem (pydantic reports a ValueError), without the
+    ``named: `` its message starts with (a flag, ``fault spec``): each front end names the field its
+    own way."""
     try:
-        check(value)
+        return check(*args)
     except UserError as exc:
-        raise ValueError(str(exc).removeprefix(f"{flag}: ")) from None
+        raise ValueError(str(exc).removeprefix(f"{named}: ") if named else str(exc)) from None
 
 
 def _choices_as_enums(schema: JsonDict, model: type[BaseModel]) -> None:

@@ -73,7 +73,7 @@ class RLSpec(SeraphRequest):
         if v is not None:
             from optimizers.seraph.seeds import parse_seeds
 
-            check_with(parse_seeds, v, "--seeds")
+            check_with(parse_seeds, v, named="--seeds")
         return v
 
     def seed_list(self) -> tuple[int, ...] | None:

@@ -101,7 +101,7 @@ class ClusterRequest(RequestModel):
         if v is not None:
             from ingestion.cluster.instances import select
 
-            check_with(select, v, "--instance-types")
+            check_with(select, v, named="--instance-types")
         return v
 
     @field_validator("baselines", mode="before")
@@ -120,10 +120,9 @@ class ClusterRequest(RequestModel):
     @classmethod
     def _one_type(cls, v: str | None) -> str | None:
         if v is not None:
-            from ingestion.cluster.instances import all_types
+            from ingestion.cluster.instances import by_name
 
-            if v not in {t.name for t in all_types()}:
-                raise ValueError(f"{v!r} is not an instance type of the price table; give one name, e.g. c7i.4xlarge")
+            check_with(by_name, v)
         return v
 
     # -- what the request implies ------------------------------------------------------------

@@ -19,7 +19,7 @@ from pydantic import ConfigDict, Field, JsonValue, PlainSerializer, PlainValidat
 from pydantic import field_validator
 
 from core.errors import UserError
-from core.request_model import Rename, Renames, RequestError, RequestModel
+from core.request_model import Rename, Renames, RequestError, RequestModel, check_with
 from optimizers.seraph.baseline import STATIC_DEFAULT_CONFIG, baseline_of, parse_baseline
 from serverless.run_shape import RunShape, RunShapeError
 from optimizers.seraph.defaults import DEFAULT_STEPS_PER_ENV
@@ -67,10 +67,7 @@ def _faults(value: Any) -> "FaultSpec | None":
 
     if value is None or isinstance(value, FaultSpec):
         return value
-    try:
-        return FaultSpec.parse(value)
-    except UserError as exc:
-        raise ValueError(str(exc).removeprefix("fault spec: ")) from None
+    return check_with(FaultSpec.parse, value, named="fault spec")
 
 
 def _baseline(value: Any) -> RunShape:
@@ -92,14 +89,6 @@ def _baseline_text(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError(f"must be 'actors=A,memory=M,batch=B[,steps_per_env=N]', got {value!r}")
     return value
-
-
-def _user_error_as_value_error(check: Callable[..., Any], *args: Any) -> None:
-    """Run a registry's check: its UserError is this field's problem (pydantic reports a ValueError)."""
-    try:
-        check(*args)
-    except UserError as exc:
-        raise ValueError(str(exc)) from None
 
 
 #: A fault spec: parsed from its text, written back as its text.
@@ -162,7 +151,7 @@ class SeraphRequest(RequestModel):
     @classmethod
     def _registered(cls, v: str, info: ValidationInfo) -> str:
         """A name its registry knows (:data:`_REGISTERED`), else its registry's error."""
-        _user_error_as_value_error(_REGISTERED[info.field_name], v)
+        check_with(_REGISTERED[info.field_name], v)
         return v
 
     @field_validator("weight")
@@ -214,10 +203,7 @@ class SeraphRequest(RequestModel):
         from serverless.envs import parse_env_kwargs
 
         if v is None or isinstance(v, (str, dict)):
-            try:
-                return parse_env_kwargs(v)
-            except UserError as exc:
-                raise ValueError(str(exc)) from None
+            return check_with(parse_env_kwargs, v)
         return v  # not a mapping: pydantic's type check names it
 
     @field_validator("backend_options")
@@ -225,7 +211,7 @@ class SeraphRequest(RequestModel):
     def _declared_options(cls, v: dict[str, JsonValue], info: ValidationInfo) -> dict[str, JsonValue]:
         """Options the backend declares, each of its type (``BackendEntry.options``)."""
         if "backend" in info.data:  # a bad backend is its own error
-            _user_error_as_value_error(check_backend_options, info.data["backend"], v)
+            check_with(check_backend_options, info.data["backend"], v)
         return v
 
     # -- what the request implies ------------------------------------------------------------

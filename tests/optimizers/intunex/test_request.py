@@ -33,7 +33,7 @@ def test_the_baselines_default_to_all_on_the_model_and_the_live_pair_live() -> N
     ({"baselines": "static,fastest"}, "baselines", "unknown ['fastest']; allowed: static, cachew"),
     ({"instance_types": "zz.*"}, "instance_types", "'zz.*' matches no instance type; known families"),
     ({"instance_types": " , "}, "instance_types", "names no instance type"),
-    ({"static_type": "c7i.big"}, "static_type", "'c7i.big' is not an instance type of the price table"),
+    ({"static_type": "c7i.big"}, "static_type", "unknown instance type 'c7i.big'; see"),
     ({"budget_usd_per_h": 0}, "budget_usd_per_h", "greater than 0"),
     ({"budget_usd_per_h": float("inf")}, "budget_usd_per_h", "finite"),
     ({"objective": "fastest"}, "objective", "'throughput-per-usd', 'least-cost' or 'max-throughput'"),
@@ -62,7 +62,7 @@ def test_a_request_without_a_jobs_file_says_so_where_it_needs_one() -> None:
 
 @pytest.mark.parametrize(("flags", "message"), [
     (["--simulate"], "--jobs FILE is required"),
-    (["--jobs", "configs/cluster-demo.yaml", "--simulate", "--static-type", "c7i.big"], "--static-type: 'c7i.big'"),
+    (["--jobs", "configs/cluster-demo.yaml", "--simulate", "--static-type", "c7i.big"], "--static-type: unknown instance type 'c7i.big'"),
     (["--jobs", "configs/cluster-demo.yaml", "--simulate", "--budget-usd-per-h", "-1"], "--budget-usd-per-h: "),
     (["--jobs", "configs/cluster-demo.yaml", "--simulate", "--instance-types", "zz.*"], "--instance-types: 'zz.*'"),
 ])
